@@ -1,0 +1,191 @@
+//! The command line, defined once with clap derive: parsing only, no probing. `--help` and
+//! `--version` return before anything is measured.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// RAM and GPU memory, measured: every device, every process, truthfully.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hmn",
+    version,
+    about = "RAM and GPU memory, measured",
+    long_about = "RAM and GPU memory, measured.\n\n\
+        With no subcommand, hmn prints one line per GPU (free / total memory, reserved memory, \
+        driver) and a host RAM line. NVIDIA GPUs are read through NVML, or nvidia-smi when NVML \
+        cannot be loaded. A value that could not be read is shown as `?` (null in JSON), never 0.",
+    after_help = "Run `hmn ps --help` for the per-process listing.",
+    args_conflicts_with_subcommands = false
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every subcommand accepts.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print JSON (schema 1) on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Read process and memory files from DIR instead of /proc (e.g. the host's /proc mounted
+    /// in a container).
+    #[arg(long, global = true, value_name = "DIR", env = "HMN_PROC_ROOT")]
+    pub proc_root: Option<PathBuf>,
+
+    /// Read device files from DIR instead of /sys.
+    #[arg(long, global = true, value_name = "DIR", env = "HMN_SYS_ROOT")]
+    pub sys_root: Option<PathBuf>,
+
+    /// Load NVML from PATH instead of libnvidia-ml.so.1 on the loader's search path.
+    #[arg(long, global = true, value_name = "PATH", env = "HMN_NVML_LIB")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Run PATH as nvidia-smi (the fallback when NVML cannot be loaded) instead of looking it
+    /// up on PATH.
+    #[arg(long, global = true, value_name = "PATH", env = "HMN_NVIDIA_SMI")]
+    pub nvidia_smi: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the processes holding GPU memory: one row per (process, device).
+    #[command(
+        long_about = "List the processes holding GPU memory: one row per (process, device).\n\n\
+            Columns: PID USER NAME DEVICE KIND VRAM. KIND is compute, graphics or \
+            compute+graphics (a process in both NVML lists is one row with the larger figure). \
+            A summary line always goes to stderr. VRAM `?` means the driver did not report a \
+            usable figure (JSON null, with the reason under `unknown`).\n\n\
+            Exit status: 0, or with --exit-status: 0 rows listed, 1 none, 2 undetermined \
+            (a device could not be read, or processes were hidden)."
+    )]
+    Ps(PsArgs),
+}
+
+/// `hmn ps` options.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Print CSV (a header row, then one row per process and device; sizes in bytes, unknown
+    /// empty).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+
+    /// Only these processes (repeatable, or comma-separated).
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+
+    /// Only these devices, by index (repeatable, or comma-separated). An index that does not
+    /// exist, or a device that cannot be read, is an error (exit 2).
+    #[arg(long, value_name = "INDEX", value_delimiter = ',')]
+    pub device: Vec<u32>,
+
+    /// Only processes of these users, by name or numeric UID (repeatable, or comma-separated).
+    #[arg(long, value_name = "USER", value_delimiter = ',')]
+    pub user: Vec<String>,
+
+    /// Only processes whose name contains PATTERN, case-insensitively (repeatable: any
+    /// matches). A blank pattern is rejected, since an unset shell variable would otherwise
+    /// match everything.
+    #[arg(long, value_name = "PATTERN", value_parser = parse_pattern)]
+    pub filter: Vec<String>,
+
+    /// Only rows using at least SIZE of device memory (e.g. 512MiB, 1.5GiB, 2G, 100MB). Rows
+    /// whose usage is unknown cannot be shown to reach SIZE and are left out.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub min: Option<u64>,
+
+    /// Sort order.
+    #[arg(long, value_enum, default_value_t = SortKey::Vram)]
+    pub sort: SortKey,
+
+    /// Exit 0 when rows were listed, 1 when none, 2 when it could not be determined.
+    #[arg(long)]
+    pub exit_status: bool,
+}
+
+/// `hmn ps --sort` keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortKey {
+    /// Largest device memory first (unknown last).
+    Vram,
+    /// By process id.
+    Pid,
+    /// By name.
+    Name,
+    /// By user.
+    User,
+    /// By device, then largest first.
+    Device,
+}
+
+fn parse_pattern(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err(format!(
+            "invalid filter {s:?}: expected a non-blank name pattern"
+        ))
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    crate::format::parse_size(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("hmn").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_work_before_and_after_the_subcommand() {
+        let a = parse(&["--json", "ps"]).unwrap();
+        assert!(a.global.json);
+        let b = parse(&["ps", "--json", "--proc-root", "/x"]).unwrap();
+        assert!(b.global.json);
+        assert_eq!(b.global.proc_root, Some(PathBuf::from("/x")));
+    }
+
+    #[test]
+    fn ps_filters() {
+        let a = parse(&[
+            "ps", "--pid", "1,2", "--pid", "3", "--min", "1GiB", "--sort", "pid",
+        ])
+        .unwrap();
+        let Some(Command::Ps(ps)) = a.command else {
+            panic!("ps expected")
+        };
+        assert_eq!(ps.pid, vec![1, 2, 3]);
+        assert_eq!(ps.min, Some(1 << 30));
+        assert_eq!(ps.sort, SortKey::Pid);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["ps", "--filter", "  "][..],
+            &["ps", "--min", "lots"],
+            &["ps", "--pid", "x"],
+            &["ps", "--sort", "size"],
+            &["ps", "--csv", "--json"],
+            &["frobnicate"],
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+}

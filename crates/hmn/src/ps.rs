@@ -1,0 +1,237 @@
+//! `hmn ps`: the processes holding GPU memory, as a table, JSON (schema 1) or CSV, with a
+//! summary line on stderr.
+
+use std::cmp::Reverse;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use hypomnesis::{GpuProcess, Probe, ProcessList, Warning};
+use serde::Serialize;
+
+use crate::cli::{GlobalArgs, PsArgs, SortKey};
+use crate::format::{Align, Table, bytes, csv_field, opt_bytes};
+
+/// `hmn ps --json` (schema 1).
+#[derive(Serialize)]
+struct PsJson<'a> {
+    schema: u32,
+    processes: &'a [GpuProcess],
+    hidden_processes: u32,
+    failed_devices: &'a [u32],
+    warnings: &'a [Warning],
+}
+
+pub fn run(
+    probe: &Probe,
+    g: &GlobalArgs,
+    args: &PsArgs,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let list = probe.gpu_processes();
+    let devices: Vec<u32> = list.devices.iter().map(|d| d.index).collect();
+    for d in &args.device {
+        if !devices.contains(d) {
+            let have = devices.len();
+            bail!(
+                "ps: no GPU {d} (have {have} device{})",
+                if have == 1 { "" } else { "s" }
+            );
+        }
+        if list.failed_devices.contains(d) {
+            let why = list
+                .warnings
+                .iter()
+                .find(|w| w.device_index == Some(*d))
+                .map_or_else(|| "unreadable".to_string(), |w| w.message.clone());
+            bail!("ps: GPU {d} could not be queried: {why}");
+        }
+    }
+    let mut rows: Vec<&GpuProcess> = list.processes.iter().filter(|p| keep(p, args)).collect();
+    sort_rows(&mut rows, args.sort);
+
+    if g.json {
+        let owned: Vec<GpuProcess> = rows.iter().map(|r| (*r).clone()).collect();
+        crate::write_json(
+            out,
+            &PsJson {
+                schema: 1,
+                processes: &owned,
+                hidden_processes: list.hidden_processes,
+                failed_devices: &list.failed_devices,
+                warnings: &list.warnings,
+            },
+        )?;
+    } else if args.csv {
+        write_csv(out, &rows)?;
+        crate::print_warnings(&list.warnings)?;
+    } else {
+        out.write_all(table(&rows).as_bytes())?;
+        crate::print_warnings(&list.warnings)?;
+    }
+    // The summary goes out after stdout is complete, so `2>&1` keeps them in order.
+    out.flush()?;
+    crate::note(&summary_line(&rows, list.hidden_processes))?;
+    if devices.is_empty() {
+        crate::note(&crate::summary::no_gpu_line(&list.absent_reasons()))?;
+    }
+
+    let undetermined = list.hidden_processes > 0 || relevant_failures(&list, args);
+    let code = match (args.exit_status, rows.is_empty(), undetermined) {
+        (false, _, _) | (true, false, _) => 0,
+        (true, true, false) => 1,
+        (true, true, true) => 2,
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Whether a failed device could have held rows this query would show.
+fn relevant_failures(list: &ProcessList, args: &PsArgs) -> bool {
+    list.failed_devices
+        .iter()
+        .any(|d| args.device.is_empty() || args.device.contains(d))
+}
+
+fn keep(p: &GpuProcess, a: &PsArgs) -> bool {
+    let pid_ok = a.pid.is_empty() || a.pid.contains(&p.pid);
+    let dev_ok = a.device.is_empty() || a.device.contains(&p.device_index);
+    let user_ok = a.user.is_empty()
+        || a.user.iter().any(|u| {
+            p.user.as_deref() == Some(u.as_str())
+                || u.parse::<u32>().ok().is_some_and(|id| p.uid == Some(id))
+        });
+    let name_ok = a.filter.is_empty()
+        || p.name.as_deref().is_some_and(|n| {
+            let n = n.to_lowercase();
+            a.filter.iter().any(|f| n.contains(&f.to_lowercase()))
+        });
+    let min_ok = a
+        .min
+        .is_none_or(|min| min == 0 || p.used_bytes.is_some_and(|u| u >= min));
+    pid_ok && dev_ok && user_ok && name_ok && min_ok
+}
+
+fn sort_rows(rows: &mut [&GpuProcess], key: SortKey) {
+    // Ties always break by device, then pid, so the order is stable across runs.
+    let tie = |p: &GpuProcess| (p.device_index, p.pid);
+    match key {
+        SortKey::Vram => rows.sort_by_key(|p| (Reverse(p.used_bytes), tie(p))),
+        SortKey::Pid => rows.sort_by_key(|p| (p.pid, p.device_index)),
+        SortKey::Name => rows.sort_by(|a, b| a.name.cmp(&b.name).then(tie(a).cmp(&tie(b)))),
+        SortKey::User => rows.sort_by(|a, b| {
+            a.user
+                .cmp(&b.user)
+                .then(a.uid.cmp(&b.uid))
+                .then(tie(a).cmp(&tie(b)))
+        }),
+        SortKey::Device => rows.sort_by_key(|p| (p.device_index, Reverse(p.used_bytes), p.pid)),
+    }
+}
+
+fn user_cell(p: &GpuProcess) -> String {
+    match (&p.user, p.uid) {
+        (Some(u), _) => u.clone(),
+        (None, Some(uid)) => uid.to_string(),
+        (None, None) => "?".to_string(),
+    }
+}
+
+/// The text table: `PID USER NAME DEVICE KIND VRAM`.
+fn table(rows: &[&GpuProcess]) -> String {
+    let mut t = Table::new(&[
+        ("PID", Align::Right),
+        ("USER", Align::Left),
+        ("NAME", Align::Left),
+        ("DEVICE", Align::Right),
+        ("KIND", Align::Left),
+        ("VRAM", Align::Right),
+    ]);
+    for p in rows {
+        t.row(vec![
+            p.pid.to_string(),
+            user_cell(p),
+            p.name_or_unknown().to_string(),
+            p.device_index.to_string(),
+            p.kind.to_string(),
+            opt_bytes(p.used_bytes),
+        ]);
+    }
+    t.render()
+}
+
+fn write_csv(out: &mut dyn Write, rows: &[&GpuProcess]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "pid,user,uid,name,device_index,device_uuid,kind,used_bytes,source"
+    )?;
+    for p in rows {
+        let opt = |v: Option<String>| v.map(|s| csv_field(&s)).unwrap_or_default();
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{}",
+            p.pid,
+            opt(p.user.clone()),
+            opt(p.uid.map(|u| u.to_string())),
+            opt(p.name.clone()),
+            p.device_index,
+            opt(p.device_uuid.clone()),
+            p.kind,
+            opt(p.used_bytes.map(|u| u.to_string())),
+            p.source,
+        )?;
+    }
+    Ok(())
+}
+
+/// `N GPU processes found (X total; M unknown; K hidden — run as root to see all)`.
+fn summary_line(rows: &[&GpuProcess], hidden: u32) -> String {
+    let n = rows.len();
+    let mut line = format!("{n} GPU process{} found", if n == 1 { "" } else { "es" });
+    let mut parts = Vec::new();
+    if n > 0 {
+        let total: u64 = rows.iter().filter_map(|p| p.used_bytes).sum();
+        parts.push(format!("{} total", bytes(total)));
+        let unknown = rows.iter().filter(|p| p.used_bytes.is_none()).count();
+        if unknown > 0 {
+            parts.push(format!("{unknown} with unknown usage"));
+        }
+    }
+    if hidden > 0 {
+        parts.push(format!("{hidden} hidden — run as root to see all"));
+    }
+    if !parts.is_empty() {
+        line.push_str(&format!(" ({})", parts.join("; ")));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypomnesis::test_helpers::GpuProcessBuilder;
+
+    #[test]
+    fn summary_wording() {
+        let a = GpuProcessBuilder::new(1, 0)
+            .used_bytes(Some(1 << 30))
+            .build();
+        let b = GpuProcessBuilder::new(2, 0).build();
+        assert_eq!(summary_line(&[], 0), "0 GPU processes found");
+        assert_eq!(summary_line(&[&a], 0), "1 GPU process found (1 GiB total)");
+        assert_eq!(
+            summary_line(&[&a, &b], 3),
+            "2 GPU processes found (1 GiB total; 1 with unknown usage; 3 hidden — run as root to see all)"
+        );
+    }
+
+    #[test]
+    fn vram_sort_puts_unknown_last() {
+        let a = GpuProcessBuilder::new(1, 0).used_bytes(Some(5)).build();
+        let b = GpuProcessBuilder::new(2, 0).build();
+        let c = GpuProcessBuilder::new(3, 1).used_bytes(Some(9)).build();
+        let mut rows = vec![&a, &b, &c];
+        sort_rows(&mut rows, SortKey::Vram);
+        let pids: Vec<u32> = rows.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![3, 1, 2]);
+    }
+}

@@ -1,0 +1,137 @@
+//! `hmn` with no subcommand: one line per device and a host RAM line (or JSON schema 1).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use hypomnesis::{BackendStatus, Device, HostMemory, Probe, Warning};
+use serde::Serialize;
+
+use crate::cli::GlobalArgs;
+use crate::format::{bytes, opt_bytes, sanitize};
+
+/// `hmn --json` (schema 1).
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    schema: u32,
+    host: &'a HostMemory,
+    devices: &'a [Device],
+    warnings: &'a [Warning],
+    backends: &'a [BackendStatus],
+}
+
+pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let host = probe.host_memory().context("reading host memory")?;
+    let list = probe.devices();
+    if g.json {
+        crate::write_json(
+            out,
+            &SummaryJson {
+                schema: 1,
+                host: &host,
+                devices: &list.devices,
+                warnings: &list.warnings,
+                backends: &list.backends,
+            },
+        )?;
+    } else {
+        for dev in &list.devices {
+            writeln!(out, "{}", device_line(dev))?;
+        }
+        writeln!(out, "{}", host_line(&host))?;
+        crate::print_warnings(&list.warnings)?;
+    }
+    if list.devices.is_empty() {
+        crate::note(&no_gpu_line(&list.absent_reasons()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `GPU 0 [name]: free X / Y, Z reserved, driver V`.
+pub fn device_line(dev: &Device) -> String {
+    let mut line = format!("GPU {}", dev.index);
+    if let Some(name) = &dev.name {
+        line.push_str(&format!(" [{}]", sanitize(name)));
+    }
+    if let Some(err) = &dev.error {
+        line.push_str(&format!(": unreadable ({})", sanitize(err)));
+        return line;
+    }
+    let m = &dev.memory;
+    line.push_str(&format!(
+        ": free {} / {}",
+        opt_bytes(m.free_bytes),
+        opt_bytes(m.total_bytes)
+    ));
+    if let Some(r) = m.reserved_bytes.filter(|r| *r > 0) {
+        line.push_str(&format!(", {} reserved", bytes(r)));
+    }
+    if let Some(v) = &dev.driver_version {
+        line.push_str(&format!(", driver {}", sanitize(v)));
+    }
+    if dev.source != hypomnesis::Source::Nvml {
+        line.push_str(&format!(" (via {})", dev.source));
+    }
+    if m.total_bytes.is_none() {
+        if let Some(u) = dev.unknown.iter().find(|u| u.field == "memory.total_bytes") {
+            line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
+        }
+    }
+    line
+}
+
+/// `RAM: X available / Y`.
+pub fn host_line(h: &HostMemory) -> String {
+    format!(
+        "RAM: {} available / {}",
+        bytes(h.memory_available_bytes),
+        bytes(h.memory_total_bytes)
+    )
+}
+
+/// `no GPU found (NVML: reason; nvidia-smi: reason)`.
+pub fn no_gpu_line(absent: &[(String, String)]) -> String {
+    let reasons: Vec<String> = absent.iter().map(|(b, r)| format!("{b}: {r}")).collect();
+    if reasons.is_empty() {
+        "no GPU found".to_string()
+    } else {
+        format!("no GPU found ({})", reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypomnesis::test_helpers::DeviceBuilder;
+
+    #[test]
+    fn device_line_matches_the_documented_shape() {
+        let dev = DeviceBuilder::new(0)
+            .name("NVIDIA H100 80GB HBM3")
+            .memory(
+                Some(81_559 << 20),
+                Some(1 << 30),
+                Some(80_000 << 20),
+                Some(540 << 20),
+            )
+            .driver("nvidia", Some("550.54.15".into()))
+            .build();
+        assert_eq!(
+            device_line(&dev),
+            "GPU 0 [NVIDIA H100 80GB HBM3]: free 78.1 GiB / 79.6 GiB, 540 MiB reserved, driver 550.54.15"
+        );
+    }
+
+    #[test]
+    fn unknown_memory_is_a_question_mark_not_zero() {
+        let dev = DeviceBuilder::new(1).name("NVIDIA GB10").build();
+        assert_eq!(device_line(&dev), "GPU 1 [NVIDIA GB10]: free ? / ?");
+        let dev = DeviceBuilder::new(2)
+            .error("NVML refused the device handle: no permission")
+            .build();
+        assert_eq!(
+            device_line(&dev),
+            "GPU 2: unreadable (NVML refused the device handle: no permission)"
+        );
+    }
+}

@@ -1,0 +1,468 @@
+//! The built `hmn` binary, run against the fake NVML, a fake nvidia-smi and fixture /proc trees.
+
+// Test and bench harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use hmn_testbed::{FakeNvml, FakeProc, FakeProcess, FakeSmi, ProcFixture};
+use serde_json::Value;
+
+const H100_TOTAL: u64 = 85_520_809_984;
+
+/// A sandbox: a fixture /proc, optionally a fake NVML, and paths that do not exist for the
+/// backends a test does not want (so a real GPU on the test machine never leaks in).
+struct Bed {
+    dir: tempfile::TempDir,
+    nvml: PathBuf,
+    smi: PathBuf,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let dir = tempfile::tempdir().unwrap();
+        let fx = ProcFixture::new(&dir.path().join("proc")).unwrap();
+        fx.meminfo(24_684_084, 24_444_784).unwrap();
+        Bed {
+            nvml: dir.path().join("no-nvml/libnvidia-ml.so.1"),
+            smi: dir.path().join("no-smi/nvidia-smi"),
+            dir,
+        }
+    }
+
+    fn with_nvml(fake: &FakeNvml) -> Bed {
+        let mut bed = Bed::new();
+        bed.nvml = fake.install(&bed.dir.path().join("nvml")).unwrap();
+        bed
+    }
+
+    fn proc(&self) -> PathBuf {
+        self.dir.path().join("proc")
+    }
+
+    fn fixture(&self) -> ProcFixture {
+        ProcFixture::new(&self.proc()).unwrap()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+        c.args(args)
+            .env_remove("HMN_PROC_ROOT")
+            .env_remove("HMN_SYS_ROOT")
+            .env_remove("HMN_NVIDIA_SMI_TIMEOUT_MS")
+            .env("HMN_PROC_ROOT", self.proc())
+            .env("HMN_NVML_LIB", &self.nvml)
+            .env("HMN_NVIDIA_SMI", &self.smi)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+fn three_processes() -> (FakeNvml, Vec<FakeProc>) {
+    let fake = FakeNvml::h100s(2)
+        .process(FakeProcess::compute(0, 4242, 10 << 30))
+        .process(FakeProcess::graphics(0, 4242, 2 << 30))
+        .process(FakeProcess::graphics(0, 1000, 300 << 20))
+        .process(FakeProcess::compute(1, 5151, 70 << 30))
+        .process(FakeProcess::compute(1, 6000, 0).not_available());
+    let procs = vec![
+        FakeProc::new(4242, "python3").uid(0),
+        FakeProc::new(1000, "Xorg").uid(0),
+        FakeProc::new(5151, "训练脚本").uid(4_000_123),
+        FakeProc::new(6000, "vllm").uid(0),
+    ];
+    (fake, procs)
+}
+
+fn bed_with_processes() -> Bed {
+    let (fake, procs) = three_processes();
+    let bed = Bed::with_nvml(&fake);
+    let fx = bed.fixture();
+    for p in &procs {
+        fx.process(p).unwrap();
+    }
+    bed
+}
+
+#[test]
+fn no_gpu_prints_host_ram_and_one_reason_line() {
+    let bed = Bed::new();
+    let o = bed.run(&[]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "RAM: 23.3 GiB available / 23.5 GiB\n");
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("hmn: no GPU found (NVML: cannot load "),
+        "{err}"
+    );
+    assert!(err.contains("; nvidia-smi: "), "{err}");
+    assert!(err.contains("no-smi/nvidia-smi not found"), "{err}");
+}
+
+#[test]
+fn no_gpu_json_is_valid_and_keeps_stderr_line() {
+    let bed = Bed::new();
+    let o = bed.run(&["--json"]);
+    assert!(o.status.success());
+    let v = json(&o);
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["host"]["memory_total_bytes"], 24_684_084u64 * 1024);
+    assert_eq!(v["host"]["memory_available_bytes"], 24_444_784u64 * 1024);
+    assert_eq!(v["devices"], Value::Array(vec![]));
+    assert_eq!(v["backends"][0]["backend"], "NVML");
+    assert_eq!(v["backends"][0]["state"], "absent");
+    assert!(stderr(&o).starts_with("hmn: no GPU found"));
+}
+
+#[test]
+fn devices_text_and_json() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(2));
+    let o = bed.run(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].starts_with("GPU 0 [NVIDIA H100 80GB HBM3]: free "),
+        "{out}"
+    );
+    assert!(lines[0].contains(" / 79.6 GiB, "), "{out}");
+    assert!(lines[0].contains(" reserved, driver 550.54.15"), "{out}");
+    assert!(lines[1].starts_with("GPU 1 "));
+    assert!(lines[2].starts_with("RAM: "));
+    assert_eq!(stderr(&o), "");
+
+    let v = json(&bed.run(&["--json"]));
+    let d = &v["devices"][0];
+    assert_eq!(d["index"], 0);
+    assert_eq!(d["vendor"], "nvidia");
+    assert_eq!(d["driver"], "nvidia");
+    assert_eq!(d["source"], "nvml");
+    assert_eq!(d["memory"]["total_bytes"], H100_TOTAL);
+    let m = &d["memory"];
+    let sum = m["used_bytes"].as_u64().unwrap()
+        + m["free_bytes"].as_u64().unwrap()
+        + m["reserved_bytes"].as_u64().unwrap();
+    assert_eq!(sum, H100_TOTAL);
+    let pci = d["pci_bus_id"].as_str().unwrap();
+    assert_eq!(pci.len(), 12, "{pci}");
+    assert_eq!(pci, pci.to_lowercase());
+    assert!(d.get("unknown").is_none(), "{d}");
+}
+
+#[test]
+fn ps_table_aligns_and_summarises() {
+    let bed = bed_with_processes();
+    let o = bed.run(&["ps"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["PID", "USER", "NAME", "DEVICE", "KIND", "VRAM"]);
+    // Largest first, unknown last.
+    assert!(
+        lines[1].contains("5151") && lines[1].ends_with("70 GiB"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("4242") && lines[2].contains("compute+graphics"),
+        "{out}"
+    );
+    assert!(lines[2].ends_with("10 GiB"), "{out}");
+    assert!(
+        lines[3].contains("Xorg") && lines[3].ends_with("300 MiB"),
+        "{out}"
+    );
+    assert!(
+        lines[4].contains("vllm") && lines[4].ends_with('?'),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("4000123"),
+        "an unnamed uid is shown as a number: {out}"
+    );
+    // Display width: the CJK name occupies two columns per character, so VRAM columns align.
+    use unicode_width::UnicodeWidthStr;
+    let w: Vec<usize> = lines[..4].iter().map(|l| l.width()).collect();
+    assert!(w.iter().all(|x| *x == w[0]), "{w:?}\n{out}");
+    assert_eq!(
+        stderr(&o),
+        "hmn: 4 GPU processes found (80.3 GiB total; 1 with unknown usage)\n"
+    );
+}
+
+#[test]
+fn ps_json_contract() {
+    let bed = bed_with_processes();
+    let o = bed.run(&["ps", "--json"]);
+    assert!(o.status.success());
+    let v = json(&o);
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["hidden_processes"], 0);
+    let rows = v["processes"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let r = rows.iter().find(|r| r["pid"] == 4242).unwrap();
+    assert_eq!(r["name"], "python3");
+    assert_eq!(r["user"], "root");
+    assert_eq!(r["device_index"], 0);
+    assert!(r["device_uuid"].as_str().unwrap().starts_with("GPU-"));
+    assert_eq!(r["kind"], "compute+graphics");
+    assert_eq!(r["used_bytes"], 10u64 << 30);
+    assert_eq!(r["source"], "nvml");
+    let unknown = rows.iter().find(|r| r["pid"] == 6000).unwrap();
+    assert_eq!(unknown["used_bytes"], Value::Null);
+    assert_eq!(unknown["unknown"][0]["reason"], "driver_sentinel");
+    assert!(stderr(&o).starts_with("hmn: 4 GPU processes found"));
+}
+
+#[test]
+fn ps_csv() {
+    let bed = bed_with_processes();
+    let o = bed.run(&["ps", "--csv", "--sort", "pid"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "pid,user,uid,name,device_index,device_uuid,kind,used_bytes,source"
+    );
+    assert_eq!(lines.len(), 5);
+    assert!(lines[1].starts_with("1000,root,0,Xorg,0,GPU-"), "{out}");
+    assert!(lines[1].ends_with(",graphics,314572800,nvml"), "{out}");
+    assert!(
+        lines[4].starts_with("6000,") && lines[4].ends_with(",compute,,nvml"),
+        "{out}"
+    );
+}
+
+#[test]
+fn ps_filters() {
+    let bed = bed_with_processes();
+    let pids = |args: &[&str]| -> Vec<u64> {
+        let mut full = vec!["ps", "--json", "--sort", "pid"];
+        full.extend_from_slice(args);
+        let o = bed.run(&full);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        json(&o)["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["pid"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(pids(&["--device", "1"]), vec![5151, 6000]);
+    assert_eq!(pids(&["--pid", "4242,1000"]), vec![1000, 4242]);
+    assert_eq!(pids(&["--user", "root"]), vec![1000, 4242, 6000]);
+    assert_eq!(pids(&["--user", "4000123"]), vec![5151]);
+    assert_eq!(
+        pids(&["--filter", "XOR", "--filter", "vll"]),
+        vec![1000, 6000]
+    );
+    assert_eq!(
+        pids(&["--min", "1GiB"]),
+        vec![4242, 5151],
+        "unknown usage cannot reach --min"
+    );
+    assert_eq!(pids(&["--min", "0"]), vec![1000, 4242, 5151, 6000]);
+}
+
+#[test]
+fn ps_exit_status() {
+    let bed = bed_with_processes();
+    let code = |args: &[&str]| bed.run(args).status.code().unwrap();
+    assert_eq!(code(&["ps", "--exit-status"]), 0);
+    assert_eq!(code(&["ps", "--exit-status", "--pid", "1"]), 1);
+    assert_eq!(
+        code(&["ps", "--pid", "1"]),
+        0,
+        "without --exit-status an empty list is success"
+    );
+
+    let mut fake = FakeNvml::h100s(2).process(FakeProcess::compute(0, 5, 1 << 20));
+    fake.devices[1]
+        .errors
+        .push(("nvmlDeviceGetComputeRunningProcesses_v3".to_string(), 15));
+    let lost = Bed::with_nvml(&fake);
+    let o = lost.run(&["ps", "--exit-status", "--pid", "77"]);
+    assert_eq!(o.status.code(), Some(2), "GPU 1 unreadable: undetermined");
+    assert!(
+        stderr(&o).contains("hmn: warning: GPU 1: compute process list unavailable"),
+        "{}",
+        stderr(&o)
+    );
+    let o = lost.run(&["ps", "--device", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("hmn: ps: GPU 1 could not be queried"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        lost.run(&["ps", "--exit-status", "--device", "0", "--pid", "77"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let bed = bed_with_processes();
+    for args in [
+        &["ps", "--filter", ""][..],
+        &["ps", "--min", "12 parsecs"],
+        &["ps", "--device", "9"],
+        &["ps", "--sort", "bogus"],
+        &["--proc-root", "/definitely/not/here"],
+        &["frobnicate"],
+    ] {
+        let o = bed.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("error") || err.starts_with("hmn: "),
+            "{args:?}: {err}"
+        );
+    }
+    let o = bed.run(&["ps", "--device", "9"]);
+    assert_eq!(stderr(&o), "hmn: ps: no GPU 9 (have 2 devices)\n");
+    let o = bed.run(&["--proc-root", "/definitely/not/here"]);
+    assert_eq!(
+        stderr(&o),
+        "hmn: --proc-root /definitely/not/here: not a directory\n"
+    );
+}
+
+#[test]
+fn malformed_meminfo_names_the_file() {
+    let bed = Bed::new();
+    std::fs::write(
+        bed.proc().join("meminfo"),
+        "MemTotal: many kB\nMemFree: 1 kB\n",
+    )
+    .unwrap();
+    let o = bed.run(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("meminfo:1: MemTotal: malformed size"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn hostile_names_are_escaped_in_text() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(1).process(FakeProcess::compute(0, 31337, 1 << 20)));
+    bed.fixture()
+        .process(&FakeProc::new(31337, "evil\x1b[2J"))
+        .unwrap();
+    let o = bed.run(&["ps"]);
+    let out = stdout(&o);
+    assert!(!out.contains('\x1b'), "{out:?}");
+    assert!(out.contains("evil\\x1b[2J"), "{out}");
+    let v = json(&bed.run(&["ps", "--json"]));
+    assert_eq!(
+        v["processes"][0]["name"], "evil\x1b[2J",
+        "JSON keeps the real name"
+    );
+}
+
+#[test]
+fn closed_stdout_exits_quietly() {
+    let bed = bed_with_processes();
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let o = bed
+        .cmd(&["ps"])
+        .stdout(Stdio::from(std::fs::File::from(write)))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!stderr(&o).contains("Broken pipe"), "{}", stderr(&o));
+}
+
+#[test]
+fn nvidia_smi_fallback_and_its_timeout() {
+    let bed = Bed::new();
+    let smi_dir = bed.dir.path().join("smi");
+    let smi = FakeSmi::new(
+        "0, NVIDIA A100-SXM4-40GB, GPU-11111111-2222-3333-4444-555555555555, 00000000:07:00.0, 535.104.05, 40960, 1024, 39416, 520\n",
+        "4242, python3, 1000, GPU-11111111-2222-3333-4444-555555555555\n",
+    )
+    .install(&smi_dir)
+    .unwrap();
+    let o = bed
+        .cmd(&["--json"])
+        .env("HMN_NVIDIA_SMI", &smi)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v = json(&o);
+    assert_eq!(v["devices"][0]["source"], "nvidia-smi");
+    assert_eq!(v["devices"][0]["memory"]["total_bytes"], 40_960u64 << 20);
+    assert_eq!(v["backends"][1]["state"], "active");
+    let o = bed
+        .cmd(&["ps", "--json"])
+        .env("HMN_NVIDIA_SMI", &smi)
+        .output()
+        .unwrap();
+    let v = json(&o);
+    assert_eq!(v["processes"][0]["source"], "nvidia-smi");
+    assert_eq!(v["processes"][0]["used_bytes"], 1000u64 << 20);
+
+    let hang = FakeSmi::hang()
+        .install(&bed.dir.path().join("hang"))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let o = bed
+        .cmd(&[])
+        .env("HMN_NVIDIA_SMI", &hang)
+        .env("HMN_NVIDIA_SMI_TIMEOUT_MS", "300")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "a hung nvidia-smi must not hang hmn"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("did not answer within 300 ms and was killed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_and_version_do_not_probe() {
+    let bed = Bed::new();
+    let o = bed
+        .cmd(&["--version"])
+        .env("HMN_PROC_ROOT", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("hmn "));
+    let o = bed.run(&["ps", "--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("--exit-status"));
+}

@@ -1,0 +1,41 @@
+//! Device-query cost on the fake NVML: a long-lived `Probe` (NVML loaded and initialised once)
+//! against upstream's way, load + init + query + shutdown on every call. Ratios are computed by
+//! `bench/ratios.py`.
+
+// Test and bench harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use hmn_testbed::{FakeNvml, FakeProcess};
+use hypomnesis::{Probe, ProbeOptions};
+
+fn device_query(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = FakeNvml::h100s(1)
+        .process(FakeProcess::compute(0, 4242, 1 << 30))
+        .install(dir.path())
+        .unwrap();
+    let opts = ProbeOptions::default()
+        .nvml_library(&lib)
+        .use_nvidia_smi(false);
+    let mut g = c.benchmark_group("device_query");
+    let probe = Probe::with_options(opts.clone());
+    probe.device(0).unwrap();
+    g.bench_function("long_lived_probe", |b| {
+        b.iter(|| black_box(probe.device(0).unwrap()))
+    });
+    g.bench_function("init_per_call", |b| {
+        b.iter(|| {
+            // A fresh probe loads and initialises NVML; dropping it shuts NVML down and
+            // unloads the library, as upstream hypomnesis did on every call.
+            let p = Probe::with_options(opts.clone());
+            black_box(p.device(0).unwrap())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, device_query);
+criterion_main!(benches);

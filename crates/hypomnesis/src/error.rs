@@ -1,0 +1,220 @@
+//! The library's error type.
+//!
+//! Owns [`Error`] and [`Result`]. Every error that concerns a file carries its path; the kinds a
+//! caller acts on (a vanished process, a permission problem, an absent backend, a device index
+//! out of range) are separate variants so they can be matched without parsing text.
+//!
+//! The `Display` text is a one-line English message meant for humans; its wording is not part of
+//! the API. Match on the variants and their fields instead.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// `Result` with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in this library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The file or process does not exist (a process that exited is the common case; `ESRCH`
+    /// is mapped here too).
+    #[error("{}: not found", path.display())]
+    NotFound {
+        /// The path that was read.
+        path: PathBuf,
+    },
+    /// The file exists but may not be read by this user.
+    #[error("{}: permission denied", path.display())]
+    PermissionDenied {
+        /// The path that was read.
+        path: PathBuf,
+    },
+    /// Any other I/O failure on a file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path that was read.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A file was read but its content was not in the expected format.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Parse {
+        /// The path that was read (or a description of the input, such as a command line).
+        path: PathBuf,
+        /// The 1-based line where the problem was found, when known.
+        line: Option<usize>,
+        /// What was wrong.
+        message: String,
+    },
+    /// A GPU backend is not available on this machine (library missing, driver not loaded).
+    #[error("{backend}: {reason}")]
+    BackendAbsent {
+        /// The backend (`"NVML"`, `"nvidia-smi"`, …).
+        backend: &'static str,
+        /// Why it is absent.
+        reason: String,
+    },
+    /// No GPU could be found by any backend; each backend's reason is listed.
+    #[error("no GPU found ({})", format_reasons(reasons))]
+    NoGpu {
+        /// `(backend, reason)` for each backend that was tried.
+        reasons: Vec<(String, String)>,
+    },
+    /// A device index beyond the number of devices.
+    #[error("device index {index} out of range (have {count} device{})", if *count == 1 { "" } else { "s" })]
+    DeviceIndexOutOfRange {
+        /// The index asked for.
+        index: u32,
+        /// How many devices there are.
+        count: u32,
+    },
+    /// A device exists but could not be read.
+    #[error("GPU {index}: {reason}")]
+    DeviceUnreadable {
+        /// The device index.
+        index: u32,
+        /// Why it could not be read.
+        reason: String,
+    },
+    /// A call into a GPU driver library failed.
+    #[error("{call} failed: {message}")]
+    Driver {
+        /// The function that failed (for example `nvmlDeviceGetMemoryInfo_v2`).
+        call: String,
+        /// The driver's message.
+        message: String,
+    },
+    /// A subprocess (such as `nvidia-smi`) did not finish in time and was killed.
+    #[error("{command} did not answer within {timeout_ms} ms and was killed")]
+    Timeout {
+        /// The command that was run.
+        command: String,
+        /// The time limit, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// The operation is not supported on this platform or by this backend.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}
+
+fn format_reasons(reasons: &[(String, String)]) -> String {
+    reasons
+        .iter()
+        .map(|(b, r)| format!("{b}: {r}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Error {
+    /// Classifies an I/O error on `path` into [`Error::NotFound`], [`Error::PermissionDenied`]
+    /// or [`Error::Io`].
+    pub fn from_io(path: impl AsRef<Path>, err: io::Error) -> Self {
+        let path = path.as_ref().to_path_buf();
+        match err.kind() {
+            io::ErrorKind::NotFound => Error::NotFound { path },
+            io::ErrorKind::PermissionDenied => Error::PermissionDenied { path },
+            _ if err.raw_os_error() == Some(nix::libc::ESRCH) => Error::NotFound { path },
+            _ => Error::Io { path, source: err },
+        }
+    }
+
+    /// A parse error at `path` (and `line`, 1-based, when known).
+    pub fn parse(path: impl AsRef<Path>, line: Option<usize>, message: impl Into<String>) -> Self {
+        Error::Parse {
+            path: path.as_ref().to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// True when the error means "the thing is gone" (a vanished process, a missing file).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
+    }
+
+    /// True when the error is a permission problem.
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
+}
+
+/// A parse failure inside a pure parser, before the path is known; the I/O edge attaches the
+/// path with [`ParseError::at`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// The 1-based line, when the parser knows it.
+    pub line: Option<usize>,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl ParseError {
+    /// A parse error without a line number.
+    pub fn new(message: impl Into<String>) -> Self {
+        ParseError {
+            line: None,
+            message: message.into(),
+        }
+    }
+
+    /// A parse error on a 1-based line.
+    pub fn on_line(line: usize, message: impl Into<String>) -> Self {
+        ParseError {
+            line: Some(line),
+            message: message.into(),
+        }
+    }
+
+    /// Attaches the path of the input and turns this into an [`Error`].
+    pub fn at(self, path: impl AsRef<Path>) -> Error {
+        Error::parse(path, self.line, self.message)
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "line {l}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_are_classified() {
+        let nf = Error::from_io("/proc/1/status", io::Error::from(io::ErrorKind::NotFound));
+        assert!(nf.is_not_found());
+        let pd = Error::from_io("/x", io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(pd.is_permission_denied());
+        let srch = Error::from_io("/x", io::Error::from_raw_os_error(nix::libc::ESRCH));
+        assert!(srch.is_not_found(), "ESRCH means the process vanished");
+        let other = Error::from_io("/x", io::Error::from_raw_os_error(nix::libc::EIO));
+        assert!(matches!(other, Error::Io { .. }));
+    }
+
+    #[test]
+    fn messages_are_one_line_and_name_the_input() {
+        let e = Error::parse("/proc/meminfo", Some(3), "bad number \"x\"");
+        assert_eq!(e.to_string(), "/proc/meminfo:3: bad number \"x\"");
+        let e = Error::NoGpu {
+            reasons: vec![
+                ("NVML".into(), "library not found".into()),
+                ("nvidia-smi".into(), "not on PATH".into()),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no GPU found (NVML: library not found; nvidia-smi: not on PATH)"
+        );
+        let e = Error::DeviceIndexOutOfRange { index: 3, count: 1 };
+        assert_eq!(e.to_string(), "device index 3 out of range (have 1 device)");
+    }
+}

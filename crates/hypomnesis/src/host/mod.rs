@@ -1,0 +1,235 @@
+//! Host memory: the machine's RAM ([`HostMemory`]) and any process's RSS, peak RSS, swap and,
+//! on request, PSS ([`ProcessMemory`]).
+//!
+//! The parsers live in [`parse`]; this module is the I/O edge. Costs differ by orders of
+//! magnitude, so the cheap sources are the defaults:
+//!
+//! | Figure | File | Cost |
+//! |---|---|---|
+//! | own RSS | `/proc/self/statm` | one small read (O(1) counters) |
+//! | RSS, peak RSS, swap of a pid | `/proc/<pid>/status` | one read (~55 lines of text) |
+//! | PSS | `/proc/<pid>/smaps_rollup` | walks every mapping under the target's mmap lock: only when asked ([`MemoryDetail::WithPss`]) |
+//! | RAM total / available | `/proc/meminfo` | one read |
+//!
+//! A pid that has exited is [`Error::NotFound`]; one this user may not read is
+//! [`Error::PermissionDenied`].
+
+pub mod parse;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::roots::{Roots, SystemInfo};
+use crate::types::{Unknown, UnknownReason};
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+/// The machine's RAM, from `/proc/meminfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct HostMemory {
+    /// `MemTotal`: usable RAM.
+    pub memory_total_bytes: u64,
+    /// `MemAvailable`: what can be allocated without swapping (Linux 3.14+). On older kernels
+    /// this is `MemFree`, a lower bound.
+    pub memory_available_bytes: u64,
+    /// `MemFree`: RAM not used at all (excludes reclaimable cache).
+    pub memory_free_bytes: u64,
+    /// `SwapTotal`.
+    pub swap_total_bytes: Option<u64>,
+    /// `SwapFree`.
+    pub swap_free_bytes: Option<u64>,
+}
+
+/// How much to read about a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MemoryDetail {
+    /// RSS, peak RSS and swap from `status` (cheap).
+    #[default]
+    Basic,
+    /// Also PSS from `smaps_rollup` (walks the address space; milliseconds to hundreds of
+    /// milliseconds for a large process, and it briefly holds the target's mmap lock).
+    WithPss,
+}
+
+/// One process's host memory, in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct ProcessMemory {
+    /// The process id.
+    pub pid: u32,
+    /// `VmRSS`: resident set size. `None` for kernel threads.
+    pub rss_bytes: Option<u64>,
+    /// `VmHWM`: peak resident set size since the process started (or since `clear_refs`).
+    pub peak_rss_bytes: Option<u64>,
+    /// `VmSwap`: anonymous memory swapped out.
+    pub swap_bytes: Option<u64>,
+    /// `Pss` from `smaps_rollup`: shared pages divided among their users. Only read with
+    /// [`MemoryDetail::WithPss`].
+    pub pss_bytes: Option<u64>,
+    /// Fields that are `None` for a reason other than "not asked for".
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub unknown: Vec<Unknown>,
+}
+
+/// Reads a whole small file into a string, classifying errors by path.
+pub(crate) fn read_to_string(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::from_io(path, e))
+}
+
+/// Reads `/proc/meminfo` under `roots`.
+///
+/// # Errors
+/// [`Error::NotFound`] / [`Error::PermissionDenied`] / [`Error::Io`] when the file cannot be
+/// read, [`Error::Parse`] when `MemTotal` or `MemFree` is missing or malformed.
+pub fn host_memory(roots: &Roots) -> Result<HostMemory> {
+    let path = roots.proc.join("meminfo");
+    let m = parse::parse_meminfo(&read_to_string(&path)?).map_err(|e| e.at(&path))?;
+    Ok(HostMemory {
+        memory_total_bytes: m.total_bytes,
+        memory_available_bytes: m.available_bytes.unwrap_or(m.free_bytes),
+        memory_free_bytes: m.free_bytes,
+        swap_total_bytes: m.swap_total_bytes,
+        swap_free_bytes: m.swap_free_bytes,
+    })
+}
+
+/// Reads one process's memory.
+///
+/// # Errors
+/// [`Error::NotFound`] when the process does not exist (or exited), [`Error::PermissionDenied`]
+/// when its `status` may not be read (a `hidepid` mount), [`Error::Parse`] on a malformed file.
+/// A PSS read refused for permission is not an error: `pss_bytes` is `None` and `unknown` says
+/// why.
+pub fn process_memory(roots: &Roots, pid: u32, detail: MemoryDetail) -> Result<ProcessMemory> {
+    let status_path = roots.pid_file(pid, "status");
+    let st = parse::parse_status(&read_to_string(&status_path)?).map_err(|e| e.at(&status_path))?;
+    let mut mem = ProcessMemory {
+        pid,
+        rss_bytes: st.vm_rss_bytes,
+        peak_rss_bytes: st.vm_hwm_bytes,
+        swap_bytes: st.vm_swap_bytes,
+        pss_bytes: None,
+        unknown: Vec::new(),
+    };
+    if mem.rss_bytes.is_none() {
+        mem.unknown.push(Unknown::new(
+            "rss_bytes",
+            UnknownReason::Unsupported,
+            "no VmRSS line (kernel thread, or the process is exiting)",
+        ));
+    }
+    if detail == MemoryDetail::WithPss {
+        let path = roots.pid_file(pid, "smaps_rollup");
+        match read_to_string(&path) {
+            Ok(text) => {
+                let r = parse::parse_smaps_rollup(&text).map_err(|e| e.at(&path))?;
+                mem.pss_bytes = r.pss_bytes;
+                if r.pss_bytes.is_none() {
+                    mem.unknown.push(Unknown::new(
+                        "pss_bytes",
+                        UnknownReason::Unsupported,
+                        "smaps_rollup has no Pss line",
+                    ));
+                }
+            }
+            Err(Error::PermissionDenied { .. }) => mem.unknown.push(Unknown::new(
+                "pss_bytes",
+                UnknownReason::PermissionDenied,
+                format!("{} needs ptrace access to the process", path.display()),
+            )),
+            Err(Error::NotFound { .. }) if !roots.pid_dir(pid).exists() => {
+                return Err(Error::NotFound { path });
+            }
+            Err(Error::NotFound { .. }) => mem.unknown.push(Unknown::new(
+                "pss_bytes",
+                UnknownReason::Unsupported,
+                "no smaps_rollup (Linux older than 4.14)",
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(mem)
+}
+
+/// Reads the own process's RSS from a precomputed `statm` path: the cheapest source there is
+/// (one open, one read of ~40 bytes into a stack buffer, no allocation).
+pub(crate) fn statm_rss_bytes(path: &Path, sys: SystemInfo) -> Result<u64> {
+    let mut file = File::open(path).map_err(|e| Error::from_io(path, e))?;
+    let mut buf = [0u8; 256];
+    let mut len = 0;
+    while let Some(spare) = buf.get_mut(len..) {
+        if spare.is_empty() {
+            break;
+        }
+        match file.read(spare) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::from_io(path, e)),
+        }
+    }
+    let text = buf.get(..len).unwrap_or_default();
+    let pages = parse::statm_resident_pages(text).map_err(|e| e.at(path))?;
+    Ok(pages.saturating_mul(sys.page_size))
+}
+
+/// The path of the own process's `statm` under `roots`.
+pub(crate) fn self_statm_path(roots: &Roots) -> PathBuf {
+    roots.proc.join("self").join("statm")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_rss_from_the_live_proc() {
+        let roots = Roots::system();
+        let rss = statm_rss_bytes(&self_statm_path(&roots), SystemInfo::current()).unwrap();
+        assert!(rss > 0);
+        let mem = process_memory(&roots, std::process::id(), MemoryDetail::WithPss).unwrap();
+        // Both read the same counters a few microseconds apart; a test binary's RSS does not
+        // change by 64 MiB in between.
+        let status_rss = mem.rss_bytes.unwrap();
+        assert!(status_rss.abs_diff(rss) < 64 << 20, "{status_rss} vs {rss}");
+        assert!(mem.peak_rss_bytes.unwrap() >= status_rss);
+        assert!(mem.pss_bytes.unwrap() > 0);
+    }
+
+    #[test]
+    fn a_vanished_pid_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let err = process_memory(&roots, 4_000_000, MemoryDetail::Basic).unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+    }
+
+    #[test]
+    fn host_memory_from_a_fixture() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("meminfo"),
+            include_str!("../../tests/fixtures/proc/meminfo-6.18.txt"),
+        )
+        .unwrap();
+        let h = host_memory(&Roots::system().with_proc(dir.path())).unwrap();
+        assert_eq!(h.memory_total_bytes, 24_684_084 * 1024);
+        assert_eq!(h.memory_available_bytes, 24_444_784 * 1024);
+    }
+
+    #[test]
+    fn malformed_meminfo_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meminfo"), "MemTotal: lots\n").unwrap();
+        let err = host_memory(&Roots::system().with_proc(dir.path())).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("meminfo:1"), "{msg}");
+    }
+}

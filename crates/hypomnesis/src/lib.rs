@@ -1,0 +1,84 @@
+//! # hypomnesis — RAM and GPU memory, measured
+//!
+//! Host memory of any process, GPU devices and the processes that hold GPU memory, read from the
+//! cheapest truthful source, with "unknown" kept distinct from zero.
+//!
+//! ```no_run
+//! # fn main() -> hypomnesis::Result<()> {
+//! // Upstream-compatible one-liners, served by one shared, lazily created Probe.
+//! let rss = hypomnesis::process_rss()?;
+//! for snap in hypomnesis::Snapshot::all()? {
+//!     if let Some(dev) = &snap.gpu_device {
+//!         println!("{}: {:?} bytes free", dev.name_or_unknown(), dev.memory.free_bytes);
+//!     }
+//! }
+//!
+//! // Or hold a Probe: NVML stays initialised while it lives.
+//! let probe = hypomnesis::Probe::new();
+//! let list = probe.gpu_processes();
+//! for p in &list.processes {
+//!     println!("{} {} {:?}", p.pid, p.name_or_unknown(), p.used_bytes);
+//! }
+//! # let _ = rss; Ok(())
+//! # }
+//! ```
+//!
+//! ## Map
+//! | Module | Owns |
+//! |---|---|
+//! | [`probe`] | [`Probe`], the long-lived entry point, and [`ProbeOptions`] |
+//! | [`api`] | the upstream free functions ([`device_info`], [`gpu_processes`], …) and [`Snapshot`] |
+//! | [`types`] | [`Device`], [`GpuProcess`], [`Unknown`], [`Warning`], the list types |
+//! | [`host`] | host RAM and per-process RSS / peak / swap / PSS; parsers in [`host::parse`] |
+//! | [`process`] | process names and owners |
+//! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
+//! | [`pci`] | [`PciBusId`], normalised PCI addresses |
+//! | [`error`] | [`Error`] and [`Result`] |
+//! | `nvml` | the NVML backend (feature `nvml`) |
+//! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`) |
+//!
+//! ## Features
+//! - `nvml` (default): NVIDIA through NVML, loaded at run time; no link-time dependency.
+//! - `nvidia-smi` (default): the `nvidia-smi` fallback.
+//! - `serde`: `Serialize` for the data types (field names are the `hmn --json` contract).
+//! - `test-helpers`: builders for the `#[non_exhaustive]` types, for downstream tests.
+//!
+//! ## Platform support
+//! Linux. Other platforms build, but every reader reports that its files do not exist.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod error;
+pub mod host;
+#[cfg(feature = "nvml")]
+mod nvml;
+pub mod pci;
+pub mod probe;
+pub mod process;
+pub mod roots;
+mod smi;
+#[cfg(feature = "test-helpers")]
+pub mod test_helpers;
+pub mod types;
+
+pub use api::{
+    ProcessGpuInfo, Snapshot, device_count, device_info, gpu_processes, process_gpu_info,
+    process_rss, shared_probe,
+};
+pub use error::{Error, Result};
+pub use host::{HostMemory, MemoryDetail, ProcessMemory};
+pub use pci::PciBusId;
+pub use probe::{Probe, ProbeOptions};
+pub use roots::{Roots, SystemInfo};
+pub use types::{
+    BackendState, BackendStatus, Device, DeviceList, DeviceMemory, GpuProcess, ProcessKind,
+    ProcessList, Source, Unknown, UnknownReason, Vendor, Warning,
+};
+
+/// Upstream's name for [`Device`].
+pub type GpuDeviceInfo = Device;
+/// Upstream's name for [`GpuProcess`].
+pub type GpuProcessEntry = GpuProcess;
+/// Upstream's name for [`Source`].
+pub type GpuQuerySource = Source;

@@ -1,0 +1,378 @@
+//! Pure conversions for the NVML backend: decoding process-info buffers, detecting the stride the
+//! driver wrote, guarding per-process values, merging the compute and graphics lists, and
+//! classifying NVML errors. Nothing here calls NVML, so all of it is unit-tested with hand-built
+//! bytes.
+//!
+//! # The process-struct stride
+//! `nvmlDeviceGetComputeRunningProcesses_v3` writes `nvmlProcessInfo_t` records. Headers and
+//! drivers disagree on its size: 24 bytes (`pid, usedGpuMemory, gpuInstanceId,
+//! computeInstanceId`) in most releases, 32 bytes (an extra `usedGpuCcProtectedMemory`) in the
+//! R535.43–535.86 ABI break and some later R535 drivers. A wrong guess shifts every row after the
+//! first (nvitop #75, pynvml #48). We pre-fill the buffer with a sentinel byte, let the driver
+//! write `n` records, and read the stride from how far it wrote; the records are then checked
+//! for plausibility.
+
+use std::collections::BTreeMap;
+
+use crate::types::{GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+
+/// The byte the process buffer is pre-filled with before the driver writes into it.
+pub(crate) const SENTINEL: u8 = 0xAA;
+/// NVML's "not available" value for `usedGpuMemory` (`NVML_VALUE_NOT_AVAILABLE`).
+pub(crate) const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
+/// `gpuInstanceId` / `computeInstanceId` when MIG is off.
+const NO_INSTANCE: u32 = u32::MAX;
+/// Linux's `PID_MAX_LIMIT` (2^22): no pid can be larger.
+const PID_MAX: u32 = 1 << 22;
+
+/// One record of an NVML process list, as the driver wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawProcess {
+    pub pid: u32,
+    pub used: u64,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+}
+
+/// The record layouts NVML has used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `nvmlProcessInfo_v1_t`: pid, pad, usedGpuMemory (16 bytes).
+    V1,
+    /// `nvmlProcessInfo_v2_t`: v1 + gpuInstanceId, computeInstanceId (24 bytes).
+    V2,
+    /// The R535 "v3": v2 + usedGpuCcProtectedMemory (32 bytes).
+    V3Wide,
+}
+
+impl Layout {
+    pub(crate) const fn stride(self) -> usize {
+        match self {
+            Layout::V1 => 16,
+            Layout::V2 => 24,
+            Layout::V3Wide => 32,
+        }
+    }
+}
+
+fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
+    let bytes: [u8; 4] = buf.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(u32::from_ne_bytes(bytes))
+}
+
+fn read_u64(buf: &[u8], at: usize) -> Option<u64> {
+    let bytes: [u8; 8] = buf.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_ne_bytes(bytes))
+}
+
+/// Decodes `count` records of `layout` from `buf`. `None` if the buffer is too short.
+pub(crate) fn decode(buf: &[u8], count: usize, layout: Layout) -> Option<Vec<RawProcess>> {
+    let stride = layout.stride();
+    (0..count)
+        .map(|i| {
+            let base = i.checked_mul(stride)?;
+            let (gi, ci) = match layout {
+                Layout::V1 => (NO_INSTANCE, NO_INSTANCE),
+                Layout::V2 | Layout::V3Wide => {
+                    (read_u32(buf, base + 16)?, read_u32(buf, base + 20)?)
+                }
+            };
+            Some(RawProcess {
+                pid: read_u32(buf, base)?,
+                used: read_u64(buf, base + 8)?,
+                gpu_instance_id: gi,
+                compute_instance_id: ci,
+            })
+        })
+        .collect()
+}
+
+/// True when every record could be real: a pid the kernel could have issued and MIG instance
+/// ids that are either "none" or small.
+fn plausible(records: &[RawProcess]) -> bool {
+    let instance_ok = |id: u32| id == NO_INSTANCE || id < 1024;
+    records.iter().all(|r| {
+        r.pid != 0
+            && r.pid <= PID_MAX
+            && instance_ok(r.gpu_instance_id)
+            && instance_ok(r.compute_instance_id)
+    })
+}
+
+/// Decodes a buffer filled by a `_v3` process call whose stride is not known: infers it from
+/// how many bytes the driver overwrote (the buffer was pre-filled with [`SENTINEL`]), then checks
+/// the records. Returns the records and the layout used, or `None` when neither 24 nor 32 bytes
+/// explains the data.
+pub(crate) fn decode_v3(buf: &[u8], count: usize) -> Option<(Vec<RawProcess>, Layout)> {
+    if count == 0 {
+        return Some((Vec::new(), Layout::V2));
+    }
+    let written = buf
+        .iter()
+        .rposition(|b| *b != SENTINEL)
+        .map_or(0, |p| p + 1);
+    // The last record's final field ends the written span; it may coincide with the sentinel
+    // only in a few trailing bytes, so allow up to 8 bytes of slack inside the last record.
+    let fits = |layout: Layout| {
+        let end = count * layout.stride();
+        written <= end && written + 8 > end
+    };
+    let candidates = [Layout::V2, Layout::V3Wide];
+    let by_span: Vec<Layout> = candidates.into_iter().filter(|l| fits(*l)).collect();
+    // When the span names a layout, only that one is considered; when it names none (a driver
+    // that clears the whole buffer, say), the records' plausibility decides.
+    let tried: &[Layout] = if by_span.is_empty() {
+        &candidates
+    } else {
+        &by_span
+    };
+    tried.iter().find_map(|&layout| {
+        let records = decode(buf, count, layout)?;
+        plausible(&records).then_some((records, layout))
+    })
+}
+
+/// Turns a raw record into a row, applying the guards: the `ULLONG_MAX` sentinel is unknown, and
+/// so is a value above the device's total (with a warning).
+pub(crate) fn to_row(
+    raw: RawProcess,
+    device_index: u32,
+    device_total: Option<u64>,
+    kind: ProcessKind,
+    warnings: &mut Vec<Warning>,
+) -> GpuProcess {
+    let mut row = GpuProcess::new(raw.pid, device_index, kind, Source::Nvml);
+    row.gpu_instance_id = (raw.gpu_instance_id != NO_INSTANCE).then_some(raw.gpu_instance_id);
+    row.compute_instance_id =
+        (raw.compute_instance_id != NO_INSTANCE).then_some(raw.compute_instance_id);
+    match (raw.used, device_total) {
+        (VALUE_NOT_AVAILABLE, _) => row.unknown.push(Unknown::new(
+            "used_bytes",
+            UnknownReason::DriverSentinel,
+            "NVML reported NVML_VALUE_NOT_AVAILABLE (usual under MIG without privileges and on WDDM)",
+        )),
+        (used, Some(total)) if used > total => {
+            warnings.push(Warning::device(
+                device_index,
+                format!(
+                    "pid {} reported {used} bytes, more than the device's {total}; shown as unknown",
+                    raw.pid
+                ),
+            ));
+            row.unknown.push(Unknown::new(
+                "used_bytes",
+                UnknownReason::Implausible,
+                format!("NVML reported {used} bytes, above the device total of {total}"),
+            ));
+        }
+        (used, _) => row.used_bytes = Some(used),
+    }
+    row
+}
+
+/// Merges rows of one device into one row per pid: the kind becomes `compute+graphics` when a
+/// pid is in both lists, and the used figure is the larger known one (each list reports the
+/// process's whole context, so adding them would double-count).
+pub(crate) fn merge_rows(rows: Vec<GpuProcess>) -> Vec<GpuProcess> {
+    let mut by_pid: BTreeMap<u32, GpuProcess> = BTreeMap::new();
+    for row in rows {
+        match by_pid.get_mut(&row.pid) {
+            None => {
+                by_pid.insert(row.pid, row);
+            }
+            Some(existing) => {
+                existing.kind = existing.kind.merge(row.kind);
+                match (existing.used_bytes, row.used_bytes) {
+                    (Some(a), Some(b)) => existing.used_bytes = Some(a.max(b)),
+                    (None, Some(b)) => {
+                        existing.used_bytes = Some(b);
+                        existing.unknown.retain(|u| u.field != "used_bytes");
+                    }
+                    (_, None) => {}
+                }
+                existing.gpu_instance_id = existing.gpu_instance_id.or(row.gpu_instance_id);
+                existing.compute_instance_id =
+                    existing.compute_instance_id.or(row.compute_instance_id);
+            }
+        }
+    }
+    by_pid.into_values().collect()
+}
+
+/// Classifies an NVML error for an unknown field: what kind of reason it is.
+pub(crate) fn reason_of(err: &nvml_wrapper::error::NvmlError) -> UnknownReason {
+    use nvml_wrapper::error::NvmlError as E;
+    match err {
+        E::NotSupported | E::FailedToLoadSymbol(_) | E::FunctionNotFound => {
+            UnknownReason::Unsupported
+        }
+        E::NoPermission => UnknownReason::PermissionDenied,
+        _ => UnknownReason::DeviceError,
+    }
+}
+
+/// A short description of an NVML error, naming the missing symbol when that is the cause.
+pub(crate) fn describe(err: &nvml_wrapper::error::NvmlError) -> String {
+    use nvml_wrapper::error::NvmlError as E;
+    match err {
+        E::FailedToLoadSymbol(s) => format!("symbol missing from this driver's NVML ({s})"),
+        E::GpuLost => "the GPU is lost (fell off the bus or needs a reset)".to_string(),
+        E::NoPermission => "no permission".to_string(),
+        E::NotSupported => "not supported by this device or driver".to_string(),
+        E::UnexpectedVariant(code) => format!("NVML error code {code}"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(buf: &mut [u8], at: usize, pid: u32, used: u64, gi: u32, ci: u32) {
+        buf[at..at + 4].copy_from_slice(&pid.to_ne_bytes());
+        buf[at + 4..at + 8].copy_from_slice(&[0; 4]);
+        buf[at + 8..at + 16].copy_from_slice(&used.to_ne_bytes());
+        buf[at + 16..at + 20].copy_from_slice(&gi.to_ne_bytes());
+        buf[at + 20..at + 24].copy_from_slice(&ci.to_ne_bytes());
+    }
+
+    /// A buffer as a driver with `stride` leaves it after writing `procs` into `capacity` slots.
+    fn driver_buffer(stride: usize, capacity: usize, procs: &[(u32, u64)]) -> Vec<u8> {
+        let mut buf = vec![SENTINEL; capacity * 32];
+        for (i, (pid, used)) in procs.iter().enumerate() {
+            record(&mut buf, i * stride, *pid, *used, NO_INSTANCE, NO_INSTANCE);
+            if stride == 32 {
+                buf[i * 32 + 24..i * 32 + 32].copy_from_slice(&0u64.to_ne_bytes());
+            }
+        }
+        buf
+    }
+
+    const PROCS: [(u32, u64); 3] = [(1184, 512 << 20), (16040, 3 << 30), (2_811_349, 70 << 30)];
+
+    #[test]
+    fn detects_the_24_byte_stride() {
+        for n in 1..=3 {
+            let buf = driver_buffer(24, 8, &PROCS[..n]);
+            let (recs, layout) = decode_v3(&buf, n).unwrap();
+            assert_eq!(layout, Layout::V2);
+            let pids: Vec<u32> = recs.iter().map(|r| r.pid).collect();
+            assert_eq!(pids, PROCS[..n].iter().map(|p| p.0).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn detects_the_32_byte_stride() {
+        for n in 1..=3 {
+            let buf = driver_buffer(32, 8, &PROCS[..n]);
+            let (recs, layout) = decode_v3(&buf, n).unwrap();
+            assert_eq!(layout, Layout::V3Wide, "n = {n}");
+            assert_eq!(recs[n - 1].pid, PROCS[n - 1].0);
+            assert_eq!(recs[n - 1].used, PROCS[n - 1].1);
+        }
+    }
+
+    #[test]
+    fn misreading_with_the_wrong_stride_is_implausible() {
+        // What a blind 24-byte reader makes of a 32-byte buffer: the second pid is garbage.
+        let buf = driver_buffer(32, 8, &PROCS);
+        let blind = decode(&buf, 3, Layout::V2).unwrap();
+        assert!(!plausible(&blind), "{blind:?}");
+    }
+
+    #[test]
+    fn unexplained_layout_is_rejected() {
+        // A driver writing 40-byte records: neither stride fits the span or gives plausible rows.
+        let mut buf = vec![SENTINEL; 8 * 40];
+        for (i, (pid, used)) in PROCS.iter().enumerate() {
+            record(&mut buf, i * 40, *pid, *used, NO_INSTANCE, NO_INSTANCE);
+            buf[i * 40 + 24..i * 40 + 40].copy_from_slice(&[0x11; 16]);
+        }
+        assert_eq!(decode_v3(&buf, 3), None);
+    }
+
+    #[test]
+    fn a_driver_that_clears_the_whole_buffer_is_decoded_by_plausibility() {
+        let mut buf = vec![0u8; 8 * 32];
+        for (i, (pid, used)) in PROCS.iter().enumerate() {
+            record(&mut buf, i * 24, *pid, *used, NO_INSTANCE, NO_INSTANCE);
+        }
+        let (recs, layout) = decode_v3(&buf, 3).unwrap();
+        assert_eq!(layout, Layout::V2);
+        assert_eq!(recs[2].pid, PROCS[2].0);
+    }
+
+    #[test]
+    fn v1_records_have_no_instances() {
+        let mut buf = vec![0u8; 32];
+        buf[0..4].copy_from_slice(&7u32.to_ne_bytes());
+        buf[8..16].copy_from_slice(&42u64.to_ne_bytes());
+        buf[16..20].copy_from_slice(&8u32.to_ne_bytes());
+        buf[24..32].copy_from_slice(&43u64.to_ne_bytes());
+        let recs = decode(&buf, 2, Layout::V1).unwrap();
+        assert_eq!(recs[1].pid, 8);
+        assert_eq!(recs[1].used, 43);
+        assert_eq!(recs[0].gpu_instance_id, NO_INSTANCE);
+        assert_eq!(decode(&buf, 3, Layout::V1), None, "short buffer");
+    }
+
+    fn raw(pid: u32, used: u64) -> RawProcess {
+        RawProcess {
+            pid,
+            used,
+            gpu_instance_id: NO_INSTANCE,
+            compute_instance_id: NO_INSTANCE,
+        }
+    }
+
+    #[test]
+    fn sentinel_and_implausible_values_are_unknown() {
+        let mut w = Vec::new();
+        let r = to_row(
+            raw(1, VALUE_NOT_AVAILABLE),
+            0,
+            Some(100),
+            ProcessKind::Compute,
+            &mut w,
+        );
+        assert_eq!(r.used_bytes, None);
+        assert_eq!(r.unknown[0].reason, UnknownReason::DriverSentinel);
+        assert!(w.is_empty());
+        let r = to_row(raw(2, 101), 0, Some(100), ProcessKind::Compute, &mut w);
+        assert_eq!(r.used_bytes, None);
+        assert_eq!(r.unknown[0].reason, UnknownReason::Implausible);
+        assert_eq!(w.len(), 1);
+        let r = to_row(raw(3, 100), 0, Some(100), ProcessKind::Compute, &mut w);
+        assert_eq!(r.used_bytes, Some(100), "used == total is kept");
+        let r = to_row(raw(4, 1 << 40), 0, None, ProcessKind::Compute, &mut w);
+        assert_eq!(r.used_bytes, Some(1 << 40), "no total, no bound");
+    }
+
+    #[test]
+    fn merge_takes_the_larger_figure_and_both_kinds() {
+        let mut w = Vec::new();
+        let rows = vec![
+            to_row(raw(10, 300), 0, None, ProcessKind::Compute, &mut w),
+            to_row(raw(11, 5), 0, None, ProcessKind::Graphics, &mut w),
+            to_row(raw(10, 200), 0, None, ProcessKind::Graphics, &mut w),
+            to_row(
+                raw(12, VALUE_NOT_AVAILABLE),
+                0,
+                None,
+                ProcessKind::Compute,
+                &mut w,
+            ),
+            to_row(raw(12, 64), 0, None, ProcessKind::Graphics, &mut w),
+        ];
+        let merged = merge_rows(rows);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(merged[0].kind, ProcessKind::ComputeGraphics);
+        assert_eq!(merged[0].used_bytes, Some(300));
+        assert_eq!(merged[1].kind, ProcessKind::Graphics);
+        assert_eq!(merged[2].used_bytes, Some(64));
+        assert!(
+            merged[2].unknown.is_empty(),
+            "a known figure replaces the unknown one"
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The raw NVML calls nvml-wrapper does not make the way we need: the only `unsafe` code in the
+//! crate.
+//!
+//! - Process lists, with the stride detected instead of assumed (nvml-wrapper reads `_v3` with a
+//!   fixed 24-byte struct and does not retry when the list grows), and with the `_v2` and
+//!   unversioned calls for older drivers.
+//! - Device names decoded lossily (nvml-wrapper fails on a non-UTF-8 name).
+//! - `nvmlDeviceGetMemoryInfo` (v1) for drivers older than R510.
+//! - `nvmlDeviceGetPciInfo_v2`/unversioned for drivers without `_v3`.
+//!
+//! Every call goes through a symbol nvml-wrapper already resolved (`Nvml::lib()`), with a handle
+//! that `Device::handle()` returned for the same, still-initialised `Nvml`.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, c_char, c_uint};
+
+use nvml_wrapper::Device;
+use nvml_wrapper::error::{NvmlError, nvml_sym};
+use nvml_wrapper_sys::bindings::{
+    NvmlLib, nvmlDevice_t, nvmlMemory_t, nvmlPciInfo_t, nvmlProcessInfo_t, nvmlReturn_t,
+};
+
+use super::convert::{Layout, RawProcess, SENTINEL, decode, decode_v3};
+
+/// `NVML_SUCCESS`.
+const SUCCESS: nvmlReturn_t = 0;
+/// `NVML_ERROR_INSUFFICIENT_SIZE`.
+const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
+/// Attempts at a process list before giving up on a list that keeps growing.
+const MAX_ATTEMPTS: usize = 8;
+/// Extra slots allocated beyond the count NVML reported, for processes starting in between.
+const SLACK: u32 = 4;
+/// A count above this is not a real process list (the kernel's PID_MAX_LIMIT is 4 M, but no GPU
+/// hosts more than a few thousand contexts).
+const MAX_PROCESSES: u32 = 65_536;
+
+/// Which process list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessListKind {
+    Compute,
+    Graphics,
+}
+
+/// A process-list call: the symbol's name (for messages), its function, and the layout it
+/// writes (`None` = detect).
+type ListFn =
+    unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t;
+
+fn check(code: nvmlReturn_t) -> Result<(), NvmlError> {
+    if code == SUCCESS {
+        Ok(())
+    } else {
+        Err(NvmlError::from(code))
+    }
+}
+
+/// The process list of one kind on one device, from the newest call the driver has.
+///
+/// Returns the records and the layout they were decoded with.
+pub(crate) fn running_processes(
+    lib: &NvmlLib,
+    device: &Device<'_>,
+    kind: ProcessListKind,
+) -> Result<(Vec<RawProcess>, Layout, usize), NvmlError> {
+    let (v3, v2, v1) = match kind {
+        ProcessListKind::Compute => (
+            lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref(),
+            lib.nvmlDeviceGetComputeRunningProcesses_v2.as_ref(),
+            lib.nvmlDeviceGetComputeRunningProcesses.as_ref(),
+        ),
+        ProcessListKind::Graphics => (
+            lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
+            lib.nvmlDeviceGetGraphicsRunningProcesses_v2.as_ref(),
+            lib.nvmlDeviceGetGraphicsRunningProcesses.as_ref(),
+        ),
+    };
+    // The v1 symbol takes `nvmlProcessInfo_v1_t*`; every variant takes a pointer the callee
+    // writes records into, so one pointer type serves all three here.
+    let (f, layout): (ListFn, Option<Layout>) = if let Ok(f) = v3 {
+        (*f, None)
+    } else if let Ok(f) = v2 {
+        (*f, Some(Layout::V2))
+    } else {
+        let f = nvml_sym(v1)?;
+        // SAFETY: the unversioned symbol has the same signature except for the record pointer
+        // type (`nvmlProcessInfo_v1_t*`); both are thin pointers passed in the same register,
+        // and we size the buffer for the v1 layout.
+        let f: ListFn = unsafe { std::mem::transmute(*f) };
+        (f, Some(Layout::V1))
+    };
+    // SAFETY: `device` was produced by the `Nvml` that owns `lib`, which is still alive because
+    // `device` borrows it.
+    let handle = unsafe { device.handle() };
+    list_with(f, handle, layout)
+}
+
+/// The sizing/fill protocol with retry on growth, for one list function.
+fn list_with(
+    f: ListFn,
+    handle: nvmlDevice_t,
+    layout: Option<Layout>,
+) -> Result<(Vec<RawProcess>, Layout, usize), NvmlError> {
+    let mut count: c_uint = 0;
+    // SAFETY: a sizing call: count 0 and a null buffer is the documented way to ask for the
+    // number of records; NVML writes only `count`.
+    let code = unsafe { f(handle, &mut count, std::ptr::null_mut()) };
+    match code {
+        SUCCESS => return Ok((Vec::new(), layout.unwrap_or(Layout::V2), 0)),
+        INSUFFICIENT_SIZE => {}
+        other => return Err(NvmlError::from(other)),
+    }
+    for attempt in 0..MAX_ATTEMPTS {
+        if count > MAX_PROCESSES {
+            return Err(NvmlError::InsufficientSize(Some(count as usize)));
+        }
+        let capacity = count + SLACK;
+        // Room for the widest layout, 8-byte aligned (the records contain u64s), pre-filled
+        // with the sentinel so the written span can be measured.
+        let stride = layout.map_or(Layout::V3Wide.stride(), Layout::stride);
+        let words = (capacity as usize * stride).div_ceil(8);
+        let mut storage: Vec<u64> = vec![u64::from_ne_bytes([SENTINEL; 8]); words];
+        let mut filled: c_uint = capacity;
+        // SAFETY: `storage` holds `capacity` records of the widest layout the callee may use for
+        // this symbol (32 bytes for `_v3`, the exact size for `_v2`/v1), is 8-byte aligned, and
+        // `filled` tells NVML that capacity in records.
+        let code = unsafe { f(handle, &mut filled, storage.as_mut_ptr().cast()) };
+        match code {
+            SUCCESS => {
+                let bytes: Vec<u8> = storage.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                let n = (filled as usize).min(capacity as usize);
+                let decoded = match layout {
+                    Some(l) => decode(&bytes, n, l).map(|r| (r, l)),
+                    None => decode_v3(&bytes, n),
+                };
+                return decoded
+                    .map(|(records, l)| (records, l, attempt))
+                    .ok_or(NvmlError::UnexpectedVariant(u32::MAX));
+            }
+            INSUFFICIENT_SIZE => count = filled.max(capacity),
+            other => return Err(NvmlError::from(other)),
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(count as usize)))
+}
+
+/// The device name, decoded lossily (a non-UTF-8 byte becomes U+FFFD rather than an error).
+pub(crate) fn device_name(lib: &NvmlLib, device: &Device<'_>) -> Result<String, NvmlError> {
+    let f = nvml_sym(lib.nvmlDeviceGetName.as_ref())?;
+    let mut buf = [0 as c_char; 96];
+    // SAFETY: the handle belongs to the live `Nvml` that owns `lib` (see `running_processes`).
+    let handle = unsafe { device.handle() };
+    // SAFETY: `buf` has the 96 bytes we pass as its length; NVML writes a NUL-terminated
+    // string of at most that length or returns INSUFFICIENT_SIZE.
+    check(unsafe { f(handle, buf.as_mut_ptr(), buf.len() as c_uint) })?;
+    // Guarantee termination even if the driver filled the buffer.
+    if let Some(last) = buf.last_mut() {
+        *last = 0;
+    }
+    // SAFETY: `buf` is NUL-terminated (forced above) and lives for this statement.
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Ok(name.to_string_lossy().into_owned())
+}
+
+/// Device memory through the v1 call (`used` includes the driver's reservation).
+pub(crate) fn memory_info_v1(
+    lib: &NvmlLib,
+    device: &Device<'_>,
+) -> Result<(u64, u64, u64), NvmlError> {
+    let f = nvml_sym(lib.nvmlDeviceGetMemoryInfo.as_ref())?;
+    let mut mem = nvmlMemory_t {
+        total: 0,
+        free: 0,
+        used: 0,
+    };
+    // SAFETY: the handle belongs to the live `Nvml` that owns `lib`.
+    let handle = unsafe { device.handle() };
+    // SAFETY: `mem` is a properly sized and aligned `nvmlMemory_t` the callee fills.
+    check(unsafe { f(handle, &mut mem) })?;
+    Ok((mem.total, mem.free, mem.used))
+}
+
+/// The PCI bus id through `nvmlDeviceGetPciInfo_v2` or the unversioned call, for drivers without
+/// `_v3`. Returns (domain, bus, device); NVML always reports function 0.
+pub(crate) fn pci_info_legacy(
+    lib: &NvmlLib,
+    device: &Device<'_>,
+) -> Result<(u32, u32, u32), NvmlError> {
+    let f = match lib.nvmlDeviceGetPciInfo_v2.as_ref() {
+        Ok(f) => *f,
+        Err(_) => *nvml_sym(lib.nvmlDeviceGetPciInfo.as_ref())?,
+    };
+    // SAFETY: `nvmlPciInfo_t` is a plain C struct of integers and char arrays, for which all
+    // zero bytes is a valid value.
+    let mut info: nvmlPciInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle belongs to the live `Nvml` that owns `lib`.
+    let handle = unsafe { device.handle() };
+    // SAFETY: `info` is large enough for every layout of the struct (the older layouts are
+    // prefixes of the current one at the fields we read: domain, bus, device at 16, 20, 24).
+    check(unsafe { f(handle, &mut info) })?;
+    Ok((info.domain, info.bus, info.device))
+}

@@ -1,0 +1,266 @@
+//! The NVIDIA backend through NVML (`libnvidia-ml.so.1`), loaded at run time with nvml-wrapper.
+//!
+//! Owns [`NvmlBackend`]: one initialised NVML session that lives as long as the
+//! [`Probe`](crate::Probe) holding it (upstream hypomnesis loaded and initialised NVML on every
+//! call; a long-lived session makes a device query hundreds of times cheaper).
+//!
+//! A library that is missing, or a driver that is not loaded, makes the backend *absent* — a
+//! reason, not an error. A symbol missing from an old driver degrades the one field it feeds:
+//! memory falls back from `nvmlDeviceGetMemoryInfo_v2` to the v1 call, process lists from `_v3`
+//! to `_v2` to the unversioned call, PCI info from `_v3` to `_v2`.
+//!
+//! Submodules: [`convert`] (pure decoding and guards), [`ffi`] (the raw calls, the crate's only
+//! `unsafe`).
+
+mod convert;
+mod ffi;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::error::NvmlError;
+
+use crate::pci::PciBusId;
+use crate::types::Source;
+use crate::types::{
+    Device, DeviceMemory, GpuProcess, ProcessKind, Unknown, UnknownReason, Vendor, Warning,
+};
+
+pub(crate) use convert::{describe, reason_of};
+use ffi::ProcessListKind;
+
+/// The soname NVML is loaded by when no path is given.
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// An initialised NVML session.
+pub(crate) struct NvmlBackend {
+    nvml: Nvml,
+    driver_version: Result<String, NvmlError>,
+}
+
+impl std::fmt::Debug for NvmlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlBackend")
+            .field("driver_version", &self.driver_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one device's process-list query.
+pub(crate) struct DeviceProcesses {
+    pub rows: Vec<GpuProcess>,
+    pub failed: bool,
+}
+
+impl NvmlBackend {
+    /// Loads and initialises NVML from `library` (or the default soname). `Err` carries the
+    /// reason the backend is absent.
+    pub(crate) fn load(library: Option<&Path>) -> Result<NvmlBackend, String> {
+        let path: &OsStr = library.map_or(OsStr::new(DEFAULT_LIBRARY), Path::as_os_str);
+        let shown = path.to_string_lossy();
+        let nvml = Nvml::builder().lib_path(path).init().map_err(|e| match e {
+            NvmlError::LibloadingError(err) => {
+                if library.is_some() {
+                    format!("cannot load {shown}: {err}")
+                } else {
+                    format!("{shown} not found (no NVIDIA driver installed)")
+                }
+            }
+            NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".to_string(),
+            NvmlError::NoPermission => "no permission to talk to the NVIDIA driver".to_string(),
+            NvmlError::FailedToLoadSymbol(s) => {
+                format!("{shown} is not a usable NVML library ({s})")
+            }
+            other => format!("initialisation failed: {}", describe(&other)),
+        })?;
+        let driver_version = nvml.sys_driver_version();
+        Ok(NvmlBackend {
+            nvml,
+            driver_version,
+        })
+    }
+
+    /// The number of devices NVML counts (including ones it will refuse a handle for).
+    pub(crate) fn device_count(&self) -> Result<u32, String> {
+        self.nvml.device_count().map_err(|e| describe(&e))
+    }
+
+    /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device
+    /// whose handle is refused is returned with `error` set.
+    pub(crate) fn device(&self, index: u32) -> Device {
+        let mut dev = Device::new(index, Vendor::Nvidia, Source::Nvml);
+        dev.driver = Some("nvidia".to_string());
+        match &self.driver_version {
+            Ok(v) => dev.driver_version = Some(v.clone()),
+            Err(e) => dev
+                .unknown
+                .push(Unknown::new("driver_version", reason_of(e), describe(e))),
+        }
+        let handle = match self.nvml.device_by_index(index) {
+            Ok(h) => h,
+            Err(e) => {
+                dev.error = Some(format!("NVML refused the device handle: {}", describe(&e)));
+                let reason = reason_of(&e);
+                for field in ["name", "uuid", "pci_bus_id", "memory"] {
+                    dev.unknown.push(Unknown::new(field, reason, describe(&e)));
+                }
+                return dev;
+            }
+        };
+        let lib = self.nvml.lib();
+        match ffi::device_name(lib, &handle) {
+            Ok(n) => dev.name = Some(n),
+            Err(e) => dev
+                .unknown
+                .push(Unknown::new("name", reason_of(&e), describe(&e))),
+        }
+        match handle.uuid() {
+            Ok(u) => dev.uuid = Some(u),
+            Err(e) => dev
+                .unknown
+                .push(Unknown::new("uuid", reason_of(&e), describe(&e))),
+        }
+        match pci_bus_id(lib, &handle) {
+            Ok(p) => dev.pci_bus_id = Some(p),
+            Err(e) => dev
+                .unknown
+                .push(Unknown::new("pci_bus_id", reason_of(&e), describe(&e))),
+        }
+        match memory(lib, &handle) {
+            Ok(m) => {
+                if m.reserved_bytes.is_none() {
+                    dev.unknown.push(Unknown::new(
+                        "memory.reserved_bytes",
+                        UnknownReason::Unsupported,
+                        "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation",
+                    ));
+                }
+                dev.memory = m;
+            }
+            Err(e) => {
+                for field in [
+                    "memory.total_bytes",
+                    "memory.used_bytes",
+                    "memory.free_bytes",
+                    "memory.reserved_bytes",
+                ] {
+                    dev.unknown
+                        .push(Unknown::new(field, reason_of(&e), describe(&e)));
+                }
+            }
+        }
+        dev
+    }
+
+    /// The compute and graphics processes on `device`, merged to one row per pid.
+    pub(crate) fn processes(
+        &self,
+        device: &Device,
+        warnings: &mut Vec<Warning>,
+    ) -> DeviceProcesses {
+        let index = device.index;
+        let handle = match self.nvml.device_by_index(index) {
+            Ok(h) => h,
+            Err(e) => {
+                warnings.push(Warning::device(
+                    index,
+                    format!("process list unavailable: {}", describe(&e)),
+                ));
+                return DeviceProcesses {
+                    rows: Vec::new(),
+                    failed: true,
+                };
+            }
+        };
+        let lib = self.nvml.lib();
+        let mut rows = Vec::new();
+        let mut failed = false;
+        for (list, kind) in [
+            (ProcessListKind::Compute, ProcessKind::Compute),
+            (ProcessListKind::Graphics, ProcessKind::Graphics),
+        ] {
+            match ffi::running_processes(lib, &handle, list) {
+                Ok((records, _layout, _retries)) => {
+                    rows.extend(records.into_iter().map(|r| {
+                        convert::to_row(r, index, device.memory.total_bytes, kind, warnings)
+                    }))
+                }
+                Err(NvmlError::NotSupported) if kind == ProcessKind::Graphics => {
+                    // Compute-only devices (and MIG) do not list graphics contexts.
+                }
+                Err(NvmlError::UnexpectedVariant(u32::MAX)) => {
+                    failed = true;
+                    warnings.push(Warning::device(
+                        index,
+                        format!(
+                            "{} process list: the driver wrote records of an unrecognised layout; not shown",
+                            kind.as_str()
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    failed = true;
+                    warnings.push(Warning::device(
+                        index,
+                        format!(
+                            "{} process list unavailable: {}",
+                            kind.as_str(),
+                            describe(&e)
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut rows = convert::merge_rows(rows);
+        for row in &mut rows {
+            row.device_uuid.clone_from(&device.uuid);
+        }
+        DeviceProcesses { rows, failed }
+    }
+}
+
+/// PCI bus id from `_v3` (through nvml-wrapper), else from the older calls.
+fn pci_bus_id(
+    lib: &nvml_wrapper_sys::bindings::NvmlLib,
+    handle: &nvml_wrapper::Device<'_>,
+) -> Result<PciBusId, NvmlError> {
+    match handle.pci_info() {
+        Ok(info) => info
+            .bus_id
+            .parse()
+            .map_err(|_| NvmlError::UnexpectedVariant(u32::MAX - 1)),
+        Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound) => {
+            let (domain, bus, device) = ffi::pci_info_legacy(lib, handle)?;
+            let to_u8 = |v: u32| u8::try_from(v).map_err(|_| NvmlError::UnexpectedVariant(v));
+            Ok(PciBusId::new(domain, to_u8(bus)?, to_u8(device)?, 0))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Device memory with the R510+ semantics, else the v1 call (reserved unknown).
+fn memory(
+    lib: &nvml_wrapper_sys::bindings::NvmlLib,
+    handle: &nvml_wrapper::Device<'_>,
+) -> Result<DeviceMemory, NvmlError> {
+    /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: a driver that knows the symbol but not v2.
+    const ARGUMENT_VERSION_MISMATCH: u32 = 25;
+    match handle.memory_info() {
+        Ok(m) => Ok(DeviceMemory::new(
+            Some(m.total),
+            Some(m.used),
+            Some(m.free),
+            Some(m.reserved),
+        )),
+        Err(
+            NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::FunctionNotFound
+            | NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH),
+        ) => {
+            let (total, free, used) = ffi::memory_info_v1(lib, handle)?;
+            Ok(DeviceMemory::new(Some(total), Some(used), Some(free), None))
+        }
+        Err(e) => Err(e),
+    }
+}

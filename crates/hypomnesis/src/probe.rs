@@ -1,0 +1,439 @@
+//! [`Probe`]: the long-lived entry point that owns the backends.
+//!
+//! A `Probe` loads NVML once, on first use, and keeps it initialised until it is dropped; every
+//! query after that costs only the driver calls it makes. When NVML cannot be loaded or
+//! initialised, the `nvidia-smi` fallback answers instead (one subprocess per query, with a time
+//! limit). Host memory is read from the proc root in [`ProbeOptions::roots`].
+//!
+//! A `Probe` is `Send + Sync`: share it behind an `Arc`, or use the crate-level functions
+//! ([`crate::device_info`] and friends), which share one lazily created `Probe`.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::host::{self, HostMemory, MemoryDetail, ProcessMemory};
+use crate::process::IdentityCache;
+use crate::roots::{Roots, SystemInfo};
+use crate::types::{
+    BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Warning,
+};
+
+/// Environment variable naming the NVML library to load (a path, or a soname).
+pub const ENV_NVML_LIB: &str = "HMN_NVML_LIB";
+/// Environment variable naming the `nvidia-smi` binary.
+pub const ENV_NVIDIA_SMI: &str = "HMN_NVIDIA_SMI";
+/// Environment variable with the `nvidia-smi` time limit in milliseconds.
+pub const ENV_NVIDIA_SMI_TIMEOUT_MS: &str = "HMN_NVIDIA_SMI_TIMEOUT_MS";
+
+/// How a [`Probe`] finds the kernel's files and the GPU libraries.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProbeOptions {
+    /// Where `/proc`, `/sys` and `/dev` are.
+    pub roots: Roots,
+    /// Page size and clock ticks for the proc parsers.
+    pub system: SystemInfo,
+    /// The NVML library; `None` loads `libnvidia-ml.so.1` through the dynamic loader.
+    pub nvml_library: Option<PathBuf>,
+    /// The `nvidia-smi` binary; `None` looks it up on `PATH`.
+    pub nvidia_smi: Option<PathBuf>,
+    /// How long `nvidia-smi` may run before it is killed.
+    pub nvidia_smi_timeout: Duration,
+    /// Whether to use NVML at all.
+    pub use_nvml: bool,
+    /// Whether to fall back to `nvidia-smi` when NVML is absent.
+    pub use_nvidia_smi: bool,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            roots: Roots::system(),
+            system: SystemInfo::current(),
+            nvml_library: None,
+            nvidia_smi: None,
+            nvidia_smi_timeout: crate::smi::DEFAULT_TIMEOUT,
+            use_nvml: true,
+            use_nvidia_smi: true,
+        }
+    }
+}
+
+impl ProbeOptions {
+    /// Options from the environment: `HMN_PROC_ROOT`, `HMN_SYS_ROOT`, `HMN_DEV_ROOT`,
+    /// `HMN_NVML_LIB`, `HMN_NVIDIA_SMI`, `HMN_NVIDIA_SMI_TIMEOUT_MS` (each optional).
+    pub fn from_env() -> Self {
+        let path = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let timeout = std::env::var(ENV_NVIDIA_SMI_TIMEOUT_MS)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(crate::smi::DEFAULT_TIMEOUT, Duration::from_millis);
+        ProbeOptions {
+            roots: Roots::from_env(),
+            nvml_library: path(ENV_NVML_LIB),
+            nvidia_smi: path(ENV_NVIDIA_SMI),
+            nvidia_smi_timeout: timeout,
+            ..ProbeOptions::default()
+        }
+    }
+
+    /// Replaces the roots.
+    #[must_use]
+    pub fn roots(mut self, roots: Roots) -> Self {
+        self.roots = roots;
+        self
+    }
+
+    /// Loads NVML from this path.
+    #[must_use]
+    pub fn nvml_library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.nvml_library = Some(path.into());
+        self
+    }
+
+    /// Runs this `nvidia-smi`.
+    #[must_use]
+    pub fn nvidia_smi(mut self, path: impl Into<PathBuf>) -> Self {
+        self.nvidia_smi = Some(path.into());
+        self
+    }
+
+    /// Kills `nvidia-smi` after this long.
+    #[must_use]
+    pub fn nvidia_smi_timeout(mut self, timeout: Duration) -> Self {
+        self.nvidia_smi_timeout = timeout;
+        self
+    }
+
+    /// Enables or disables the NVML backend.
+    #[must_use]
+    pub fn use_nvml(mut self, on: bool) -> Self {
+        self.use_nvml = on;
+        self
+    }
+
+    /// Enables or disables the `nvidia-smi` fallback.
+    #[must_use]
+    pub fn use_nvidia_smi(mut self, on: bool) -> Self {
+        self.use_nvidia_smi = on;
+        self
+    }
+}
+
+#[cfg(feature = "nvml")]
+type NvmlSlot = std::result::Result<crate::nvml::NvmlBackend, String>;
+#[cfg(not(feature = "nvml"))]
+type NvmlSlot = std::result::Result<std::convert::Infallible, String>;
+
+/// Which NVIDIA source answers this probe: NVML, or `nvidia-smi` with NVML's absence reason.
+enum Nvidia<'a> {
+    #[cfg(feature = "nvml")]
+    Nvml(&'a crate::nvml::NvmlBackend),
+    Smi {
+        nvml_reason: String,
+        smi: Option<&'a crate::smi::Smi>,
+    },
+}
+
+/// The long-lived measurement entry point. See the [module docs](self).
+pub struct Probe {
+    options: ProbeOptions,
+    self_statm: PathBuf,
+    nvml: OnceLock<NvmlSlot>,
+    smi: crate::smi::Smi,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("options", &self.options)
+            .field(
+                "nvml_loaded",
+                &self.nvml.get().map(std::result::Result::is_ok),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe::new()
+    }
+}
+
+impl Probe {
+    /// A probe configured from the environment ([`ProbeOptions::from_env`]).
+    pub fn new() -> Probe {
+        Probe::with_options(ProbeOptions::from_env())
+    }
+
+    /// A probe with explicit options.
+    pub fn with_options(options: ProbeOptions) -> Probe {
+        Probe {
+            self_statm: host::self_statm_path(&options.roots),
+            smi: crate::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
+            options,
+            nvml: OnceLock::new(),
+        }
+    }
+
+    /// The options this probe was made with.
+    pub fn options(&self) -> &ProbeOptions {
+        &self.options
+    }
+
+    /// The roots this probe reads.
+    pub fn roots(&self) -> &Roots {
+        &self.options.roots
+    }
+
+    fn nvml_slot(&self) -> &NvmlSlot {
+        self.nvml.get_or_init(|| {
+            if !self.options.use_nvml {
+                return Err("disabled".to_string());
+            }
+            #[cfg(feature = "nvml")]
+            {
+                crate::nvml::NvmlBackend::load(self.options.nvml_library.as_deref())
+            }
+            #[cfg(not(feature = "nvml"))]
+            {
+                Err("built without the nvml feature".to_string())
+            }
+        })
+    }
+
+    fn nvidia(&self) -> Nvidia<'_> {
+        let smi =
+            (self.options.use_nvidia_smi && cfg!(feature = "nvidia-smi")).then_some(&self.smi);
+        match self.nvml_slot() {
+            #[cfg(feature = "nvml")]
+            Ok(backend) => Nvidia::Nvml(backend),
+            #[cfg(not(feature = "nvml"))]
+            Ok(never) => match *never {},
+            Err(reason) => Nvidia::Smi {
+                nvml_reason: reason.clone(),
+                smi,
+            },
+        }
+    }
+
+    /// Every GPU the backends can see, with a status line per backend.
+    pub fn devices(&self) -> DeviceList {
+        let mut list = DeviceList::default();
+        match self.nvidia() {
+            #[cfg(feature = "nvml")]
+            Nvidia::Nvml(nvml) => match nvml.device_count() {
+                Ok(count) => {
+                    for index in 0..count {
+                        let dev = nvml.device(index);
+                        if let Some(e) = &dev.error {
+                            list.warnings.push(Warning::device(index, e.clone()));
+                        }
+                        list.devices.push(dev);
+                    }
+                    list.backends.push(BackendStatus::new(
+                        "NVML",
+                        BackendState::Active { devices: count },
+                    ));
+                    list.backends
+                        .push(BackendStatus::new("nvidia-smi", BackendState::NotTried));
+                }
+                Err(reason) => list.backends.push(BackendStatus::new(
+                    "NVML",
+                    BackendState::Absent {
+                        reason: format!("cannot count devices: {reason}"),
+                    },
+                )),
+            },
+            Nvidia::Smi { nvml_reason, smi } => {
+                list.backends.push(BackendStatus::new(
+                    "NVML",
+                    BackendState::Absent {
+                        reason: nvml_reason,
+                    },
+                ));
+                list.backends.push(BackendStatus::new(
+                    "nvidia-smi",
+                    smi_devices(smi, &mut list.devices),
+                ));
+            }
+        }
+        list
+    }
+
+    /// One device by index.
+    ///
+    /// # Errors
+    /// [`Error::DeviceIndexOutOfRange`] when there is no such device, [`Error::NoGpu`] when no
+    /// backend can see any GPU, [`Error::DeviceUnreadable`] when the device exists but refused
+    /// every query.
+    pub fn device(&self, index: u32) -> Result<Device> {
+        let dev = match self.nvidia() {
+            #[cfg(feature = "nvml")]
+            Nvidia::Nvml(nvml) => {
+                let count = nvml.device_count().map_err(|reason| Error::NoGpu {
+                    reasons: vec![("NVML".to_string(), reason)],
+                })?;
+                if index >= count {
+                    return Err(Error::DeviceIndexOutOfRange { index, count });
+                }
+                nvml.device(index)
+            }
+            Nvidia::Smi { .. } => {
+                let list = self.devices();
+                let count = u32::try_from(list.devices.len()).unwrap_or(u32::MAX);
+                if count == 0 {
+                    return Err(Error::NoGpu {
+                        reasons: list.absent_reasons(),
+                    });
+                }
+                list.devices
+                    .into_iter()
+                    .find(|d| d.index == index)
+                    .ok_or(Error::DeviceIndexOutOfRange { index, count })?
+            }
+        };
+        match &dev.error {
+            Some(reason) => Err(Error::DeviceUnreadable {
+                index,
+                reason: reason.clone(),
+            }),
+            None => Ok(dev),
+        }
+    }
+
+    /// Every GPU process on every device, one row per (pid, device), with names and owners from
+    /// the proc root.
+    pub fn gpu_processes(&self) -> ProcessList {
+        let mut out = ProcessList::default();
+        let devices = self.devices();
+        out.warnings = devices.warnings.clone();
+        out.backends = devices.backends.clone();
+        match self.nvidia() {
+            #[cfg(feature = "nvml")]
+            Nvidia::Nvml(nvml) => {
+                for dev in devices.devices.iter().filter(|d| d.error.is_none()) {
+                    let got = nvml.processes(dev, &mut out.warnings);
+                    if got.failed {
+                        out.failed_devices.push(dev.index);
+                    }
+                    out.processes.extend(got.rows);
+                }
+                out.failed_devices.extend(
+                    devices
+                        .devices
+                        .iter()
+                        .filter(|d| d.error.is_some())
+                        .map(|d| d.index),
+                );
+            }
+            Nvidia::Smi { smi: Some(smi), .. } if !devices.devices.is_empty() => {
+                match smi.processes(&devices.devices, &mut out.warnings) {
+                    Ok(rows) => out.processes = rows,
+                    Err(reason) => {
+                        out.warnings.push(Warning::general(format!(
+                            "process list unavailable: {reason}"
+                        )));
+                        out.failed_devices
+                            .extend(devices.devices.iter().map(|d| d.index));
+                    }
+                }
+            }
+            Nvidia::Smi { .. } => {}
+        }
+        out.devices = devices.devices;
+        self.identify(&mut out.processes);
+        out.processes.sort_by_key(|p| (p.device_index, p.pid));
+        out.failed_devices.sort_unstable();
+        out.failed_devices.dedup();
+        out
+    }
+
+    /// The processes on one device.
+    ///
+    /// # Errors
+    /// As [`Probe::device`]; also [`Error::DeviceUnreadable`] when the device's process list
+    /// could not be read.
+    pub fn gpu_processes_on(&self, index: u32) -> Result<Vec<GpuProcess>> {
+        self.device(index)?;
+        let list = self.gpu_processes();
+        if list.failed_devices.contains(&index) {
+            let reason = list
+                .warnings
+                .iter()
+                .find(|w| w.device_index == Some(index) || w.device_index.is_none())
+                .map_or_else(
+                    || "process list unavailable".to_string(),
+                    |w| w.message.clone(),
+                );
+            return Err(Error::DeviceUnreadable { index, reason });
+        }
+        Ok(list
+            .processes
+            .into_iter()
+            .filter(|p| p.device_index == index)
+            .collect())
+    }
+
+    /// Fills name, uid and user from the proc root.
+    fn identify(&self, rows: &mut [GpuProcess]) {
+        let mut cache = IdentityCache::new();
+        for row in rows {
+            let id = cache.identify(&self.options.roots, row.pid);
+            if id.name.is_some() {
+                row.name = id.name;
+            }
+            row.uid = id.uid;
+            row.user = id.user;
+        }
+    }
+
+    /// The machine's RAM.
+    ///
+    /// # Errors
+    /// When `<proc>/meminfo` cannot be read or parsed.
+    pub fn host_memory(&self) -> Result<HostMemory> {
+        host::host_memory(&self.options.roots)
+    }
+
+    /// One process's host memory.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a pid that does not exist, [`Error::PermissionDenied`] for one
+    /// hidden from this user.
+    pub fn process_memory(&self, pid: u32, detail: MemoryDetail) -> Result<ProcessMemory> {
+        host::process_memory(&self.options.roots, pid, detail)
+    }
+
+    /// This process's resident set size, from `<proc>/self/statm` (the cheapest source).
+    ///
+    /// # Errors
+    /// When `statm` cannot be read (a proc root without `self`).
+    pub fn own_rss(&self) -> Result<u64> {
+        host::statm_rss_bytes(&self.self_statm, self.options.system)
+    }
+}
+
+fn smi_devices(smi: Option<&crate::smi::Smi>, devices: &mut Vec<Device>) -> BackendState {
+    let Some(smi) = smi else {
+        return BackendState::Absent {
+            reason: "disabled".to_string(),
+        };
+    };
+    match smi.devices() {
+        Ok(found) => {
+            let n = u32::try_from(found.len()).unwrap_or(u32::MAX);
+            devices.extend(found);
+            BackendState::Active { devices: n }
+        }
+        Err(reason) => BackendState::Absent { reason },
+    }
+}

@@ -1,0 +1,159 @@
+//! Who a process is: its name and its owner, read from `/proc/<pid>/comm`, `cmdline` and
+//! `status` under the proc root.
+//!
+//! `comm` is cut by the kernel at 15 bytes (`TASK_COMM_LEN` − 1). When a name is exactly that
+//! long, the basename of `argv[0]` is used instead if it extends the cut name (so
+//! `pt_main_thread` stays itself, but `python3.11-confi` becomes `python3.11-config`). The owner
+//! is the effective UID from `status` (what `ps -o user` shows), resolved to a user name through
+//! the C library (so LDAP/SSSD users resolve too); a UID without a name stays numeric.
+
+use std::collections::HashMap;
+
+use crate::error::Error;
+use crate::host::parse;
+use crate::roots::Roots;
+
+/// The kernel's limit on `comm` (16 bytes including the terminating NUL).
+const COMM_MAX: usize = 15;
+
+/// A process's name and owner, as far as they could be read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessIdentity {
+    /// The process name (see the module docs).
+    pub name: Option<String>,
+    /// The effective UID.
+    pub uid: Option<u32>,
+    /// The user name of `uid`, when it resolves.
+    pub user: Option<String>,
+}
+
+/// Picks the display name from `comm` and the raw `cmdline` bytes (pure).
+pub fn display_name(comm: &str, cmdline: &[u8]) -> String {
+    if comm.len() < COMM_MAX {
+        return comm.to_string();
+    }
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    let argv0 = String::from_utf8_lossy(argv0);
+    let base = argv0.rsplit('/').next().unwrap_or_default();
+    if base.len() > comm.len() && base.starts_with(comm) {
+        base.to_string()
+    } else {
+        comm.to_string()
+    }
+}
+
+/// Reads a process's name. `Ok(None)` when `comm` exists but is empty.
+///
+/// # Errors
+/// [`Error::NotFound`] when the process does not exist, [`Error::PermissionDenied`] when its
+/// files are hidden from this user.
+pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<String>, Error> {
+    let comm_path = roots.pid_file(pid, "comm");
+    let comm = std::fs::read(&comm_path).map_err(|e| Error::from_io(&comm_path, e))?;
+    let comm = String::from_utf8_lossy(&comm);
+    let comm = comm.strip_suffix('\n').unwrap_or(&comm);
+    if comm.is_empty() {
+        return Ok(None);
+    }
+    if comm.len() < COMM_MAX {
+        return Ok(Some(comm.to_string()));
+    }
+    let cmdline = std::fs::read(roots.pid_file(pid, "cmdline")).unwrap_or_default();
+    Ok(Some(display_name(comm, &cmdline)))
+}
+
+/// Resolves pids to [`ProcessIdentity`], caching UID → user name lookups for one listing.
+#[derive(Debug, Default)]
+pub struct IdentityCache {
+    users: HashMap<u32, Option<String>>,
+}
+
+impl IdentityCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        IdentityCache::default()
+    }
+
+    /// Reads what can be read of `pid`; a vanished or hidden process gives an empty identity.
+    pub fn identify(&mut self, roots: &Roots, pid: u32) -> ProcessIdentity {
+        let name = process_name(roots, pid).ok().flatten();
+        let uid = std::fs::read_to_string(roots.pid_file(pid, "status"))
+            .ok()
+            .and_then(|text| parse::parse_status(&text).ok())
+            .and_then(|st| st.uid_effective);
+        let user = uid.and_then(|u| self.user_name(u));
+        ProcessIdentity { name, uid, user }
+    }
+
+    /// The user name of `uid` (cached), or `None` when the system knows no such user.
+    pub fn user_name(&mut self, uid: u32) -> Option<String> {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| {
+                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                    .ok()
+                    .flatten()
+                    .map(|u| u.name)
+            })
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_comm_is_the_name() {
+        assert_eq!(
+            display_name("python3", b"/usr/bin/python3\0train.py\0"),
+            "python3"
+        );
+    }
+
+    #[test]
+    fn cut_comm_is_extended_from_argv0() {
+        assert_eq!(
+            display_name("python3.11-conf", b"/usr/bin/python3.11-config\0--libs\0"),
+            "python3.11-config"
+        );
+        // setproctitle-style names without a slash.
+        assert_eq!(
+            display_name("postgres: check", b"postgres: checkpointer\0\0"),
+            "postgres: checkpointer"
+        );
+    }
+
+    #[test]
+    fn unrelated_argv0_does_not_replace_comm() {
+        // A thread-renamed process: comm is not a prefix of argv[0].
+        assert_eq!(
+            display_name("pt_main_thread1", b"/usr/bin/python3\0"),
+            "pt_main_thread1"
+        );
+        assert_eq!(display_name("abcdefghijklmno", b""), "abcdefghijklmno");
+    }
+
+    #[test]
+    fn own_process_identity() {
+        let mut cache = IdentityCache::new();
+        let id = cache.identify(&Roots::system(), std::process::id());
+        assert!(id.name.is_some());
+        assert_eq!(id.uid, Some(nix::unistd::geteuid().as_raw()));
+        assert_eq!(cache.user_name(0).as_deref(), Some("root"));
+    }
+
+    #[test]
+    fn vanished_process_has_an_empty_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = IdentityCache::new();
+        let id = cache.identify(&Roots::system().with_proc(dir.path()), 123);
+        assert_eq!(id, ProcessIdentity::default());
+        assert!(
+            process_name(&Roots::system().with_proc(dir.path()), 123)
+                .unwrap_err()
+                .is_not_found()
+        );
+    }
+}

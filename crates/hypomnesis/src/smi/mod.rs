@@ -1,0 +1,244 @@
+//! The `nvidia-smi` fallback, used when NVML cannot be loaded or initialised.
+//!
+//! Owns running `nvidia-smi` with a time limit (a hung driver must not hang `hmn`: the child is
+//! killed when the limit passes) and turning its CSV into [`Device`]s and [`GpuProcess`]es with
+//! `source: "nvidia-smi"`. Parsing lives in [`parse`].
+//!
+//! Limits of this source, documented rather than hidden: memory is in whole MiB, only compute
+//! processes are listed (`--query-compute-apps`), and a driver older than R510 has no
+//! `memory.reserved` field (it is queried, and dropped on the "not a valid field" answer).
+
+pub(crate) mod parse;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::types::{
+    Device, DeviceMemory, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor, Warning,
+};
+use parse::{APP_FIELDS, Field, GPU_FIELDS, SmiApp, SmiGpu};
+
+/// The binary looked up on `PATH` when no path is given.
+pub const DEFAULT_BINARY: &str = "nvidia-smi";
+/// How long `nvidia-smi` may run before it is killed, unless configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Output beyond this is not read (a sane nvidia-smi prints kilobytes).
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// A configured `nvidia-smi`.
+#[derive(Debug, Clone)]
+pub(crate) struct Smi {
+    program: Option<PathBuf>,
+    timeout: Duration,
+}
+
+impl Smi {
+    pub(crate) fn new(program: Option<PathBuf>, timeout: Duration) -> Smi {
+        Smi { program, timeout }
+    }
+
+    fn shown(&self) -> String {
+        self.program
+            .as_ref()
+            .map_or_else(|| DEFAULT_BINARY.to_string(), |p| p.display().to_string())
+    }
+
+    /// Runs `nvidia-smi ARGS`; `Ok(stdout)` on exit status 0, else the reason (the tool's own
+    /// first line of output where it printed one).
+    fn run(&self, args: &[String]) -> Result<String, String> {
+        let program: OsString = self
+            .program
+            .as_ref()
+            .map_or_else(|| DEFAULT_BINARY.into(), |p| p.clone().into_os_string());
+        let mut child = Command::new(&program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound if self.program.is_none() => {
+                    "not found on PATH".to_string()
+                }
+                std::io::ErrorKind::NotFound => format!("{} not found", self.shown()),
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("{} is not executable", self.shown())
+                }
+                _ => format!("cannot run {}: {e}", self.shown()),
+            })?;
+        let reader = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                if let Some(p) = pipe {
+                    // A read error leaves what was read; the exit status tells the rest.
+                    let _ = p.take(MAX_OUTPUT).read_to_end(&mut out);
+                }
+                out
+            })
+        };
+        let stdout = reader(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let stderr = reader(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "{} did not answer within {} ms and was killed",
+                        self.shown(),
+                        self.timeout.as_millis()
+                    ));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return Err(format!("waiting for {}: {e}", self.shown())),
+            }
+        };
+        let stdout = String::from_utf8_lossy(&stdout.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+        if status.success() {
+            return Ok(stdout);
+        }
+        let first = stdout
+            .lines()
+            .chain(stderr.lines())
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("no output")
+            .to_string();
+        Err(format!("{} failed ({status}): {first}", self.shown()))
+    }
+
+    /// The GPUs `nvidia-smi` reports.
+    pub(crate) fn devices(&self) -> Result<Vec<Device>, String> {
+        let query = |fields: &[&str]| {
+            vec![
+                format!("--query-gpu={}", fields.join(",")),
+                "--format=csv,noheader,nounits".to_string(),
+            ]
+        };
+        let (out, with_reserved) = match self.run(&query(&GPU_FIELDS)) {
+            Ok(out) => (out, true),
+            Err(e) if e.contains("memory.reserved") || e.contains("not a valid field") => (
+                self.run(&query(&GPU_FIELDS[..GPU_FIELDS.len() - 1]))?,
+                false,
+            ),
+            Err(e) => return Err(e),
+        };
+        let gpus = parse::parse_gpus(&out, with_reserved)
+            .map_err(|e| format!("unexpected {} output: {e}", self.shown()))?;
+        Ok(gpus.into_iter().map(to_device).collect())
+    }
+
+    /// The compute processes `nvidia-smi` reports, as rows on `devices` (matched by UUID).
+    pub(crate) fn processes(
+        &self,
+        devices: &[Device],
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Vec<GpuProcess>, String> {
+        let args = vec![
+            format!("--query-compute-apps={}", APP_FIELDS.join(",")),
+            "--format=csv,noheader,nounits".to_string(),
+        ];
+        let out = self.run(&args)?;
+        let apps = parse::parse_apps(&out)
+            .map_err(|e| format!("unexpected {} output: {e}", self.shown()))?;
+        let mut rows = Vec::new();
+        for app in apps {
+            let Some(device) = devices
+                .iter()
+                .find(|d| d.uuid.is_some() && d.uuid.as_deref() == app.gpu_uuid.as_deref().ok())
+            else {
+                warnings.push(Warning::general(format!(
+                    "nvidia-smi listed pid {} on a GPU it did not report ({}); skipped",
+                    app.pid,
+                    app.gpu_uuid.as_deref().unwrap_or("unknown UUID")
+                )));
+                continue;
+            };
+            rows.push(to_row(app, device, warnings));
+        }
+        Ok(rows)
+    }
+}
+
+fn store<T>(value: Field<T>, field: &'static str, unknown: &mut Vec<Unknown>) -> Option<T> {
+    match value {
+        Ok(v) => Some(v),
+        Err((reason, detail)) => {
+            unknown.push(Unknown::new(field, reason, detail));
+            None
+        }
+    }
+}
+
+fn to_device(g: SmiGpu) -> Device {
+    let mut d = Device::new(g.index, Vendor::Nvidia, Source::NvidiaSmi);
+    let u = &mut d.unknown;
+    d.name = store(g.name, "name", u);
+    d.uuid = store(g.uuid, "uuid", u);
+    d.pci_bus_id = store(g.pci_bus_id, "pci_bus_id", u);
+    d.driver_version = store(g.driver_version, "driver_version", u);
+    d.driver = Some("nvidia".to_string());
+    let reserved = match g.reserved {
+        Some(r) => store(r, "memory.reserved_bytes", u),
+        None => {
+            u.push(Unknown::new(
+                "memory.reserved_bytes",
+                UnknownReason::Unsupported,
+                "this nvidia-smi has no memory.reserved field (driver older than R510)",
+            ));
+            None
+        }
+    };
+    d.memory = DeviceMemory::new(
+        store(g.total, "memory.total_bytes", u),
+        store(g.used, "memory.used_bytes", u),
+        store(g.free, "memory.free_bytes", u),
+        reserved,
+    );
+    d
+}
+
+fn to_row(app: SmiApp, device: &Device, warnings: &mut Vec<Warning>) -> GpuProcess {
+    let mut row = GpuProcess::new(
+        app.pid,
+        device.index,
+        ProcessKind::Compute,
+        Source::NvidiaSmi,
+    );
+    row.device_uuid.clone_from(&device.uuid);
+    row.name = app.name.ok();
+    match (app.used, device.memory.total_bytes) {
+        (Ok(used), Some(total)) if used > total => {
+            warnings.push(Warning::device(
+                device.index,
+                format!(
+                    "pid {} reported {used} bytes, more than the device's {total}; shown as unknown",
+                    app.pid
+                ),
+            ));
+            row.unknown.push(Unknown::new(
+                "used_bytes",
+                UnknownReason::Implausible,
+                format!("nvidia-smi reported {used} bytes, above the device total of {total}"),
+            ));
+        }
+        (used, _) => row.used_bytes = store(used, "used_bytes", &mut row.unknown),
+    }
+    row
+}

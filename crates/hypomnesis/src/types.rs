@@ -1,0 +1,555 @@
+//! The data model shared by every backend: devices, GPU processes, unknown values and warnings.
+//!
+//! Field names are the `hmn --json` contract (schema 1): they may gain siblings but are never
+//! renamed. A value that could not be read is `None` (JSON `null`) and an [`Unknown`] entry says
+//! why; a number is never used to mean "unknown".
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::pci::PciBusId;
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+/// Which backend produced a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub enum Source {
+    /// NVIDIA Management Library.
+    #[cfg_attr(feature = "serde", serde(rename = "nvml"))]
+    Nvml,
+    /// The `nvidia-smi` command (fallback when NVML cannot be used).
+    #[cfg_attr(feature = "serde", serde(rename = "nvidia-smi"))]
+    NvidiaSmi,
+    /// Linux sysfs (`/sys/class/drm/…`).
+    #[cfg_attr(feature = "serde", serde(rename = "sysfs"))]
+    Sysfs,
+    /// DRM client usage stats in `/proc/<pid>/fdinfo`.
+    #[cfg_attr(feature = "serde", serde(rename = "fdinfo"))]
+    Fdinfo,
+    /// The AMD KFD (ROCm compute) per-process sysfs files.
+    #[cfg_attr(feature = "serde", serde(rename = "kfd"))]
+    Kfd,
+}
+
+impl Source {
+    /// The JSON spelling (`"nvml"`, `"nvidia-smi"`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Source::Nvml => "nvml",
+            Source::NvidiaSmi => "nvidia-smi",
+            Source::Sysfs => "sysfs",
+            Source::Fdinfo => "fdinfo",
+            Source::Kfd => "kfd",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who made a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Vendor {
+    /// NVIDIA (PCI vendor 0x10de).
+    Nvidia,
+    /// AMD (PCI vendor 0x1002).
+    Amd,
+    /// Intel (PCI vendor 0x8086).
+    Intel,
+    /// Anything else, named by its kernel driver (`msm`, `panfrost`, `v3d`, …).
+    Other(String),
+}
+
+impl Vendor {
+    /// The JSON spelling: `nvidia`, `amd`, `intel`, or the driver name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl Serialize for Vendor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Why a value is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum UnknownReason {
+    /// The driver, device or kernel does not provide it.
+    Unsupported,
+    /// Reading it needs more privileges.
+    PermissionDenied,
+    /// The driver returned its "not available" sentinel (NVML `ULLONG_MAX`, nvidia-smi `[N/A]`).
+    DriverSentinel,
+    /// The driver returned a value that cannot be true (a process using more than the device
+    /// holds).
+    Implausible,
+    /// The device is runtime-suspended; reading it would wake it.
+    Suspended,
+    /// The device failed while it was being read (GPU lost, driver error).
+    DeviceError,
+}
+
+impl UnknownReason {
+    /// The JSON spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UnknownReason::Unsupported => "unsupported",
+            UnknownReason::PermissionDenied => "permission_denied",
+            UnknownReason::DriverSentinel => "driver_sentinel",
+            UnknownReason::Implausible => "implausible",
+            UnknownReason::Suspended => "suspended",
+            UnknownReason::DeviceError => "device_error",
+        }
+    }
+}
+
+/// One field that could not be read, and why. Lives beside the `None` it explains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Unknown {
+    /// The field, as its JSON path (`"memory.reserved_bytes"`, `"used_bytes"`).
+    pub field: Cow<'static, str>,
+    /// The kind of reason.
+    pub reason: UnknownReason,
+    /// A human-readable detail (which call failed, what the driver said).
+    pub detail: String,
+}
+
+impl Unknown {
+    /// An unknown-field record.
+    pub fn new(
+        field: impl Into<Cow<'static, str>>,
+        reason: UnknownReason,
+        detail: impl Into<String>,
+    ) -> Self {
+        Unknown {
+            field: field.into(),
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Unknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} unknown ({}: {})",
+            self.field,
+            self.reason.as_str(),
+            self.detail
+        )
+    }
+}
+
+/// Device-wide memory, in bytes.
+///
+/// NVIDIA figures follow the R510+ (`nvmlMemory_v2_t`) semantics that `nvidia-smi` shows:
+/// `used` excludes `reserved`, so `used + free + reserved = total`. On drivers older than R510
+/// only the v1 figures exist: `used` then includes the reservation and `reserved_bytes` is
+/// `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct DeviceMemory {
+    /// Installed memory the driver reports.
+    pub total_bytes: Option<u64>,
+    /// Memory allocated by processes and the driver (excluding `reserved_bytes`).
+    pub used_bytes: Option<u64>,
+    /// Memory available for allocation.
+    pub free_bytes: Option<u64>,
+    /// Memory reserved by the driver and firmware, never available to processes.
+    pub reserved_bytes: Option<u64>,
+}
+
+impl DeviceMemory {
+    /// Device memory from its four figures.
+    pub const fn new(
+        total_bytes: Option<u64>,
+        used_bytes: Option<u64>,
+        free_bytes: Option<u64>,
+        reserved_bytes: Option<u64>,
+    ) -> Self {
+        DeviceMemory {
+            total_bytes,
+            used_bytes,
+            free_bytes,
+            reserved_bytes,
+        }
+    }
+}
+
+/// One GPU (or accelerator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Device {
+    /// The device's index in `hmn`'s numbering: NVML devices first, in NVML order.
+    pub index: u32,
+    /// The vendor.
+    pub vendor: Vendor,
+    /// Marketing name, when the driver reports one.
+    pub name: Option<String>,
+    /// Stable identifier (`GPU-…` for NVIDIA).
+    pub uuid: Option<String>,
+    /// PCI address, normalised to `0000:1a:00.0`.
+    pub pci_bus_id: Option<PciBusId>,
+    /// The kernel driver (`nvidia`, `amdgpu`, `i915`, `xe`, …).
+    pub driver: Option<String>,
+    /// The driver's version string.
+    pub driver_version: Option<String>,
+    /// Device-wide memory.
+    pub memory: DeviceMemory,
+    /// The backend that produced this record.
+    pub source: Source,
+    /// Fields that are `None`, with the reason.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub unknown: Vec<Unknown>,
+    /// Set when the device exists but could not be read at all.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub error: Option<String>,
+}
+
+impl Device {
+    /// A device with only an index, vendor and source known; backends fill in the rest.
+    pub fn new(index: u32, vendor: Vendor, source: Source) -> Self {
+        Device {
+            index,
+            vendor,
+            name: None,
+            uuid: None,
+            pci_bus_id: None,
+            driver: None,
+            driver_version: None,
+            memory: DeviceMemory::default(),
+            source,
+            unknown: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The name, or `"unknown GPU"`.
+    pub fn name_or_unknown(&self) -> &str {
+        self.name.as_deref().unwrap_or("unknown GPU")
+    }
+}
+
+/// What kind of GPU context a process holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub enum ProcessKind {
+    /// A compute context (CUDA, OpenCL, ROCm).
+    #[cfg_attr(feature = "serde", serde(rename = "compute"))]
+    Compute,
+    /// A graphics context (OpenGL, Vulkan, a display server).
+    #[cfg_attr(feature = "serde", serde(rename = "graphics"))]
+    Graphics,
+    /// Both.
+    #[cfg_attr(feature = "serde", serde(rename = "compute+graphics"))]
+    ComputeGraphics,
+}
+
+impl ProcessKind {
+    /// The JSON spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "compute",
+            ProcessKind::Graphics => "graphics",
+            ProcessKind::ComputeGraphics => "compute+graphics",
+        }
+    }
+
+    /// The kind of a process seen in both lists.
+    #[must_use]
+    pub const fn merge(self, other: ProcessKind) -> ProcessKind {
+        match (self, other) {
+            (ProcessKind::Compute, ProcessKind::Compute) => ProcessKind::Compute,
+            (ProcessKind::Graphics, ProcessKind::Graphics) => ProcessKind::Graphics,
+            _ => ProcessKind::ComputeGraphics,
+        }
+    }
+}
+
+impl fmt::Display for ProcessKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One process's use of one device: a row of `hmn ps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct GpuProcess {
+    /// Process id (in the namespace of the proc root; NVML reports host PIDs).
+    pub pid: u32,
+    /// Process name: `comm`, or the basename of `argv[0]` when `comm` was cut at 15 bytes.
+    pub name: Option<String>,
+    /// Owner's user name (effective UID), when it resolves.
+    pub user: Option<String>,
+    /// Owner's effective UID.
+    pub uid: Option<u32>,
+    /// The device's index (see [`Device::index`]).
+    pub device_index: u32,
+    /// The device's UUID.
+    pub device_uuid: Option<String>,
+    /// Compute, graphics or both.
+    pub kind: ProcessKind,
+    /// Device memory used by this process on this device.
+    pub used_bytes: Option<u64>,
+    /// The backend that produced this row.
+    pub source: Source,
+    /// MIG GPU instance, when the device is partitioned.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub gpu_instance_id: Option<u32>,
+    /// MIG compute instance, when the device is partitioned.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub compute_instance_id: Option<u32>,
+    /// Fields that are `None`, with the reason.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub unknown: Vec<Unknown>,
+}
+
+impl GpuProcess {
+    /// A row with the identity fields set; backends fill in the rest.
+    pub fn new(pid: u32, device_index: u32, kind: ProcessKind, source: Source) -> Self {
+        GpuProcess {
+            pid,
+            name: None,
+            user: None,
+            uid: None,
+            device_index,
+            device_uuid: None,
+            kind,
+            used_bytes: None,
+            source,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            unknown: Vec::new(),
+        }
+    }
+
+    /// The name, or `"?"`.
+    pub fn name_or_unknown(&self) -> &str {
+        self.name.as_deref().unwrap_or("?")
+    }
+}
+
+/// A problem that did not stop the measurement: one device failed, one value was implausible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Warning {
+    /// The device concerned, if any.
+    pub device_index: Option<u32>,
+    /// What happened.
+    pub message: String,
+}
+
+impl Warning {
+    /// A warning about one device.
+    pub fn device(index: u32, message: impl Into<String>) -> Self {
+        Warning {
+            device_index: Some(index),
+            message: message.into(),
+        }
+    }
+
+    /// A warning not tied to one device.
+    pub fn general(message: impl Into<String>) -> Self {
+        Warning {
+            device_index: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.device_index {
+            Some(i) => write!(f, "GPU {i}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl Serialize for Warning {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A GPU backend and what became of it during a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct BackendStatus {
+    /// The backend's name: `"NVML"`, `"nvidia-smi"`, `"DRM"`.
+    pub backend: &'static str,
+    /// Whether it was used.
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub state: BackendState,
+}
+
+/// What became of a backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize),
+    serde(tag = "state", rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum BackendState {
+    /// The backend answered; `devices` is how many devices it contributed.
+    Active {
+        /// Devices it contributed.
+        devices: u32,
+    },
+    /// The backend is not available here.
+    Absent {
+        /// Why (library missing, driver not loaded, binary not found…).
+        reason: String,
+    },
+    /// The backend was not needed (a fallback whose primary worked).
+    NotTried,
+}
+
+impl BackendStatus {
+    /// A status record.
+    pub const fn new(backend: &'static str, state: BackendState) -> Self {
+        BackendStatus { backend, state }
+    }
+}
+
+/// Every device the probe could find.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct DeviceList {
+    /// The devices, in index order.
+    pub devices: Vec<Device>,
+    /// Problems that did not stop the query.
+    pub warnings: Vec<Warning>,
+    /// What each backend did.
+    pub backends: Vec<BackendStatus>,
+}
+
+impl DeviceList {
+    /// `(backend, reason)` for each absent backend: what to tell a user who sees no GPU.
+    pub fn absent_reasons(&self) -> Vec<(String, String)> {
+        absent_reasons(&self.backends)
+    }
+}
+
+/// `(backend, reason)` for each backend that is absent or found no device.
+pub fn absent_reasons(backends: &[BackendStatus]) -> Vec<(String, String)> {
+    backends
+        .iter()
+        .filter_map(|b| match &b.state {
+            BackendState::Absent { reason } => Some((b.backend.to_string(), reason.clone())),
+            BackendState::Active { devices: 0 } => {
+                Some((b.backend.to_string(), "no devices".to_string()))
+            }
+            BackendState::Active { .. } | BackendState::NotTried => None,
+        })
+        .collect()
+}
+
+/// Every GPU process the probe could find.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct ProcessList {
+    /// The devices that were listed (as [`DeviceList::devices`]).
+    pub devices: Vec<Device>,
+    /// One row per (pid, device), sorted by device then pid.
+    pub processes: Vec<GpuProcess>,
+    /// Processes that may hold GPU memory but could not be inspected (other users' processes
+    /// seen without privileges).
+    pub hidden_processes: u32,
+    /// Devices whose process list could not be read.
+    pub failed_devices: Vec<u32>,
+    /// Problems that did not stop the query.
+    pub warnings: Vec<Warning>,
+    /// What each backend did.
+    pub backends: Vec<BackendStatus>,
+}
+
+impl ProcessList {
+    /// `(backend, reason)` for each absent backend.
+    pub fn absent_reasons(&self) -> Vec<(String, String)> {
+        absent_reasons(&self.backends)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_merge() {
+        use ProcessKind::*;
+        assert_eq!(Compute.merge(Compute), Compute);
+        assert_eq!(Graphics.merge(Graphics), Graphics);
+        assert_eq!(Compute.merge(Graphics), ComputeGraphics);
+        assert_eq!(ComputeGraphics.merge(Compute), ComputeGraphics);
+    }
+
+    #[test]
+    fn warnings_name_the_device() {
+        assert_eq!(
+            Warning::device(1, "GPU is lost").to_string(),
+            "GPU 1: GPU is lost"
+        );
+        assert_eq!(Warning::general("x").to_string(), "x");
+    }
+
+    #[test]
+    fn absent_reasons_list_failed_and_empty_backends() {
+        let list = DeviceList {
+            backends: vec![
+                BackendStatus::new(
+                    "NVML",
+                    BackendState::Absent {
+                        reason: "no lib".into(),
+                    },
+                ),
+                BackendStatus::new("nvidia-smi", BackendState::Active { devices: 0 }),
+                BackendStatus::new("DRM", BackendState::NotTried),
+            ],
+            ..DeviceList::default()
+        };
+        assert_eq!(
+            list.absent_reasons(),
+            vec![
+                ("NVML".to_string(), "no lib".to_string()),
+                ("nvidia-smi".to_string(), "no devices".to_string())
+            ]
+        );
+    }
+}

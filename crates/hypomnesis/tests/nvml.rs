@@ -1,0 +1,428 @@
+//! The NVML backend against the fake NVML library, loaded through the real dlopen path.
+//!
+//! Each test installs its own copy of the fake with its own scenario file in a temporary
+//! directory, so tests run in parallel without sharing state.
+
+// Test and bench harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess, FakeSmi, ProcFixture};
+use hypomnesis::{
+    BackendState, Error, Probe, ProbeOptions, ProcessKind, Roots, Snapshot, Source, UnknownReason,
+};
+
+const H100_TOTAL: u64 = 85_520_809_984;
+
+struct Bed {
+    _dir: tempfile::TempDir,
+    lib: PathBuf,
+    proc: PathBuf,
+}
+
+fn install(fake: &FakeNvml) -> Bed {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake.install(&dir.path().join("nvml")).unwrap();
+    let proc = dir.path().join("proc");
+    ProcFixture::new(&proc).unwrap();
+    Bed {
+        _dir: dir,
+        lib,
+        proc,
+    }
+}
+
+fn probe(bed: &Bed) -> Probe {
+    Probe::with_options(
+        ProbeOptions::default()
+            .roots(Roots::system().with_proc(&bed.proc))
+            .nvml_library(&bed.lib)
+            .use_nvidia_smi(false),
+    )
+}
+
+fn nvml_state(list_backends: &[hypomnesis::BackendStatus]) -> &BackendState {
+    &list_backends
+        .iter()
+        .find(|b| b.backend == "NVML")
+        .unwrap()
+        .state
+}
+
+#[test]
+fn normal_multi_gpu() {
+    let fake = FakeNvml::h100s(2)
+        .process(FakeProcess::compute(0, 4242, 10 << 30))
+        .process(FakeProcess::graphics(0, 4242, 2 << 30))
+        .process(FakeProcess::graphics(0, 1000, 300 << 20))
+        .process(FakeProcess::compute(1, 5151, 70 << 30));
+    let bed = install(&fake);
+    let fx = ProcFixture::new(&bed.proc).unwrap();
+    fx.process(&FakeProc::new(4242, "python3").uid(0)).unwrap();
+    fx.process(&FakeProc::new(5151, "pt_main_thread").cmdline(&["/usr/bin/python3", "train.py"]))
+        .unwrap();
+    let p = probe(&bed);
+
+    let list = p.devices();
+    assert_eq!(list.devices.len(), 2);
+    assert_eq!(
+        nvml_state(&list.backends),
+        &BackendState::Active { devices: 2 }
+    );
+    let d0 = &list.devices[0];
+    assert_eq!(d0.name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    assert!(d0.uuid.as_deref().unwrap().starts_with("GPU-"));
+    assert_ne!(d0.uuid, list.devices[1].uuid);
+    let pci = d0.pci_bus_id.unwrap().to_string();
+    assert_eq!(pci, pci.to_lowercase());
+    assert!(pci.starts_with("0000:"), "{pci}");
+    assert_eq!(d0.driver_version.as_deref(), Some("550.54.15"));
+    let m = d0.memory;
+    assert_eq!(m.total_bytes, Some(H100_TOTAL));
+    let (used, free, reserved) = (
+        m.used_bytes.unwrap(),
+        m.free_bytes.unwrap(),
+        m.reserved_bytes.unwrap(),
+    );
+    assert!(reserved > 0);
+    assert_eq!(
+        used + free + reserved,
+        H100_TOTAL,
+        "v2 semantics: used excludes reserved"
+    );
+    assert!(d0.unknown.is_empty(), "{:?}", d0.unknown);
+
+    let procs = p.gpu_processes();
+    assert!(procs.warnings.is_empty(), "{:?}", procs.warnings);
+    assert!(procs.failed_devices.is_empty());
+    let rows: Vec<(u32, u32, ProcessKind, Option<u64>)> = procs
+        .processes
+        .iter()
+        .map(|r| (r.device_index, r.pid, r.kind, r.used_bytes))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, 1000, ProcessKind::Graphics, Some(300 << 20)),
+            (0, 4242, ProcessKind::ComputeGraphics, Some(10 << 30)),
+            (1, 5151, ProcessKind::Compute, Some(70 << 30)),
+        ]
+    );
+    let r4242 = &procs.processes[1];
+    assert_eq!(r4242.name.as_deref(), Some("python3"));
+    assert_eq!(r4242.user.as_deref(), Some("root"));
+    assert_eq!(r4242.uid, Some(0));
+    assert_eq!(r4242.device_uuid, d0.uuid);
+    assert_eq!(r4242.source, Source::Nvml);
+    assert_eq!(
+        procs.processes[0].name, None,
+        "pid 1000 is not in the proc root"
+    );
+    assert_eq!(procs.processes[2].name.as_deref(), Some("pt_main_thread"));
+}
+
+#[test]
+fn library_missing_is_an_absent_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("libnvidia-ml.so.1");
+    let p = Probe::with_options(
+        ProbeOptions::default()
+            .nvml_library(&missing)
+            .use_nvidia_smi(false),
+    );
+    let list = p.devices();
+    assert!(list.devices.is_empty());
+    let BackendState::Absent { reason } = nvml_state(&list.backends) else {
+        panic!("NVML should be absent: {:?}", list.backends)
+    };
+    assert!(reason.contains(&missing.display().to_string()), "{reason}");
+    assert!(matches!(p.device(0), Err(Error::NoGpu { .. })));
+    assert!(p.gpu_processes().processes.is_empty());
+}
+
+#[test]
+fn driver_not_loaded_falls_back_to_nvidia_smi() {
+    let bed = install(&FakeNvml::h100s(1).init_error(9));
+    let dir = tempfile::tempdir().unwrap();
+    let smi = FakeSmi::new(
+        "0, NVIDIA H100 80GB HBM3, GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e1a55, 00000000:1A:00.0, 550.54.15, 81559, 72908, 8111, 540\n",
+        "4242, /usr/bin/python3, 72000, GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e1a55\n",
+    )
+    .install(dir.path())
+    .unwrap();
+    let p = Probe::with_options(
+        ProbeOptions::default()
+            .roots(Roots::system().with_proc(&bed.proc))
+            .nvml_library(&bed.lib)
+            .nvidia_smi(&smi),
+    );
+    let list = p.devices();
+    let BackendState::Absent { reason } = nvml_state(&list.backends) else {
+        panic!("{:?}", list.backends)
+    };
+    assert!(reason.contains("not loaded"), "{reason}");
+    assert_eq!(list.devices.len(), 1);
+    let d = &list.devices[0];
+    assert_eq!(d.source, Source::NvidiaSmi);
+    assert_eq!(d.memory.total_bytes, Some(81_559 << 20));
+    assert_eq!(d.memory.reserved_bytes, Some(540 << 20));
+    assert_eq!(d.pci_bus_id.unwrap().to_string(), "0000:1a:00.0");
+    let procs = p.gpu_processes();
+    assert_eq!(procs.processes.len(), 1);
+    let row = &procs.processes[0];
+    assert_eq!(
+        (row.pid, row.used_bytes, row.source),
+        (4242, Some(72_000 << 20), Source::NvidiaSmi)
+    );
+    assert_eq!(
+        row.name.as_deref(),
+        Some("/usr/bin/python3"),
+        "smi's name when /proc has none"
+    );
+}
+
+#[test]
+fn legacy_driver_degrades_single_fields() {
+    let fake = FakeNvml::h100s(1)
+        .driver(Driver::Legacy)
+        .process(FakeProcess::compute(0, 77, 1 << 30))
+        .process(FakeProcess::graphics(0, 78, 2 << 30));
+    let bed = install(&fake);
+    let p = probe(&bed);
+    let d = &p.devices().devices[0];
+    assert_eq!(d.name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    assert!(d.pci_bus_id.is_some(), "PCI info from the _v2 call");
+    let m = d.memory;
+    assert_eq!(m.total_bytes, Some(H100_TOTAL));
+    assert_eq!(
+        m.reserved_bytes, None,
+        "no v2 memory call: reserved unknown"
+    );
+    assert_eq!(
+        m.used_bytes.unwrap() + m.free_bytes.unwrap(),
+        H100_TOTAL,
+        "v1 semantics: used includes the reservation"
+    );
+    let unknown = d
+        .unknown
+        .iter()
+        .find(|u| u.field == "memory.reserved_bytes")
+        .unwrap();
+    assert_eq!(unknown.reason, UnknownReason::Unsupported);
+    let procs = p.gpu_processes();
+    assert!(procs.failed_devices.is_empty(), "{:?}", procs.warnings);
+    let pids: Vec<(u32, Option<u64>)> = procs
+        .processes
+        .iter()
+        .map(|r| (r.pid, r.used_bytes))
+        .collect();
+    assert_eq!(pids, vec![(77, Some(1 << 30)), (78, Some(2 << 30))]);
+}
+
+#[test]
+fn sentinel_memory_is_unknown() {
+    let bed = install(&FakeNvml::h100s(1).process(FakeProcess::compute(0, 9, 0).not_available()));
+    let procs = probe(&bed).gpu_processes();
+    let row = &procs.processes[0];
+    assert_eq!(row.used_bytes, None);
+    assert_eq!(row.unknown[0].reason, UnknownReason::DriverSentinel);
+    assert_eq!(row.unknown[0].field, "used_bytes");
+}
+
+#[test]
+fn used_above_total_is_unknown_with_a_warning() {
+    let bed = install(&FakeNvml::h100s(1).process(FakeProcess::compute(0, 9, H100_TOTAL + 1)));
+    let procs = probe(&bed).gpu_processes();
+    assert_eq!(procs.processes[0].used_bytes, None);
+    assert_eq!(
+        procs.processes[0].unknown[0].reason,
+        UnknownReason::Implausible
+    );
+    assert_eq!(procs.warnings.len(), 1);
+    assert!(
+        procs.warnings[0]
+            .to_string()
+            .starts_with("GPU 0: pid 9 reported")
+    );
+}
+
+#[test]
+fn a_list_that_grows_between_sizing_and_fill_is_retried() {
+    let mut fake = FakeNvml::h100s(1).late_processes(8);
+    for pid in 100..110 {
+        fake = fake.process(FakeProcess::compute(0, pid, 1 << 20));
+    }
+    let bed = install(&fake);
+    let procs = probe(&bed).gpu_processes();
+    assert!(procs.failed_devices.is_empty(), "{:?}", procs.warnings);
+    let pids: Vec<u32> = procs.processes.iter().map(|r| r.pid).collect();
+    assert_eq!(pids, (100..110).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_32_byte_stride_is_detected() {
+    let mut fake = FakeNvml::h100s(1).stride(32);
+    for (i, pid) in [1184u32, 16040, 2_811_349].into_iter().enumerate() {
+        fake = fake.process(FakeProcess::compute(0, pid, (i as u64 + 1) << 30));
+    }
+    let bed = install(&fake);
+    let procs = probe(&bed).gpu_processes();
+    let got: Vec<(u32, Option<u64>)> = procs
+        .processes
+        .iter()
+        .map(|r| (r.pid, r.used_bytes))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1184, Some(1 << 30)),
+            (16040, Some(2 << 30)),
+            (2_811_349, Some(3 << 30))
+        ]
+    );
+}
+
+#[test]
+fn zero_devices() {
+    let bed = install(&FakeNvml::new());
+    let p = probe(&bed);
+    let list = p.devices();
+    assert!(list.devices.is_empty());
+    assert_eq!(
+        nvml_state(&list.backends),
+        &BackendState::Active { devices: 0 }
+    );
+    assert_eq!(
+        list.absent_reasons(),
+        vec![("NVML".to_string(), "no devices".to_string())]
+    );
+    assert!(matches!(
+        p.device(0),
+        Err(Error::DeviceIndexOutOfRange { index: 0, count: 0 })
+    ));
+}
+
+#[test]
+fn a_refused_handle_marks_one_device_unreadable() {
+    let mut fake = FakeNvml::h100s(2).process(FakeProcess::compute(0, 5, 1 << 20));
+    fake.devices[1].handle_error = Some(4);
+    let bed = install(&fake);
+    let p = probe(&bed);
+    let list = p.devices();
+    assert_eq!(list.devices.len(), 2);
+    assert!(list.devices[0].error.is_none());
+    let e = list.devices[1].error.as_deref().unwrap();
+    assert!(e.contains("no permission"), "{e}");
+    assert_eq!(list.devices[1].memory.total_bytes, None);
+    assert!(list.warnings.iter().any(|w| w.device_index == Some(1)));
+    assert!(matches!(
+        p.device(1),
+        Err(Error::DeviceUnreadable { index: 1, .. })
+    ));
+    let procs = p.gpu_processes();
+    assert_eq!(procs.failed_devices, vec![1]);
+    assert_eq!(procs.processes.len(), 1);
+}
+
+#[test]
+fn gpu_lost_mid_scan_keeps_the_other_devices() {
+    let mut fake = FakeNvml::h100s(2)
+        .process(FakeProcess::compute(0, 5, 1 << 20))
+        .process(FakeProcess::compute(1, 6, 1 << 20));
+    fake.devices[1]
+        .errors
+        .push(("nvmlDeviceGetComputeRunningProcesses_v3".to_string(), 15));
+    let bed = install(&fake);
+    let p = probe(&bed);
+    let procs = p.gpu_processes();
+    assert_eq!(procs.failed_devices, vec![1]);
+    assert_eq!(
+        procs.processes.iter().map(|r| r.pid).collect::<Vec<_>>(),
+        vec![5],
+        "GPU 0 is unaffected"
+    );
+    let w = procs
+        .warnings
+        .iter()
+        .find(|w| w.device_index == Some(1))
+        .unwrap();
+    assert!(w.message.contains("lost"), "{w}");
+    assert!(matches!(
+        p.gpu_processes_on(1),
+        Err(Error::DeviceUnreadable { index: 1, .. })
+    ));
+    assert_eq!(p.gpu_processes_on(0).unwrap().len(), 1);
+}
+
+#[test]
+fn a_non_utf8_name_is_decoded_lossily() {
+    let mut fake = FakeNvml::h100s(1);
+    fake.devices[0].name = None;
+    fake.devices[0].name_bytes = Some(b"NVIDIA \xff\xfe GPU".to_vec());
+    let bed = install(&fake);
+    let d = &probe(&bed).devices().devices[0];
+    assert_eq!(d.name.as_deref(), Some("NVIDIA \u{fffd}\u{fffd} GPU"));
+}
+
+#[test]
+fn own_vram_through_the_snapshot() {
+    let me = std::process::id();
+    let bed = install(&FakeNvml::h100s(2).process(FakeProcess::compute(1, me, 3 << 30)));
+    let p = Probe::with_options(
+        ProbeOptions::default()
+            .nvml_library(&bed.lib)
+            .use_nvidia_smi(false),
+    );
+    let s0 = Snapshot::with_probe(&p, 0).unwrap();
+    assert!(s0.ram_bytes > 0);
+    assert_eq!(
+        s0.gpu.unwrap().used_bytes,
+        Some(0),
+        "no context on GPU 0: a known zero"
+    );
+    let s1 = Snapshot::with_probe(&p, 1).unwrap();
+    let gpu = s1.gpu.unwrap();
+    assert_eq!(gpu.used_bytes, Some(3 << 30));
+    assert!(gpu.is_per_process);
+    assert_eq!(s1.gpu_device.unwrap().index, 1);
+    let all = Snapshot::all_with_probe(&p).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1].gpu.as_ref().unwrap().used_bytes, Some(3 << 30));
+    let bad = Snapshot::with_probe(&p, 7).unwrap();
+    assert!(
+        bad.gpu.is_none() && bad.gpu_device.is_none(),
+        "GPU errors are best effort"
+    );
+}
+
+#[test]
+fn the_probe_keeps_one_session() {
+    // Many queries on one probe; the fake's per-list tick advances only if NVML stays loaded.
+    let bed = install(
+        &FakeNvml::h100s(1).process(FakeProcess::compute(0, 9, 0).used_sequence(&[
+            1 << 20,
+            2 << 20,
+            3 << 20,
+        ])),
+    );
+    let p = probe(&bed);
+    let seen: Vec<Option<u64>> = (0..4)
+        .map(|_| p.gpu_processes().processes[0].used_bytes)
+        .collect();
+    assert_eq!(
+        seen,
+        vec![Some(1 << 20), Some(2 << 20), Some(3 << 20), Some(3 << 20)]
+    );
+}
+
+#[test]
+fn two_scenarios_loaded_at_once_stay_independent() {
+    let a = install(&FakeNvml::h100s(1));
+    let b = install(&FakeNvml::h100s(3).stride(32));
+    let (pa, pb) = (probe(&a), probe(&b));
+    for _ in 0..3 {
+        assert_eq!(pa.devices().devices.len(), 1);
+        assert_eq!(pb.devices().devices.len(), 3);
+    }
+}

@@ -1,0 +1,65 @@
+//! Builds the fake NVML library (`fake-nvml/lib.rs`) with plain `rustc`, in two variants, so
+//! `cargo test` from a clean clone needs no manual step.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=fake-nvml");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
+        println!("cargo:warning=OUT_DIR is not set");
+        std::process::exit(1);
+    };
+    let source = PathBuf::from("fake-nvml").join("lib.rs");
+    for (variant, cfg, env) in [
+        ("modern", None, "HMN_FAKE_NVML_MODERN"),
+        ("legacy", Some("legacy_driver"), "HMN_FAKE_NVML_LEGACY"),
+    ] {
+        let dir = out_dir.join(variant);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            println!("cargo:warning=cannot create {}: {e}", dir.display());
+            std::process::exit(1);
+        }
+        let lib = dir.join("libnvidia-ml.so.1");
+        let mut cmd = Command::new(&rustc);
+        cmd.args([
+            "--edition",
+            "2021",
+            "--crate-type",
+            "cdylib",
+            "--crate-name",
+            "nvidia_ml",
+        ])
+        .args([
+            "-C",
+            "opt-level=1",
+            "-C",
+            "panic=abort",
+            "-C",
+            "debuginfo=0",
+        ])
+        .args(["-D", "warnings"])
+        .arg("-o")
+        .arg(&lib)
+        .arg(&source);
+        if let Some(cfg) = cfg {
+            cmd.args(["--cfg", cfg]);
+        }
+        if let Ok(target) = std::env::var("TARGET") {
+            cmd.args(["--target", &target]);
+        }
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                println!("cargo:warning=building the fake NVML ({variant}) failed: {s}");
+                std::process::exit(1);
+            }
+            Err(e) => {
+                println!("cargo:warning=cannot run rustc to build the fake NVML: {e}");
+                std::process::exit(1);
+            }
+        }
+        println!("cargo:rustc-env={env}={}", lib.display());
+    }
+}

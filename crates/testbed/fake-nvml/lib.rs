@@ -1,0 +1,910 @@
+//! A fake `libnvidia-ml.so.1` for tests that run without a GPU.
+//!
+//! Built by `crates/testbed/build.rs` with plain `rustc` (no Cargo, no crates) in two
+//! variants: the default "modern" one (an R535+ driver) and, with `--cfg legacy_driver`,
+//! a pre-R510 driver that lacks `nvmlDeviceGetMemoryInfo_v2`, the `_v3` process-list
+//! functions and `nvmlDeviceGetPciInfo_v3`.
+//!
+//! The library finds its scenario without environment variables: it asks the dynamic
+//! loader (`dladdr`) for the path of its own file and reads `fake-nvml.conf` from the same
+//! directory when `nvmlInit*` is first called. Every test installs its own copy of the
+//! library into its own directory, so copies loaded at the same time in one process each
+//! have their own state.
+//!
+//! Rules: never panic (the library is built with `panic=abort`), never print, never read
+//! or write outside the buffers the caller described.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![allow(non_snake_case, non_camel_case_types)]
+// Exported functions are `unsafe extern "C"`; their contract is NVML's documentation.
+#![allow(clippy::missing_safety_doc)]
+
+mod conf;
+
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::ptr;
+use std::sync::{Mutex, MutexGuard};
+
+use conf::{Config, List};
+
+type nvmlReturn_t = c_uint;
+type nvmlDevice_t = *mut c_void;
+
+const SUCCESS: nvmlReturn_t = 0;
+const UNINITIALIZED: nvmlReturn_t = 1;
+const INVALID_ARGUMENT: nvmlReturn_t = 2;
+const NOT_SUPPORTED: nvmlReturn_t = 3;
+const NOT_FOUND: nvmlReturn_t = 6;
+const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
+#[cfg(not(legacy_driver))]
+const ARGUMENT_VERSION_MISMATCH: nvmlReturn_t = 25;
+const UNKNOWN: nvmlReturn_t = 999;
+
+/// `NVML_STRUCT_VERSION(Memory, 2)`: `sizeof(nvmlMemory_v2_t) | (2 << 24)`.
+#[cfg(not(legacy_driver))]
+const MEMORY_V2_VERSION: u32 = 0x0200_0028;
+
+/// Per (device, list) counters for the process-list functions.
+#[derive(Clone, Copy, Default)]
+struct ListState {
+    /// Number of process-list calls on this (device, list) that returned SUCCESS.
+    tick: u64,
+    /// Whether the first call (the one `late_processes` affects) has happened.
+    called: bool,
+}
+
+struct State {
+    cfg: Config,
+    /// Reference count of successful `nvmlInit*` calls not yet matched by `nvmlShutdown`.
+    refs: u32,
+    /// Per device: number of successful memory-info calls (v1 and v2 share it).
+    mem_calls: Vec<u64>,
+    /// Per device: [compute, graphics].
+    lists: Vec<[ListState; 2]>,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+fn lock() -> MutexGuard<'static, Option<State>> {
+    match STATE.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn find_error(errors: &[(String, u32)], sym: &str) -> Option<u32> {
+    errors.iter().find(|(s, _)| s == sym).map(|(_, c)| *c)
+}
+
+#[repr(C)]
+struct DlInfo {
+    dli_fname: *const c_char,
+    dli_fbase: *mut c_void,
+    dli_sname: *const c_char,
+    dli_saddr: *mut c_void,
+}
+
+extern "C" {
+    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
+}
+
+/// The path of `fake-nvml.conf` next to this very library file.
+fn config_path() -> Option<PathBuf> {
+    let mut info = DlInfo {
+        dli_fname: ptr::null(),
+        dli_fbase: ptr::null_mut(),
+        dli_sname: ptr::null(),
+        dli_saddr: ptr::null_mut(),
+    };
+    let addr = nvmlInit_v2 as *const c_void;
+    // SAFETY: `addr` is the address of a function in this object and `info` is a valid,
+    // writable `Dl_info`; `dladdr` only writes into it.
+    let rc = unsafe { dladdr(addr, &mut info) };
+    if rc == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: on success `dli_fname` points to the NUL-terminated path name the loader keeps
+    // for this object; it lives as long as the object is loaded, and we copy it right away.
+    let fname = unsafe { CStr::from_ptr(info.dli_fname) };
+    let lib = PathBuf::from(std::ffi::OsStr::from_bytes(fname.to_bytes()));
+    let dir = lib.parent()?.to_path_buf();
+    Some(dir.join("fake-nvml.conf"))
+}
+
+fn load_config() -> Option<Config> {
+    let path = config_path()?;
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    conf::parse(&text).ok()
+}
+
+fn init(sym: &str) -> nvmlReturn_t {
+    let mut g = lock();
+    if let Some(st) = g.as_mut() {
+        if let Some(code) = find_error(&st.cfg.errors, sym) {
+            return code;
+        }
+        st.refs = st.refs.saturating_add(1);
+        return SUCCESS;
+    }
+    let Some(cfg) = load_config() else {
+        return UNKNOWN;
+    };
+    if let Some(code) = cfg.init_error {
+        return code;
+    }
+    if let Some(code) = find_error(&cfg.errors, sym) {
+        return code;
+    }
+    let n = cfg.devices.len();
+    *g = Some(State {
+        cfg,
+        refs: 1,
+        mem_calls: vec![0; n],
+        lists: vec![[ListState::default(); 2]; n],
+    });
+    SUCCESS
+}
+
+/// Runs `f` on the initialised state, after applying injected global errors for `sym`.
+fn with_state(sym: &str, f: impl FnOnce(&mut State) -> nvmlReturn_t) -> nvmlReturn_t {
+    let mut g = lock();
+    let Some(st) = g.as_mut() else {
+        return UNINITIALIZED;
+    };
+    if let Some(code) = find_error(&st.cfg.errors, sym) {
+        return code;
+    }
+    f(st)
+}
+
+/// Runs `f` with the device index behind `dev`, after validating the handle and applying
+/// the injected errors for `sym` (the device's own first, then global ones).
+fn with_device(
+    sym: &str,
+    dev: nvmlDevice_t,
+    f: impl FnOnce(&mut State, usize) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    let mut g = lock();
+    let Some(st) = g.as_mut() else {
+        return UNINITIALIZED;
+    };
+    let raw = dev as usize;
+    if raw == 0 || raw > st.cfg.devices.len() {
+        return INVALID_ARGUMENT;
+    }
+    let idx = raw - 1;
+    let Some(d) = st.cfg.devices.get(idx) else {
+        return INVALID_ARGUMENT;
+    };
+    if let Some(code) = find_error(&d.errors, sym).or_else(|| find_error(&st.cfg.errors, sym)) {
+        return code;
+    }
+    f(st, idx)
+}
+
+/// Copies `s` plus a NUL into `buf` of `len` bytes.
+///
+/// # Safety
+/// `buf` must be null or valid for writes of `len` bytes.
+unsafe fn write_cstr(buf: *mut c_char, len: c_uint, s: &[u8]) -> nvmlReturn_t {
+    if buf.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let needed = s.len().saturating_add(1);
+    if needed > len as usize {
+        return INSUFFICIENT_SIZE;
+    }
+    // SAFETY: the caller guarantees `buf` is valid for `len` bytes and we checked that
+    // `s.len() + 1 <= len`; `s` is a separate Rust allocation, so they do not overlap.
+    unsafe {
+        ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), s.len());
+        buf.cast::<u8>().add(s.len()).write(0);
+    }
+    SUCCESS
+}
+
+/// Writes `value` at `base + offset` without alignment requirements.
+///
+/// # Safety
+/// `base + offset .. + size_of::<T>()` must be valid for writes.
+unsafe fn put<T>(base: *mut c_void, offset: usize, value: T) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { base.cast::<u8>().add(offset).cast::<T>().write_unaligned(value) }
+}
+
+/// Writes a value through an out-pointer, or returns INVALID_ARGUMENT for null.
+///
+/// # Safety
+/// `out` must be null or valid for a (possibly unaligned) write of a `T`.
+unsafe fn out<T>(out: *mut T, value: T) -> nvmlReturn_t {
+    if out.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null and valid per the caller's contract.
+    unsafe { out.write_unaligned(value) };
+    SUCCESS
+}
+
+// ---------------------------------------------------------------------------------------
+// Initialisation and errors
+// ---------------------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
+    init("nvmlInit_v2")
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
+    init("nvmlInitWithFlags")
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlShutdown() -> nvmlReturn_t {
+    let mut g = lock();
+    let Some(st) = g.as_mut() else {
+        return UNINITIALIZED;
+    };
+    if let Some(code) = find_error(&st.cfg.errors, "nvmlShutdown") {
+        return code;
+    }
+    st.refs = st.refs.saturating_sub(1);
+    if st.refs == 0 {
+        *g = None;
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
+    let s: &'static [u8] = match result {
+        0 => b"Success\0",
+        1 => b"Uninitialized\0",
+        2 => b"Invalid Argument\0",
+        3 => b"Not Supported\0",
+        4 => b"Insufficient Permissions\0",
+        5 => b"Already Initialized\0",
+        6 => b"Not Found\0",
+        7 => b"Insufficient Size\0",
+        8 => b"Insufficient External Power\0",
+        9 => b"Driver Not Loaded\0",
+        10 => b"Timeout\0",
+        11 => b"Interrupt Request Issue\0",
+        12 => b"NVML Shared Library Not Found\0",
+        13 => b"Function Not Found\0",
+        14 => b"Corrupted infoROM\0",
+        15 => b"GPU is lost\0",
+        16 => b"GPU requires restart\0",
+        17 => b"GPU access blocked by the operating system\0",
+        18 => b"RM has detected an NVML/RM version mismatch\0",
+        19 => b"In use by another client\0",
+        20 => b"Insufficient Memory\0",
+        21 => b"No data\0",
+        22 => b"vGPU ECC Not Supported\0",
+        23 => b"Insufficient resources\0",
+        24 => b"Frequency not supported\0",
+        25 => b"Argument version mismatch\0",
+        26 => b"Deprecated\0",
+        27 => b"Not Ready\0",
+        28 => b"GPU not found\0",
+        29 => b"Invalid state\0",
+        _ => b"Unknown Error\0",
+    };
+    s.as_ptr().cast::<c_char>()
+}
+
+// ---------------------------------------------------------------------------------------
+// System queries
+// ---------------------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    with_state("nvmlSystemGetDriverVersion", |st| match &st.cfg.driver_version {
+        // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
+        Some(v) => unsafe { write_cstr(version, length, v) },
+        None => NOT_SUPPORTED,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    with_state("nvmlSystemGetNVMLVersion", |st| match &st.cfg.nvml_version {
+        // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
+        Some(v) => unsafe { write_cstr(version, length, v) },
+        None => NOT_SUPPORTED,
+    })
+}
+
+fn cuda_version(sym: &str, version: *mut c_int) -> nvmlReturn_t {
+    with_state(sym, |st| match st.cfg.cuda_driver_version {
+        // SAFETY: NVML contract: `version` is null or points to a writable int.
+        Some(v) => unsafe { out(version, v) },
+        None => NOT_SUPPORTED,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> nvmlReturn_t {
+    cuda_version("nvmlSystemGetCudaDriverVersion", version)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
+    cuda_version("nvmlSystemGetCudaDriverVersion_v2", version)
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices
+// ---------------------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> nvmlReturn_t {
+    with_state("nvmlDeviceGetCount_v2", |st| {
+        let n = match st.cfg.device_count {
+            Some(n) => n,
+            None => u32::try_from(st.cfg.devices.len()).unwrap_or(u32::MAX),
+        };
+        // SAFETY: NVML contract: `device_count` is null or points to a writable uint.
+        unsafe { out(device_count, n) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    let sym = "nvmlDeviceGetHandleByIndex_v2";
+    with_state(sym, |st| {
+        if device.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let count = match st.cfg.device_count {
+            Some(n) => n as usize,
+            None => st.cfg.devices.len(),
+        };
+        let idx = index as usize;
+        if idx >= count {
+            return INVALID_ARGUMENT;
+        }
+        let Some(d) = st.cfg.devices.get(idx) else {
+            // `device_count` claims more devices than the scenario configures.
+            return INVALID_ARGUMENT;
+        };
+        if let Some(code) = d.handle_error.or_else(|| find_error(&d.errors, sym)) {
+            return code;
+        }
+        let handle = idx.wrapping_add(1) as nvmlDevice_t;
+        // SAFETY: `device` is non-null and, per NVML, points to a writable handle.
+        unsafe { out(device, handle) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: nvmlDevice_t,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetName", device, |st, i| match st.cfg.devices.get(i) {
+        // SAFETY: NVML contract: `name` is valid for `length` bytes (or null).
+        Some(d) => unsafe { write_cstr(name, length, &d.name) },
+        None => INVALID_ARGUMENT,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: nvmlDevice_t,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetUUID", device, |st, i| match st.cfg.devices.get(i) {
+        // SAFETY: NVML contract: `uuid` is valid for `length` bytes (or null).
+        Some(d) => unsafe { write_cstr(uuid, length, &d.uuid) },
+        None => INVALID_ARGUMENT,
+    })
+}
+
+/// Fills a fixed-size, NUL-terminated C string field (truncating if needed).
+fn fixed_cstr<const N: usize>(s: &str) -> [u8; N] {
+    let mut buf = [0u8; N];
+    let n = s.len().min(N.saturating_sub(1));
+    if let (Some(dst), Some(src)) = (buf.get_mut(..n), s.as_bytes().get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    buf
+}
+
+/// `nvmlPciInfo_t`: 68 bytes.
+fn pci_info(sym: &str, device: nvmlDevice_t, pci: *mut c_void) -> nvmlReturn_t {
+    with_device(sym, device, |st, i| {
+        let Some(d) = st.cfg.devices.get(i) else {
+            return INVALID_ARGUMENT;
+        };
+        if pci.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let p = d.pci;
+        let legacy: [u8; 16] = fixed_cstr(&format!(
+            "{:04X}:{:02X}:{:02X}.{:X}",
+            p.domain, p.bus, p.device, p.function
+        ));
+        let bus_id: [u8; 32] = fixed_cstr(&format!(
+            "{:08X}:{:02X}:{:02X}.{:X}",
+            p.domain, p.bus, p.device, p.function
+        ));
+        let device_id = (d.pci_device_id << 16) | 0x10DE;
+        // SAFETY: NVML contract: `pci` points to a writable 68-byte nvmlPciInfo_t; every
+        // write below stays within those 68 bytes.
+        unsafe {
+            put(pci, 0, legacy);
+            put(pci, 16, p.domain);
+            put(pci, 20, p.bus);
+            put(pci, 24, p.device);
+            put(pci, 28, device_id);
+            put(pci, 32, d.pci_subsystem_id);
+            put(pci, 36, bus_id);
+        }
+        SUCCESS
+    })
+}
+
+#[cfg(not(legacy_driver))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    device: nvmlDevice_t,
+    pci: *mut c_void,
+) -> nvmlReturn_t {
+    pci_info("nvmlDeviceGetPciInfo_v3", device, pci)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
+    device: nvmlDevice_t,
+    pci: *mut c_void,
+) -> nvmlReturn_t {
+    pci_info("nvmlDeviceGetPciInfo_v2", device, pci)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo(
+    device: nvmlDevice_t,
+    pci: *mut c_void,
+) -> nvmlReturn_t {
+    pci_info("nvmlDeviceGetPciInfo", device, pci)
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------
+
+/// (total, reserved, used) for the current memory-info call; advances the call counter.
+fn memory_numbers(st: &mut State, i: usize) -> Option<(u64, u64, u64)> {
+    let d = st.cfg.devices.get(i)?;
+    let calls = st.mem_calls.get_mut(i)?;
+    let at = usize::try_from(*calls).unwrap_or(usize::MAX);
+    let used = d
+        .memory_used
+        .get(at)
+        .or_else(|| d.memory_used.last())
+        .copied()
+        .unwrap_or(0);
+    *calls = calls.saturating_add(1);
+    Some((d.memory_total, d.memory_reserved, used))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    memory: *mut c_void,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetMemoryInfo", device, |st, i| {
+        if memory.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let Some((total, reserved, used)) = memory_numbers(st, i) else {
+            return INVALID_ARGUMENT;
+        };
+        let free = total.saturating_sub(reserved).saturating_sub(used);
+        // SAFETY: NVML contract: `memory` points to a writable 24-byte nvmlMemory_t.
+        unsafe {
+            put(memory, 0, total);
+            put(memory, 8, free);
+            put(memory, 16, used.saturating_add(reserved));
+        }
+        SUCCESS
+    })
+}
+
+#[cfg(not(legacy_driver))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    memory: *mut c_void,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetMemoryInfo_v2", device, |st, i| {
+        if memory.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        // SAFETY: NVML contract: `memory` points to an nvmlMemory_v2_t whose first field is
+        // the u32 version the caller filled in.
+        let version = unsafe { memory.cast::<u32>().read_unaligned() };
+        if version != MEMORY_V2_VERSION {
+            return ARGUMENT_VERSION_MISMATCH;
+        }
+        let Some((total, reserved, used)) = memory_numbers(st, i) else {
+            return INVALID_ARGUMENT;
+        };
+        let free = total.saturating_sub(reserved).saturating_sub(used);
+        // SAFETY: the version check proves the caller passed a 40-byte nvmlMemory_v2_t
+        // ({u32 version; u64 total, reserved, free, used}); all writes are inside it.
+        unsafe {
+            put(memory, 8, total);
+            put(memory, 16, reserved);
+            put(memory, 24, free);
+            put(memory, 32, used);
+        }
+        SUCCESS
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Running processes
+// ---------------------------------------------------------------------------------------
+
+/// Layout of the entries a process-list function writes.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// `nvmlProcessInfo_v1_t`: 16 bytes.
+    V1,
+    /// `nvmlProcessInfo_v2_t`: 24 bytes.
+    V2,
+    /// `_v3` functions: the scenario's `process_stride` (24, or 32 with
+    /// `usedGpuCcProtectedMemory`).
+    #[cfg_attr(legacy_driver, allow(dead_code))]
+    V3,
+}
+
+struct Entry {
+    pid: u32,
+    used: u64,
+    gpu_instance_id: u32,
+    compute_instance_id: u32,
+}
+
+fn process_list(
+    sym: &str,
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+    list: List,
+    layout: Layout,
+) -> nvmlReturn_t {
+    with_device(sym, device, |st, i| {
+        if info_count.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        // SAFETY: non-null; NVML contract: points to a readable and writable uint.
+        let capacity = unsafe { info_count.read_unaligned() };
+        let stride: usize = match layout {
+            Layout::V1 => 16,
+            Layout::V2 => 24,
+            Layout::V3 => st.cfg.process_stride as usize,
+        };
+        let late = st.cfg.late_processes as usize;
+        let Some(ls) = st
+            .lists
+            .get_mut(i)
+            .and_then(|l| l.get_mut(list as usize))
+        else {
+            return INVALID_ARGUMENT;
+        };
+        let tick = ls.tick;
+        let first = !ls.called;
+        ls.called = true;
+
+        let configured: Vec<&conf::Process> = st
+            .cfg
+            .processes
+            .iter()
+            .filter(|p| p.device as usize == i && p.list == list)
+            .collect();
+        let shown = if first {
+            configured.len().saturating_sub(late)
+        } else {
+            configured.len()
+        };
+        let at = usize::try_from(tick).unwrap_or(usize::MAX);
+        let entries: Vec<Entry> = configured
+            .iter()
+            .take(shown)
+            .filter(|p| p.from_tick <= tick && tick < p.until_tick)
+            .map(|p| Entry {
+                pid: p.pid,
+                used: p.used.get(at).or_else(|| p.used.last()).copied().unwrap_or(0),
+                gpu_instance_id: p.gpu_instance_id,
+                compute_instance_id: p.compute_instance_id,
+            })
+            .collect();
+        let n = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+
+        if capacity < n {
+            // SAFETY: checked non-null above.
+            unsafe { info_count.write_unaligned(n) };
+            return INSUFFICIENT_SIZE;
+        }
+        if n > 0 && infos.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        for (k, e) in entries.iter().enumerate() {
+            let base = k.saturating_mul(stride);
+            // SAFETY: NVML contract: `infos` holds `capacity` entries of `stride` bytes and
+            // `k < n <= capacity`; every write is inside entry `k`.
+            unsafe {
+                put(infos, base, e.pid);
+                put(infos, base + 4, 0u32);
+                put(infos, base + 8, e.used);
+                if !matches!(layout, Layout::V1) {
+                    put(infos, base + 16, e.gpu_instance_id);
+                    put(infos, base + 20, e.compute_instance_id);
+                }
+                if stride >= 32 {
+                    put(infos, base + 24, 0u64);
+                }
+            }
+        }
+        // SAFETY: checked non-null above.
+        unsafe { info_count.write_unaligned(n) };
+        ls_tick_advance(st, i, list);
+        SUCCESS
+    })
+}
+
+fn ls_tick_advance(st: &mut State, i: usize, list: List) {
+    if let Some(ls) = st.lists.get_mut(i).and_then(|l| l.get_mut(list as usize)) {
+        ls.tick = ls.tick.saturating_add(1);
+    }
+}
+
+#[cfg(not(legacy_driver))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        device,
+        info_count,
+        infos,
+        List::Compute,
+        Layout::V3,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        device,
+        info_count,
+        infos,
+        List::Compute,
+        Layout::V2,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetComputeRunningProcesses",
+        device,
+        info_count,
+        infos,
+        List::Compute,
+        Layout::V1,
+    )
+}
+
+#[cfg(not(legacy_driver))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        device,
+        info_count,
+        infos,
+        List::Graphics,
+        Layout::V3,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+        device,
+        info_count,
+        infos,
+        List::Graphics,
+        Layout::V2,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetGraphicsRunningProcesses",
+        device,
+        info_count,
+        infos,
+        List::Graphics,
+        Layout::V1,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: nvmlDevice_t,
+    _utilization: *mut c_void,
+    sample_count: *mut c_uint,
+    _last_seen_timestamp: c_ulonglong,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetProcessUtilization", device, |_, _| {
+        if sample_count.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        NOT_FOUND
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Telemetry
+// ---------------------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    utilization: *mut c_void,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetUtilizationRates", device, |st, i| {
+        let Some(d) = st.cfg.devices.get(i) else {
+            return INVALID_ARGUMENT;
+        };
+        if d.utilization_gpu.is_none() && d.utilization_memory.is_none() {
+            return NOT_SUPPORTED;
+        }
+        if utilization.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        // SAFETY: NVML contract: `utilization` points to a writable
+        // nvmlUtilization_t {u32 gpu; u32 memory}.
+        unsafe {
+            put(utilization, 0, d.utilization_gpu.unwrap_or(0));
+            put(utilization, 4, d.utilization_memory.unwrap_or(0));
+        }
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor_type: c_uint,
+    temp: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetTemperature", device, |st, i| {
+        let Some(d) = st.cfg.devices.get(i) else {
+            return INVALID_ARGUMENT;
+        };
+        if sensor_type != 0 {
+            return INVALID_ARGUMENT;
+        }
+        match d.temperature_c {
+            // SAFETY: NVML contract: `temp` is null or points to a writable uint.
+            Some(t) => unsafe { out(temp, t) },
+            None => NOT_SUPPORTED,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(
+    device: nvmlDevice_t,
+    power: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetPowerUsage", device, |st, i| {
+        match st.cfg.devices.get(i).and_then(|d| d.power_mw) {
+            // SAFETY: NVML contract: `power` is null or points to a writable uint.
+            Some(p) => unsafe { out(power, p) },
+            None => NOT_SUPPORTED,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: nvmlDevice_t,
+    energy: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetTotalEnergyConsumption", device, |st, i| {
+        match st.cfg.devices.get(i).and_then(|d| d.energy_mj) {
+            // SAFETY: NVML contract: `energy` is null or points to a writable u64.
+            Some(e) => unsafe { out(energy, e) },
+            None => NOT_SUPPORTED,
+        }
+    })
+}
+
+fn clock(
+    sym: &str,
+    device: nvmlDevice_t,
+    clock_type: c_uint,
+    mhz: *mut c_uint,
+    max: bool,
+) -> nvmlReturn_t {
+    with_device(sym, device, |st, i| {
+        let Some(d) = st.cfg.devices.get(i) else {
+            return INVALID_ARGUMENT;
+        };
+        let table = if max { &d.max_clocks } else { &d.clocks };
+        let Some(slot) = table.get(clock_type as usize) else {
+            return INVALID_ARGUMENT;
+        };
+        match slot {
+            // SAFETY: NVML contract: `mhz` is null or points to a writable uint.
+            Some(v) => unsafe { out(mhz, *v) },
+            None => NOT_SUPPORTED,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    clock_type: c_uint,
+    clock_mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    clock("nvmlDeviceGetClockInfo", device, clock_type, clock_mhz, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    clock_type: c_uint,
+    clock_mhz: *mut c_uint,
+) -> nvmlReturn_t {
+    clock("nvmlDeviceGetMaxClockInfo", device, clock_type, clock_mhz, true)
+}

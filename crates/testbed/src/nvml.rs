@@ -1,0 +1,470 @@
+//! The fake NVML library and its scenario file (`fake-nvml.conf`, documented in
+//! `fake-nvml/conf.rs`).
+//!
+//! [`FakeNvml::install`] copies the built library into a directory of the test's own together
+//! with the scenario; the library finds the scenario next to itself (through `dladdr`), so
+//! tests running in parallel in one process never share state.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Which driver generation the fake imitates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Driver {
+    /// An R535+ driver: every symbol.
+    #[default]
+    Modern,
+    /// A pre-R510 driver: no `nvmlDeviceGetMemoryInfo_v2`, no `_v3` process lists, no
+    /// `nvmlDeviceGetPciInfo_v3`.
+    Legacy,
+}
+
+/// The path of the built fake library for `driver`.
+pub fn fake_nvml_path(driver: Driver) -> &'static Path {
+    match driver {
+        Driver::Modern => Path::new(env!("HMN_FAKE_NVML_MODERN")),
+        Driver::Legacy => Path::new(env!("HMN_FAKE_NVML_LEGACY")),
+    }
+}
+
+/// A per-process memory figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Used {
+    /// Bytes.
+    Bytes(u64),
+    /// `NVML_VALUE_NOT_AVAILABLE` (`ULLONG_MAX`).
+    NotAvailable,
+}
+
+/// Which NVML process list a process is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessListKind {
+    /// `nvmlDeviceGetComputeRunningProcesses*`.
+    Compute,
+    /// `nvmlDeviceGetGraphicsRunningProcesses*`.
+    Graphics,
+}
+
+/// One fake GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeDevice {
+    /// UTF-8 name (ignored when `name_bytes` is set).
+    pub name: Option<String>,
+    /// Raw name bytes, for non-UTF-8 names.
+    pub name_bytes: Option<Vec<u8>>,
+    /// `GPU-…` UUID.
+    pub uuid: String,
+    /// NVML spelling, e.g. `00000000:1A:00.0`.
+    pub pci_bus_id: String,
+    /// Bytes.
+    pub memory_total: u64,
+    /// Bytes.
+    pub memory_reserved: u64,
+    /// Bytes used, per memory-info call (the last value repeats).
+    pub memory_used: Vec<u64>,
+    /// Percent.
+    pub utilization_gpu: Option<u32>,
+    /// Percent.
+    pub utilization_memory: Option<u32>,
+    /// Degrees Celsius.
+    pub temperature_c: Option<u32>,
+    /// Milliwatts.
+    pub power_mw: Option<u32>,
+    /// Millijoules since driver load.
+    pub energy_mj: Option<u64>,
+    /// Graphics, SM, memory clocks in MHz.
+    pub clocks_mhz: [Option<u32>; 3],
+    /// Maximum graphics, SM, memory clocks in MHz.
+    pub max_clocks_mhz: [Option<u32>; 3],
+    /// `nvmlDeviceGetHandleByIndex_v2` fails with this code.
+    pub handle_error: Option<u32>,
+    /// `(symbol, code)`: that symbol fails with that code on this device.
+    pub errors: Vec<(String, u32)>,
+}
+
+impl FakeDevice {
+    /// A realistic H100 80GB (HBM3) at index `index`: 81559 MiB total, 540 MiB reserved.
+    pub fn h100(index: u32) -> Self {
+        FakeDevice {
+            name: Some("NVIDIA H100 80GB HBM3".to_string()),
+            name_bytes: None,
+            uuid: format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e{index:04x}"),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x1A + 0x20 * (index % 7)),
+            memory_total: 85_520_809_984,
+            memory_reserved: 566_231_040,
+            memory_used: vec![4 << 20],
+            utilization_gpu: None,
+            utilization_memory: None,
+            temperature_c: None,
+            power_mw: None,
+            energy_mj: None,
+            clocks_mhz: [None; 3],
+            max_clocks_mhz: [None; 3],
+            handle_error: None,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Sets the device-wide used bytes (a sequence advances per memory-info call).
+    #[must_use]
+    pub fn memory_used(mut self, used: &[u64]) -> Self {
+        self.memory_used = used.to_vec();
+        self
+    }
+
+    /// Sets every telemetry reading.
+    #[must_use]
+    pub fn telemetry(
+        mut self,
+        util_gpu: u32,
+        util_mem: u32,
+        temp_c: u32,
+        power_mw: u32,
+        energy_mj: u64,
+    ) -> Self {
+        self.utilization_gpu = Some(util_gpu);
+        self.utilization_memory = Some(util_mem);
+        self.temperature_c = Some(temp_c);
+        self.power_mw = Some(power_mw);
+        self.energy_mj = Some(energy_mj);
+        self.clocks_mhz = [Some(1980), Some(1980), Some(2619)];
+        self.max_clocks_mhz = [Some(1980), Some(1980), Some(2619)];
+        self
+    }
+
+    /// Makes `symbol` fail with `code` on this device.
+    #[must_use]
+    pub fn error(mut self, symbol: &str, code: u32) -> Self {
+        self.errors.push((symbol.to_string(), code));
+        self
+    }
+}
+
+/// One process in a fake process list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeProcess {
+    /// Device index.
+    pub device: u32,
+    /// Compute or graphics list.
+    pub list: ProcessListKind,
+    /// Process id.
+    pub pid: u32,
+    /// Memory per list call (indexed by the list's tick, the last value repeats).
+    pub used: Vec<Used>,
+    /// MIG GPU instance.
+    pub gpu_instance_id: Option<u32>,
+    /// MIG compute instance.
+    pub compute_instance_id: Option<u32>,
+    /// First tick at which the process is listed.
+    pub from_tick: Option<u64>,
+    /// First tick at which it is no longer listed.
+    pub until_tick: Option<u64>,
+}
+
+impl FakeProcess {
+    fn new(device: u32, list: ProcessListKind, pid: u32, used: u64) -> Self {
+        FakeProcess {
+            device,
+            list,
+            pid,
+            used: vec![Used::Bytes(used)],
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            from_tick: None,
+            until_tick: None,
+        }
+    }
+
+    /// A compute process.
+    pub fn compute(device: u32, pid: u32, used: u64) -> Self {
+        FakeProcess::new(device, ProcessListKind::Compute, pid, used)
+    }
+
+    /// A graphics process.
+    pub fn graphics(device: u32, pid: u32, used: u64) -> Self {
+        FakeProcess::new(device, ProcessListKind::Graphics, pid, used)
+    }
+
+    /// Reports `NVML_VALUE_NOT_AVAILABLE` as its memory.
+    #[must_use]
+    pub fn not_available(mut self) -> Self {
+        self.used = vec![Used::NotAvailable];
+        self
+    }
+
+    /// Memory that changes per list call.
+    #[must_use]
+    pub fn used_sequence(mut self, used: &[u64]) -> Self {
+        self.used = used.iter().map(|u| Used::Bytes(*u)).collect();
+        self
+    }
+
+    /// Listed only for ticks in `from..until`.
+    #[must_use]
+    pub fn visible(mut self, from: u64, until: u64) -> Self {
+        self.from_tick = Some(from);
+        self.until_tick = Some(until);
+        self
+    }
+
+    /// MIG instance ids.
+    #[must_use]
+    pub fn mig(mut self, gpu_instance: u32, compute_instance: u32) -> Self {
+        self.gpu_instance_id = Some(gpu_instance);
+        self.compute_instance_id = Some(compute_instance);
+        self
+    }
+}
+
+/// A scenario for the fake NVML.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FakeNvml {
+    /// Which library variant.
+    pub driver: Driver,
+    /// `nvmlInit*` fails with this code.
+    pub init_error: Option<u32>,
+    /// `nvmlSystemGetDriverVersion`; `None` → NOT_SUPPORTED.
+    pub driver_version: Option<String>,
+    /// `nvmlSystemGetNVMLVersion`.
+    pub nvml_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion`.
+    pub cuda_driver_version: Option<i32>,
+    /// Stride the `_v3` process calls write: 24 or 32.
+    pub process_stride: u32,
+    /// The first call of each process list hides this many of its last entries.
+    pub late_processes: u32,
+    /// Overrides the device count.
+    pub device_count: Option<u32>,
+    /// `(symbol, code)` for non-device calls.
+    pub errors: Vec<(String, u32)>,
+    /// The devices, in index order.
+    pub devices: Vec<FakeDevice>,
+    /// The processes.
+    pub processes: Vec<FakeProcess>,
+}
+
+impl FakeNvml {
+    /// A modern driver (550.54.15) with no devices.
+    pub fn new() -> Self {
+        FakeNvml {
+            driver_version: Some("550.54.15".to_string()),
+            nvml_version: Some("12.550.54.15".to_string()),
+            cuda_driver_version: Some(12040),
+            process_stride: 24,
+            ..FakeNvml::default()
+        }
+    }
+
+    /// A modern driver with `n` H100s.
+    pub fn h100s(n: u32) -> Self {
+        (0..n).fold(FakeNvml::new(), |f, i| f.device(FakeDevice::h100(i)))
+    }
+
+    /// Selects the library variant.
+    #[must_use]
+    pub fn driver(mut self, driver: Driver) -> Self {
+        self.driver = driver;
+        self
+    }
+
+    /// Adds a device.
+    #[must_use]
+    pub fn device(mut self, device: FakeDevice) -> Self {
+        self.devices.push(device);
+        self
+    }
+
+    /// Adds a process.
+    #[must_use]
+    pub fn process(mut self, process: FakeProcess) -> Self {
+        self.processes.push(process);
+        self
+    }
+
+    /// Makes `nvmlInit*` fail (9 = DRIVER_NOT_LOADED, 4 = NO_PERMISSION).
+    #[must_use]
+    pub fn init_error(mut self, code: u32) -> Self {
+        self.init_error = Some(code);
+        self
+    }
+
+    /// Sets the `_v3` process stride.
+    #[must_use]
+    pub fn stride(mut self, stride: u32) -> Self {
+        self.process_stride = stride;
+        self
+    }
+
+    /// Hides this many processes on each list's first call.
+    #[must_use]
+    pub fn late_processes(mut self, n: u32) -> Self {
+        self.late_processes = n;
+        self
+    }
+
+    /// Overrides the device count.
+    #[must_use]
+    pub fn device_count(mut self, n: u32) -> Self {
+        self.device_count = Some(n);
+        self
+    }
+
+    /// Makes a non-device `symbol` fail with `code`.
+    #[must_use]
+    pub fn error(mut self, symbol: &str, code: u32) -> Self {
+        self.errors.push((symbol.to_string(), code));
+        self
+    }
+
+    /// No driver version (the call returns NOT_SUPPORTED).
+    #[must_use]
+    pub fn no_driver_version(mut self) -> Self {
+        self.driver_version = None;
+        self
+    }
+
+    /// The scenario file's text.
+    pub fn to_conf(&self) -> String {
+        let mut s = String::from("# hmn fake NVML scenario\n");
+        let mut kv = |k: &str, v: &dyn std::fmt::Display| {
+            let _ = writeln!(s, "{k} = {v}");
+        };
+        if let Some(c) = self.init_error {
+            kv("init_error", &c);
+        }
+        if let Some(v) = &self.driver_version {
+            kv("driver_version", v);
+        }
+        if let Some(v) = &self.nvml_version {
+            kv("nvml_version", v);
+        }
+        if let Some(v) = self.cuda_driver_version {
+            kv("cuda_driver_version", &v);
+        }
+        kv("process_stride", &self.process_stride);
+        kv("late_processes", &self.late_processes);
+        if let Some(n) = self.device_count {
+            kv("device_count", &n);
+        }
+        for (sym, code) in &self.errors {
+            kv("error", &format!("{sym}:{code}"));
+        }
+        for d in &self.devices {
+            s.push_str("\n[device]\n");
+            write_device(&mut s, d);
+        }
+        for p in &self.processes {
+            s.push_str("\n[process]\n");
+            write_process(&mut s, p);
+        }
+        s
+    }
+
+    /// Copies the library into `dir` as `libnvidia-ml.so.1`, writes `dir/fake-nvml.conf`,
+    /// and returns the library's path.
+    ///
+    /// # Errors
+    /// When `dir` cannot be created or written.
+    pub fn install(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        crate::write_atomic(&dir.join("fake-nvml.conf"), self.to_conf().as_bytes())?;
+        let lib = dir.join("libnvidia-ml.so.1");
+        let bytes = std::fs::read(fake_nvml_path(self.driver))?;
+        crate::write_atomic(&lib, &bytes)?;
+        Ok(lib)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn seq<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    items
+        .into_iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn write_device(s: &mut String, d: &FakeDevice) {
+    let mut kv = |k: &str, v: String| {
+        let _ = writeln!(s, "{k} = {v}");
+    };
+    match (&d.name_bytes, &d.name) {
+        (Some(b), _) => kv("name_hex", hex(b)),
+        (None, Some(n)) => kv("name", n.clone()),
+        (None, None) => {}
+    }
+    kv("uuid", d.uuid.clone());
+    kv("pci_bus_id", d.pci_bus_id.clone());
+    kv("memory_total", d.memory_total.to_string());
+    kv("memory_reserved", d.memory_reserved.to_string());
+    kv("memory_used", seq(&d.memory_used));
+    let opt = |v: Option<u64>| v.map(|v| v.to_string());
+    for (k, v) in [
+        ("utilization_gpu", opt(d.utilization_gpu.map(u64::from))),
+        (
+            "utilization_memory",
+            opt(d.utilization_memory.map(u64::from)),
+        ),
+        ("temperature_c", opt(d.temperature_c.map(u64::from))),
+        ("power_mw", opt(d.power_mw.map(u64::from))),
+        ("energy_mj", opt(d.energy_mj)),
+        ("clock_graphics_mhz", opt(d.clocks_mhz[0].map(u64::from))),
+        ("clock_sm_mhz", opt(d.clocks_mhz[1].map(u64::from))),
+        ("clock_memory_mhz", opt(d.clocks_mhz[2].map(u64::from))),
+        (
+            "max_clock_graphics_mhz",
+            opt(d.max_clocks_mhz[0].map(u64::from)),
+        ),
+        ("max_clock_sm_mhz", opt(d.max_clocks_mhz[1].map(u64::from))),
+        (
+            "max_clock_memory_mhz",
+            opt(d.max_clocks_mhz[2].map(u64::from)),
+        ),
+        ("handle_error", opt(d.handle_error.map(u64::from))),
+    ] {
+        if let Some(v) = v {
+            kv(k, v);
+        }
+    }
+    for (sym, code) in &d.errors {
+        kv("error", format!("{sym}:{code}"));
+    }
+}
+
+fn write_process(s: &mut String, p: &FakeProcess) {
+    let mut kv = |k: &str, v: String| {
+        let _ = writeln!(s, "{k} = {v}");
+    };
+    kv("device", p.device.to_string());
+    kv(
+        "list",
+        match p.list {
+            ProcessListKind::Compute => "compute",
+            ProcessListKind::Graphics => "graphics",
+        }
+        .to_string(),
+    );
+    kv("pid", p.pid.to_string());
+    kv(
+        "used",
+        seq(p.used.iter().map(|u| match u {
+            Used::Bytes(b) => b.to_string(),
+            Used::NotAvailable => "max".to_string(),
+        })),
+    );
+    if let Some(v) = p.gpu_instance_id {
+        kv("gpu_instance_id", v.to_string());
+    }
+    if let Some(v) = p.compute_instance_id {
+        kv("compute_instance_id", v.to_string());
+    }
+    if let Some(v) = p.from_tick {
+        kv("from_tick", v.to_string());
+    }
+    if let Some(v) = p.until_tick {
+        kv("until_tick", v.to_string());
+    }
+}

@@ -1,0 +1,100 @@
+//! A fake `nvidia-smi`: a shell script that prints recorded CSV for `--query-gpu` and
+//! `--query-compute-apps`, logs its arguments, and can hang or fail on demand.
+
+use std::path::{Path, PathBuf};
+
+/// How the fake behaves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SmiBehaviour {
+    /// Print the recorded CSV.
+    #[default]
+    Normal,
+    /// Never answer (`exec sleep 30`), like a hung driver.
+    Hang,
+    /// Print `stdout` and exit with `code`, like a driver that is not loaded.
+    Fail {
+        /// What it prints.
+        stdout: String,
+        /// Its exit status.
+        code: i32,
+    },
+    /// An nvidia-smi older than R510: a `--query-gpu` naming `memory.reserved` fails.
+    NoReservedField,
+}
+
+/// A fake `nvidia-smi`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FakeSmi {
+    /// Output of `--query-gpu=… --format=csv,noheader,nounits`.
+    pub gpu_csv: String,
+    /// Output of `--query-compute-apps=… --format=csv,noheader,nounits`.
+    pub apps_csv: String,
+    /// How it behaves.
+    pub behaviour: SmiBehaviour,
+}
+
+impl FakeSmi {
+    /// A fake that prints these two outputs.
+    pub fn new(gpu_csv: &str, apps_csv: &str) -> Self {
+        FakeSmi {
+            gpu_csv: gpu_csv.to_string(),
+            apps_csv: apps_csv.to_string(),
+            behaviour: SmiBehaviour::Normal,
+        }
+    }
+
+    /// A fake that hangs.
+    pub fn hang() -> Self {
+        FakeSmi {
+            behaviour: SmiBehaviour::Hang,
+            ..FakeSmi::default()
+        }
+    }
+
+    /// A fake that prints `stdout` and exits with `code`.
+    pub fn fail(stdout: &str, code: i32) -> Self {
+        FakeSmi {
+            behaviour: SmiBehaviour::Fail {
+                stdout: stdout.to_string(),
+                code,
+            },
+            ..FakeSmi::default()
+        }
+    }
+
+    /// Writes `dir/nvidia-smi` (mode 0755) and its data files; returns the script's path.
+    /// Every call appends its arguments, one line per call, to `dir/nvidia-smi.calls`.
+    ///
+    /// # Errors
+    /// When `dir` cannot be written.
+    pub fn install(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir)?;
+        let dir = dir.canonicalize()?;
+        crate::write_atomic(&dir.join("gpus.csv"), self.gpu_csv.as_bytes())?;
+        crate::write_atomic(&dir.join("apps.csv"), self.apps_csv.as_bytes())?;
+        let d = dir.display().to_string().replace('\'', r"'\''");
+        let body = match &self.behaviour {
+            SmiBehaviour::Hang => "exec sleep 30\n".to_string(),
+            SmiBehaviour::Fail { stdout, code } => {
+                crate::write_atomic(&dir.join("fail.txt"), stdout.as_bytes())?;
+                format!("cat '{d}/fail.txt'\nexit {code}\n")
+            }
+            SmiBehaviour::Normal | SmiBehaviour::NoReservedField => {
+                let reserved_check = if self.behaviour == SmiBehaviour::NoReservedField {
+                    "      case \"$a\" in *memory.reserved*) echo 'Field \"memory.reserved\" is not a valid field to query.'; exit 2;; esac\n"
+                } else {
+                    ""
+                };
+                format!(
+                    "for a in \"$@\"; do\n  case \"$a\" in\n    --query-gpu=*)\n{reserved_check}      cat '{d}/gpus.csv'; exit 0;;\n    --query-compute-apps=*) cat '{d}/apps.csv'; exit 0;;\n  esac\ndone\necho 'fake nvidia-smi: unsupported arguments' >&2\nexit 2\n"
+                )
+            }
+        };
+        let script = format!("#!/bin/sh\necho \"$*\" >> '{d}/nvidia-smi.calls'\n{body}");
+        let path = dir.join("nvidia-smi");
+        crate::write_atomic(&path, script.as_bytes())?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        Ok(path)
+    }
+}
