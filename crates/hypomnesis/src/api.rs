@@ -61,7 +61,7 @@ impl ProcessGpuInfo {
 }
 
 /// RAM and VRAM of the calling process at one instant, with the device's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct Snapshot {

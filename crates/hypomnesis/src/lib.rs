@@ -73,7 +73,7 @@ pub use probe::{Probe, ProbeOptions};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     BackendState, BackendStatus, Device, DeviceList, DeviceMemory, GpuProcess, ProcessKind,
-    ProcessList, Source, Unknown, UnknownReason, Vendor, Warning,
+    ProcessList, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 
 /// Upstream's name for [`Device`].

@@ -203,8 +203,37 @@ impl DeviceMemory {
     }
 }
 
+/// Device telemetry: how busy, how hot, how much power. Each reading is `None` (with an
+/// [`Unknown`] entry on the device) where the driver does not provide it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Telemetry {
+    /// Percent of the last sample period the GPU was busy (NVML utilization, amdgpu
+    /// `gpu_busy_percent`).
+    pub utilization_percent: Option<f64>,
+    /// Percent of the last sample period device memory was being read or written.
+    pub memory_utilization_percent: Option<f64>,
+    /// GPU temperature, degrees Celsius.
+    pub temperature_celsius: Option<f64>,
+    /// Power draw, watts.
+    pub power_watts: Option<f64>,
+    /// Energy since the driver loaded, joules.
+    pub energy_joules: Option<f64>,
+    /// Graphics clock, MHz.
+    pub clock_graphics_mhz: Option<u32>,
+    /// SM (streaming multiprocessor) clock, MHz.
+    pub clock_sm_mhz: Option<u32>,
+    /// Memory clock, MHz.
+    pub clock_memory_mhz: Option<u32>,
+    /// Maximum graphics clock, MHz.
+    pub clock_graphics_max_mhz: Option<u32>,
+    /// Maximum memory clock, MHz.
+    pub clock_memory_max_mhz: Option<u32>,
+}
+
 /// One GPU (or accelerator).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct Device {
@@ -224,6 +253,8 @@ pub struct Device {
     pub driver_version: Option<String>,
     /// Device-wide memory.
     pub memory: DeviceMemory,
+    /// Utilization, temperature, power, clocks.
+    pub telemetry: Telemetry,
     /// The backend that produced this record.
     pub source: Source,
     /// Fields that are `None`, with the reason.
@@ -246,6 +277,7 @@ impl Device {
             driver: None,
             driver_version: None,
             memory: DeviceMemory::default(),
+            telemetry: Telemetry::default(),
             source,
             unknown: Vec::new(),
             error: None,
@@ -447,7 +479,7 @@ impl BackendStatus {
 }
 
 /// Every device the probe could find.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct DeviceList {
@@ -481,7 +513,7 @@ pub fn absent_reasons(backends: &[BackendStatus]) -> Vec<(String, String)> {
 }
 
 /// Every GPU process the probe could find.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct ProcessList {

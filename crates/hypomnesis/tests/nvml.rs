@@ -426,3 +426,29 @@ fn two_scenarios_loaded_at_once_stay_independent() {
         assert_eq!(pb.devices().devices.len(), 3);
     }
 }
+
+#[test]
+fn telemetry_is_read_or_unknown_with_a_reason() {
+    let fake = FakeNvml::new()
+        .device(hmn_testbed::FakeDevice::h100(0))
+        .device(hmn_testbed::FakeDevice::h100_bare(1));
+    let bed = install(&fake);
+    let list = probe(&bed).devices();
+    let t = list.devices[0].telemetry;
+    assert_eq!(t.utilization_percent, Some(37.0));
+    assert_eq!(t.memory_utilization_percent, Some(12.0));
+    assert_eq!(t.temperature_celsius, Some(41.0));
+    assert_eq!(t.power_watts, Some(71.234));
+    assert_eq!(t.energy_joules, Some(123_456.789));
+    assert_eq!(t.clock_graphics_mhz, Some(1980));
+    assert_eq!(t.clock_memory_mhz, Some(2619));
+    let bare = &list.devices[1];
+    assert_eq!(bare.telemetry, hypomnesis::Telemetry::default());
+    let fields: Vec<&str> = bare.unknown.iter().map(|u| u.field.as_ref()).collect();
+    assert!(fields.contains(&"telemetry.power_watts"), "{fields:?}");
+    assert!(
+        bare.unknown
+            .iter()
+            .all(|u| u.reason == UnknownReason::Unsupported)
+    );
+}

@@ -83,8 +83,14 @@ pub struct FakeDevice {
 }
 
 impl FakeDevice {
-    /// A realistic H100 80GB (HBM3) at index `index`: 81559 MiB total, 540 MiB reserved.
+    /// A realistic H100 80GB (HBM3) at index `index`: 81559 MiB total, 540 MiB reserved,
+    /// every telemetry reading supported (37 % busy, 41 °C, 71.234 W).
     pub fn h100(index: u32) -> Self {
+        FakeDevice::h100_bare(index).telemetry(37, 12, 41, 71_234, 123_456_789)
+    }
+
+    /// An H100 whose telemetry calls all return NOT_SUPPORTED.
+    pub fn h100_bare(index: u32) -> Self {
         FakeDevice {
             name: Some("NVIDIA H100 80GB HBM3".to_string()),
             name_bytes: None,

@@ -24,7 +24,8 @@ use nvml_wrapper::error::NvmlError;
 use crate::pci::PciBusId;
 use crate::types::Source;
 use crate::types::{
-    Device, DeviceMemory, GpuProcess, ProcessKind, Unknown, UnknownReason, Vendor, Warning,
+    Device, DeviceMemory, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor,
+    Warning,
 };
 
 pub(crate) use convert::{describe, reason_of};
@@ -150,6 +151,7 @@ impl NvmlBackend {
                 }
             }
         }
+        dev.telemetry = telemetry(&handle, &mut dev.unknown);
         dev
     }
 
@@ -263,4 +265,85 @@ fn memory(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Utilization, temperature, power, energy and clocks; each failure is one unknown field.
+fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> Telemetry {
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    let mut keep = |fields: &[&'static str], r: Result<(), NvmlError>| {
+        if let Err(e) = r {
+            for field in fields {
+                unknown.push(Unknown::new(*field, reason_of(&e), describe(&e)));
+            }
+        }
+    };
+    let mut t = Telemetry::default();
+    keep(
+        &[
+            "telemetry.utilization_percent",
+            "telemetry.memory_utilization_percent",
+        ],
+        handle.utilization_rates().map(|u| {
+            t.utilization_percent = Some(f64::from(u.gpu));
+            t.memory_utilization_percent = Some(f64::from(u.memory));
+        }),
+    );
+    keep(
+        &["telemetry.temperature_celsius"],
+        handle
+            .temperature(TemperatureSensor::Gpu)
+            .map(|c| t.temperature_celsius = Some(f64::from(c))),
+    );
+    keep(
+        &["telemetry.power_watts"],
+        handle
+            .power_usage()
+            .map(|mw| t.power_watts = Some(f64::from(mw) / 1000.0)),
+    );
+    keep(
+        &["telemetry.energy_joules"],
+        handle
+            .total_energy_consumption()
+            .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
+    );
+    for (field, clock, max, slot) in [
+        (
+            "telemetry.clock_graphics_mhz",
+            Clock::Graphics,
+            false,
+            &mut t.clock_graphics_mhz,
+        ),
+        (
+            "telemetry.clock_sm_mhz",
+            Clock::SM,
+            false,
+            &mut t.clock_sm_mhz,
+        ),
+        (
+            "telemetry.clock_memory_mhz",
+            Clock::Memory,
+            false,
+            &mut t.clock_memory_mhz,
+        ),
+        (
+            "telemetry.clock_graphics_max_mhz",
+            Clock::Graphics,
+            true,
+            &mut t.clock_graphics_max_mhz,
+        ),
+        (
+            "telemetry.clock_memory_max_mhz",
+            Clock::Memory,
+            true,
+            &mut t.clock_memory_max_mhz,
+        ),
+    ] {
+        let r = if max {
+            handle.max_clock_info(clock)
+        } else {
+            handle.clock_info(clock)
+        };
+        keep(&[field], r.map(|mhz| *slot = Some(mhz)));
+    }
+    t
 }
