@@ -1,4 +1,5 @@
-//! Own-RSS cost: `process_rss()` against a bare read of `/proc/self/statm` (the floor) and
+//! Own-RSS cost: `process_rss()` against bare reads of `/proc/self/statm` (open + read, and a
+//! pread on an already open file, the floor) and
 //! against `sysinfo` refreshing this one process. Ratios are computed by `bench/ratios.py`.
 
 // Test and bench harness code: a failed step should stop with its message.
@@ -13,6 +14,13 @@ fn rss(c: &mut Criterion) {
     let mut g = c.benchmark_group("own_rss");
     g.bench_function("bare_statm_read", |b| {
         b.iter(|| black_box(std::fs::read("/proc/self/statm").unwrap()))
+    });
+    // The true floor: one pread on a file that is already open, no parsing.
+    let file = std::fs::File::open("/proc/self/statm").unwrap();
+    g.bench_function("bare_pread_open_fd", |b| {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 256];
+        b.iter(|| black_box(file.read_at(&mut buf, 0).unwrap()))
     });
     // Warm the shared probe so the first iteration does not pay for creating it.
     hypomnesis::process_rss().unwrap();

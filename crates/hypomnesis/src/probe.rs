@@ -145,7 +145,7 @@ enum Nvidia<'a> {
 /// The long-lived measurement entry point. See the [module docs](self).
 pub struct Probe {
     options: ProbeOptions,
-    self_statm: PathBuf,
+    self_statm: host::SelfStatm,
     nvml: OnceLock<NvmlSlot>,
     smi: crate::smi::Smi,
 }
@@ -177,7 +177,7 @@ impl Probe {
     /// A probe with explicit options.
     pub fn with_options(options: ProbeOptions) -> Probe {
         Probe {
-            self_statm: host::self_statm_path(&options.roots),
+            self_statm: host::SelfStatm::new(&options.roots),
             smi: crate::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
             options,
             nvml: OnceLock::new(),
@@ -418,7 +418,7 @@ impl Probe {
     /// # Errors
     /// When `statm` cannot be read (a proc root without `self`).
     pub fn own_rss(&self) -> Result<u64> {
-        host::statm_rss_bytes(&self.self_statm, self.options.system)
+        self.self_statm.rss_bytes(self.options.system)
     }
 }
 

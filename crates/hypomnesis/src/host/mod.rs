@@ -17,7 +17,6 @@
 pub mod parse;
 
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -158,31 +157,61 @@ pub fn process_memory(roots: &Roots, pid: u32, detail: MemoryDetail) -> Result<P
     Ok(mem)
 }
 
-/// Reads the own process's RSS from a precomputed `statm` path: the cheapest source there is
-/// (one open, one read of ~40 bytes into a stack buffer, no allocation).
-pub(crate) fn statm_rss_bytes(path: &Path, sys: SystemInfo) -> Result<u64> {
-    let mut file = File::open(path).map_err(|e| Error::from_io(path, e))?;
-    let mut buf = [0u8; 256];
+/// The own process's `statm`, kept open: each reading is one `pread` at offset 0 (procfs
+/// regenerates a seq_file when it is read from the start), instead of open + read + close.
+///
+/// The open file belongs to the process that opened it; after a `fork` the child's pid differs
+/// and it falls back to opening the file per call, so it never reads its parent's figure.
+#[derive(Debug)]
+pub(crate) struct SelfStatm {
+    path: PathBuf,
+    open: std::sync::OnceLock<Option<(u32, File)>>,
+}
+
+impl SelfStatm {
+    pub(crate) fn new(roots: &Roots) -> SelfStatm {
+        SelfStatm {
+            path: roots.proc.join("self").join("statm"),
+            open: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// This process's resident set size in bytes.
+    pub(crate) fn rss_bytes(&self, sys: SystemInfo) -> Result<u64> {
+        let me = std::process::id();
+        let cached = self
+            .open
+            .get_or_init(|| File::open(&self.path).ok().map(|f| (me, f)));
+        let mut buf = [0u8; 256];
+        let len = match cached {
+            Some((pid, file)) if *pid == me => read_at_start(file, &mut buf, &self.path)?,
+            _ => {
+                let file = File::open(&self.path).map_err(|e| Error::from_io(&self.path, e))?;
+                read_at_start(&file, &mut buf, &self.path)?
+            }
+        };
+        let text = buf.get(..len).unwrap_or_default();
+        let pages = parse::statm_resident_pages(text).map_err(|e| e.at(&self.path))?;
+        Ok(pages.saturating_mul(sys.page_size))
+    }
+}
+
+/// Reads a small proc file from offset 0 into `buf`, returning the length.
+fn read_at_start(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
     let mut len = 0;
     while let Some(spare) = buf.get_mut(len..) {
         if spare.is_empty() {
             break;
         }
-        match file.read(spare) {
+        match file.read_at(spare, len as u64) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::from_io(path, e)),
         }
     }
-    let text = buf.get(..len).unwrap_or_default();
-    let pages = parse::statm_resident_pages(text).map_err(|e| e.at(path))?;
-    Ok(pages.saturating_mul(sys.page_size))
-}
-
-/// The path of the own process's `statm` under `roots`.
-pub(crate) fn self_statm_path(roots: &Roots) -> PathBuf {
-    roots.proc.join("self").join("statm")
+    Ok(len)
 }
 
 #[cfg(test)]
@@ -192,7 +221,14 @@ mod tests {
     #[test]
     fn own_rss_from_the_live_proc() {
         let roots = Roots::system();
-        let rss = statm_rss_bytes(&self_statm_path(&roots), SystemInfo::current()).unwrap();
+        let statm = SelfStatm::new(&roots);
+        let rss = statm.rss_bytes(SystemInfo::current()).unwrap();
+        // The second reading goes through the cached file and must be fresh, not a replay of
+        // the first: allocate and touch 64 MiB in between.
+        let block = vec![1u8; 64 << 20];
+        let after = statm.rss_bytes(SystemInfo::current()).unwrap();
+        assert!(after >= rss + (60 << 20), "{rss} then {after}");
+        drop(block);
         assert!(rss > 0);
         let mem = process_memory(&roots, std::process::id(), MemoryDetail::WithPss).unwrap();
         // Both read the same counters a few microseconds apart; a test binary's RSS does not

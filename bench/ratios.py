@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Prints the ratios the docs quote, from criterion's estimates of the last `cargo bench` run.
+
+Run `cargo bench -p hypomnesis` first (benches: rss, nvml). Each ratio compares two functions
+measured in the same run of the same binary, so machine speed cancels out.
+"""
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
+
+
+def median_ns(group: str, bench: str) -> float:
+    path = ROOT / group / bench / "new" / "estimates.json"
+    with open(path) as f:
+        return json.load(f)["median"]["point_estimate"]
+
+
+def show(label: str, num: tuple, den: tuple, goal: str) -> None:
+    try:
+        a, b = median_ns(*num), median_ns(*den)
+    except FileNotFoundError as e:
+        print(f"{label}: missing {e.filename} (run cargo bench first)")
+        return
+    print(f"{label}: {a:,.0f} ns vs {b:,.0f} ns = {a / b:.2f}x  (goal {goal})")
+
+
+show("process_rss / bare statm read", ("own_rss", "process_rss"), ("own_rss", "bare_statm_read"), "<= 1.5x")
+show("process_rss / bare pread of an open fd", ("own_rss", "process_rss"), ("own_rss", "bare_pread_open_fd"), "<= 1.5x")
+show("sysinfo refresh one / process_rss", ("own_rss", "sysinfo_refresh_one"), ("own_rss", "process_rss"), ">= 20x")
+show("init per call / long-lived probe", ("device_query", "init_per_call"), ("device_query", "long_lived_probe"), ">= 100x")
+sys.exit(0)
