@@ -41,6 +41,13 @@ impl Bed {
         self.dir.path().join("proc")
     }
 
+    /// An empty /sys unless a test adds devices: a GPU on the test machine never leaks in.
+    fn sys(&self) -> PathBuf {
+        let sys = self.dir.path().join("sys");
+        std::fs::create_dir_all(&sys).unwrap();
+        sys
+    }
+
     fn fixture(&self) -> ProcFixture {
         ProcFixture::new(&self.proc()).unwrap()
     }
@@ -49,9 +56,9 @@ impl Bed {
         let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
         c.args(args)
             .env_remove("HMN_PROC_ROOT")
-            .env_remove("HMN_SYS_ROOT")
             .env_remove("HMN_NVIDIA_SMI_TIMEOUT_MS")
             .env("HMN_PROC_ROOT", self.proc())
+            .env("HMN_SYS_ROOT", self.sys())
             .env("HMN_NVML_LIB", &self.nvml)
             .env("HMN_NVIDIA_SMI", &self.smi)
             .stdin(Stdio::null());

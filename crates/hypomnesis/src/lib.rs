@@ -36,6 +36,7 @@
 //! | [`error`] | [`Error`] and [`Result`] |
 //! | `nvml` | the NVML backend (feature `nvml`) |
 //! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`) |
+//! | `drm` | AMD, Intel and other DRM GPUs: sysfs devices, fdinfo clients, KFD |
 //!
 //! ## Features
 //! - `nvml` (default): NVIDIA through NVML, loaded at run time; no link-time dependency.
@@ -49,6 +50,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+mod drm;
 pub mod error;
 pub mod host;
 #[cfg(feature = "nvml")]
@@ -72,8 +74,9 @@ pub use pci::PciBusId;
 pub use probe::{Probe, ProbeOptions};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
-    BackendState, BackendStatus, Device, DeviceList, DeviceMemory, GpuProcess, ProcessKind,
-    ProcessList, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion, EngineUsage,
+    Engines, GpuProcess, ProcessKind, ProcessList, ProcessRegions, RegionUsage, Source, Telemetry,
+    Unknown, UnknownReason, Vendor, Warning,
 };
 
 /// Upstream's name for [`Device`].

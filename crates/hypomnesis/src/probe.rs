@@ -12,12 +12,13 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::drm::{DrmBackend, DrmDevices};
 use crate::error::{Error, Result};
 use crate::host::{self, HostMemory, MemoryDetail, ProcessMemory};
 use crate::process::IdentityCache;
 use crate::roots::{Roots, SystemInfo};
 use crate::types::{
-    BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Warning,
+    BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source, Warning,
 };
 
 /// Environment variable naming the NVML library to load (a path, or a soname).
@@ -45,6 +46,12 @@ pub struct ProbeOptions {
     pub use_nvml: bool,
     /// Whether to fall back to `nvidia-smi` when NVML is absent.
     pub use_nvidia_smi: bool,
+    /// Whether to look for DRM (AMD, Intel, other) devices and their clients.
+    pub use_drm: bool,
+    /// How long the pid → DRM-fd index (a walk over every process's fds) is reused before it
+    /// is rebuilt. Queries in between read only the fdinfo of known DRM fds; a process that
+    /// opens a GPU after the last rebuild appears at the next one.
+    pub drm_index_max_age: Duration,
 }
 
 impl Default for ProbeOptions {
@@ -57,6 +64,8 @@ impl Default for ProbeOptions {
             nvidia_smi_timeout: crate::smi::DEFAULT_TIMEOUT,
             use_nvml: true,
             use_nvidia_smi: true,
+            use_drm: true,
+            drm_index_max_age: Duration::from_secs(2),
         }
     }
 }
@@ -119,6 +128,20 @@ impl ProbeOptions {
         self
     }
 
+    /// Enables or disables the DRM backend.
+    #[must_use]
+    pub fn use_drm(mut self, on: bool) -> Self {
+        self.use_drm = on;
+        self
+    }
+
+    /// Sets how long the DRM fd index is reused.
+    #[must_use]
+    pub fn drm_index_max_age(mut self, age: Duration) -> Self {
+        self.drm_index_max_age = age;
+        self
+    }
+
     /// Enables or disables the `nvidia-smi` fallback.
     #[must_use]
     pub fn use_nvidia_smi(mut self, on: bool) -> Self {
@@ -148,6 +171,7 @@ pub struct Probe {
     self_statm: host::SelfStatm,
     nvml: OnceLock<NvmlSlot>,
     smi: crate::smi::Smi,
+    drm: DrmBackend,
 }
 
 impl std::fmt::Debug for Probe {
@@ -179,6 +203,7 @@ impl Probe {
         Probe {
             self_statm: host::SelfStatm::new(&options.roots),
             smi: crate::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
+            drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age),
             options,
             nvml: OnceLock::new(),
         }
@@ -225,48 +250,95 @@ impl Probe {
         }
     }
 
-    /// Every GPU the backends can see, with a status line per backend.
-    pub fn devices(&self) -> DeviceList {
-        let mut list = DeviceList::default();
+    /// NVIDIA devices: NVML, or nvidia-smi when NVML is absent. Returns NVML's absence reason.
+    fn nvidia_devices(&self, list: &mut DeviceList) -> Option<String> {
         match self.nvidia() {
             #[cfg(feature = "nvml")]
-            Nvidia::Nvml(nvml) => match nvml.device_count() {
-                Ok(count) => {
-                    for index in 0..count {
-                        let dev = nvml.device(index);
-                        if let Some(e) = &dev.error {
-                            list.warnings.push(Warning::device(index, e.clone()));
+            Nvidia::Nvml(nvml) => {
+                match nvml.device_count() {
+                    Ok(count) => {
+                        for index in 0..count {
+                            let dev = nvml.device(index);
+                            if let Some(e) = &dev.error {
+                                list.warnings.push(Warning::device(index, e.clone()));
+                            }
+                            list.devices.push(dev);
                         }
-                        list.devices.push(dev);
+                        list.backends.push(BackendStatus::new(
+                            "NVML",
+                            BackendState::Active { devices: count },
+                        ));
+                        list.backends
+                            .push(BackendStatus::new("nvidia-smi", BackendState::NotTried));
                     }
-                    list.backends.push(BackendStatus::new(
+                    Err(reason) => list.backends.push(BackendStatus::new(
                         "NVML",
-                        BackendState::Active { devices: count },
-                    ));
-                    list.backends
-                        .push(BackendStatus::new("nvidia-smi", BackendState::NotTried));
+                        BackendState::Absent {
+                            reason: format!("cannot count devices: {reason}"),
+                        },
+                    )),
                 }
-                Err(reason) => list.backends.push(BackendStatus::new(
-                    "NVML",
-                    BackendState::Absent {
-                        reason: format!("cannot count devices: {reason}"),
-                    },
-                )),
-            },
+                None
+            }
             Nvidia::Smi { nvml_reason, smi } => {
                 list.backends.push(BackendStatus::new(
                     "NVML",
                     BackendState::Absent {
-                        reason: nvml_reason,
+                        reason: nvml_reason.clone(),
                     },
                 ));
                 list.backends.push(BackendStatus::new(
                     "nvidia-smi",
                     smi_devices(smi, &mut list.devices),
                 ));
+                Some(nvml_reason)
             }
         }
-        list
+    }
+
+    /// Every device, and how the DRM devices were numbered.
+    fn collect(&self) -> (DeviceList, DrmDevices) {
+        let mut list = DeviceList::default();
+        let nvml_reason = self.nvidia_devices(&mut list);
+        if !self.options.use_drm {
+            list.backends.push(BackendStatus::new(
+                "DRM",
+                BackendState::Absent {
+                    reason: "disabled".to_string(),
+                },
+            ));
+            return (list, DrmDevices::default());
+        }
+        let first = list.devices.iter().map(|d| d.index + 1).max().unwrap_or(0);
+        let (found, map) = self
+            .drm
+            .devices(first, &list.devices, nvml_reason.as_deref());
+        for (f, index) in &map.merged {
+            if let Some(d) = list.devices.iter_mut().find(|d| d.index == *index) {
+                d.runtime_status.clone_from(&f.runtime_status);
+            }
+        }
+        let state = if found.is_empty() {
+            BackendState::Absent {
+                reason: format!(
+                    "no DRM GPU under {}",
+                    self.options.roots.sys.join("class/drm").display()
+                ),
+            }
+        } else {
+            BackendState::Active {
+                devices: u32::try_from(found.len()).unwrap_or(u32::MAX),
+            }
+        };
+        list.backends.push(BackendStatus::new("DRM", state));
+        list.devices.extend(found);
+        (list, map)
+    }
+
+    /// Every GPU the backends can see, with a status line per backend: NVIDIA devices (NVML
+    /// order) first, then DRM devices in PCI bus order.
+    pub fn devices(&self) -> DeviceList {
+        self.collect().0
     }
 
     /// One device by index.
@@ -276,79 +348,73 @@ impl Probe {
     /// backend can see any GPU, [`Error::DeviceUnreadable`] when the device exists but refused
     /// every query.
     pub fn device(&self, index: u32) -> Result<Device> {
-        let dev = match self.nvidia() {
-            #[cfg(feature = "nvml")]
-            Nvidia::Nvml(nvml) => {
-                let count = nvml.device_count().map_err(|reason| Error::NoGpu {
-                    reasons: vec![("NVML".to_string(), reason)],
-                })?;
-                if index >= count {
-                    return Err(Error::DeviceIndexOutOfRange { index, count });
-                }
-                nvml.device(index)
+        #[cfg(feature = "nvml")]
+        if let Nvidia::Nvml(nvml) = self.nvidia() {
+            // The common case, without enumerating every device.
+            if nvml.device_count().is_ok_and(|count| index < count) {
+                return unreadable_is_error(nvml.device(index));
             }
-            Nvidia::Smi { .. } => {
-                let list = self.devices();
-                let count = u32::try_from(list.devices.len()).unwrap_or(u32::MAX);
-                if count == 0 {
-                    return Err(Error::NoGpu {
-                        reasons: list.absent_reasons(),
-                    });
-                }
-                list.devices
-                    .into_iter()
-                    .find(|d| d.index == index)
-                    .ok_or(Error::DeviceIndexOutOfRange { index, count })?
-            }
-        };
-        match &dev.error {
-            Some(reason) => Err(Error::DeviceUnreadable {
-                index,
-                reason: reason.clone(),
-            }),
-            None => Ok(dev),
         }
+        let list = self.devices();
+        let count = u32::try_from(list.devices.len()).unwrap_or(u32::MAX);
+        if count == 0 {
+            return Err(Error::NoGpu {
+                reasons: list.absent_reasons(),
+            });
+        }
+        let dev = list
+            .devices
+            .into_iter()
+            .find(|d| d.index == index)
+            .ok_or(Error::DeviceIndexOutOfRange { index, count })?;
+        unreadable_is_error(dev)
     }
 
     /// Every GPU process on every device, one row per (pid, device), with names and owners from
-    /// the proc root.
+    /// the proc root. DRM engine utilization covers the interval since the previous call on
+    /// this probe (none on the first call).
     pub fn gpu_processes(&self) -> ProcessList {
         let mut out = ProcessList::default();
-        let devices = self.devices();
+        let (devices, drm) = self.collect();
         out.warnings = devices.warnings.clone();
         out.backends = devices.backends.clone();
+        let nvidia: Vec<&Device> = devices
+            .devices
+            .iter()
+            .filter(|d| matches!(d.source, Source::Nvml | Source::NvidiaSmi))
+            .collect();
         match self.nvidia() {
             #[cfg(feature = "nvml")]
             Nvidia::Nvml(nvml) => {
-                for dev in devices.devices.iter().filter(|d| d.error.is_none()) {
+                for dev in &nvidia {
+                    if dev.error.is_some() {
+                        out.failed_devices.push(dev.index);
+                        continue;
+                    }
                     let got = nvml.processes(dev, &mut out.warnings);
                     if got.failed {
                         out.failed_devices.push(dev.index);
                     }
                     out.processes.extend(got.rows);
                 }
-                out.failed_devices.extend(
-                    devices
-                        .devices
-                        .iter()
-                        .filter(|d| d.error.is_some())
-                        .map(|d| d.index),
-                );
             }
-            Nvidia::Smi { smi: Some(smi), .. } if !devices.devices.is_empty() => {
-                match smi.processes(&devices.devices, &mut out.warnings) {
-                    Ok(rows) => out.processes = rows,
+            Nvidia::Smi { smi: Some(smi), .. } if !nvidia.is_empty() => {
+                let owned: Vec<Device> = nvidia.iter().map(|d| (*d).clone()).collect();
+                match smi.processes(&owned, &mut out.warnings) {
+                    Ok(rows) => out.processes.extend(rows),
                     Err(reason) => {
                         out.warnings.push(Warning::general(format!(
                             "process list unavailable: {reason}"
                         )));
-                        out.failed_devices
-                            .extend(devices.devices.iter().map(|d| d.index));
+                        out.failed_devices.extend(nvidia.iter().map(|d| d.index));
                     }
                 }
             }
             Nvidia::Smi { .. } => {}
         }
+        let found = self.drm.processes(&drm, &mut out.warnings);
+        out.hidden_processes = found.hidden;
+        out.processes.extend(found.rows);
         out.devices = devices.devices;
         self.identify(&mut out.processes);
         out.processes.sort_by_key(|p| (p.device_index, p.pid));
@@ -363,8 +429,24 @@ impl Probe {
     /// As [`Probe::device`]; also [`Error::DeviceUnreadable`] when the device's process list
     /// could not be read.
     pub fn gpu_processes_on(&self, index: u32) -> Result<Vec<GpuProcess>> {
-        self.device(index)?;
         let list = self.gpu_processes();
+        let count = u32::try_from(list.devices.len()).unwrap_or(u32::MAX);
+        if count == 0 {
+            return Err(Error::NoGpu {
+                reasons: list.absent_reasons(),
+            });
+        }
+        let dev = list
+            .devices
+            .iter()
+            .find(|d| d.index == index)
+            .ok_or(Error::DeviceIndexOutOfRange { index, count })?;
+        if let Some(reason) = &dev.error {
+            return Err(Error::DeviceUnreadable {
+                index,
+                reason: reason.clone(),
+            });
+        }
         if list.failed_devices.contains(&index) {
             let reason = list
                 .warnings
@@ -419,6 +501,16 @@ impl Probe {
     /// When `statm` cannot be read (a proc root without `self`).
     pub fn own_rss(&self) -> Result<u64> {
         self.self_statm.rss_bytes(self.options.system)
+    }
+}
+
+fn unreadable_is_error(dev: Device) -> Result<Device> {
+    match &dev.error {
+        Some(reason) => Err(Error::DeviceUnreadable {
+            index: dev.index,
+            reason: reason.clone(),
+        }),
+        None => Ok(dev),
     }
 }
 

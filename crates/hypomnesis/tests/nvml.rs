@@ -19,6 +19,14 @@ struct Bed {
     _dir: tempfile::TempDir,
     lib: PathBuf,
     proc: PathBuf,
+    sys: PathBuf,
+}
+
+/// Roots with an empty /sys, so a GPU on the machine running the tests never leaks in.
+fn empty_roots(dir: &std::path::Path) -> Roots {
+    let sys = dir.join("empty-sys");
+    std::fs::create_dir_all(&sys).unwrap();
+    Roots::system().with_sys(sys)
 }
 
 fn install(fake: &FakeNvml) -> Bed {
@@ -26,17 +34,20 @@ fn install(fake: &FakeNvml) -> Bed {
     let lib = fake.install(&dir.path().join("nvml")).unwrap();
     let proc = dir.path().join("proc");
     ProcFixture::new(&proc).unwrap();
+    let sys = dir.path().join("sys");
+    std::fs::create_dir_all(&sys).unwrap();
     Bed {
         _dir: dir,
         lib,
         proc,
+        sys,
     }
 }
 
 fn probe(bed: &Bed) -> Probe {
     Probe::with_options(
         ProbeOptions::default()
-            .roots(Roots::system().with_proc(&bed.proc))
+            .roots(Roots::system().with_proc(&bed.proc).with_sys(&bed.sys))
             .nvml_library(&bed.lib)
             .use_nvidia_smi(false),
     )
@@ -128,6 +139,7 @@ fn library_missing_is_an_absent_backend() {
     let missing = dir.path().join("libnvidia-ml.so.1");
     let p = Probe::with_options(
         ProbeOptions::default()
+            .roots(empty_roots(dir.path()))
             .nvml_library(&missing)
             .use_nvidia_smi(false),
     );
@@ -153,7 +165,7 @@ fn driver_not_loaded_falls_back_to_nvidia_smi() {
     .unwrap();
     let p = Probe::with_options(
         ProbeOptions::default()
-            .roots(Roots::system().with_proc(&bed.proc))
+            .roots(Roots::system().with_proc(&bed.proc).with_sys(&bed.sys))
             .nvml_library(&bed.lib)
             .nvidia_smi(&smi),
     );
@@ -293,14 +305,12 @@ fn zero_devices() {
         nvml_state(&list.backends),
         &BackendState::Active { devices: 0 }
     );
-    assert_eq!(
-        list.absent_reasons(),
-        vec![("NVML".to_string(), "no devices".to_string())]
-    );
-    assert!(matches!(
-        p.device(0),
-        Err(Error::DeviceIndexOutOfRange { index: 0, count: 0 })
-    ));
+    let reasons = list.absent_reasons();
+    assert_eq!(reasons[0], ("NVML".to_string(), "no devices".to_string()));
+    assert_eq!(reasons[1].0, "DRM");
+    let err = p.device(0).unwrap_err();
+    assert!(matches!(err, Error::NoGpu { .. }), "{err}");
+    assert!(err.to_string().contains("NVML: no devices"), "{err}");
 }
 
 #[test]
@@ -371,6 +381,7 @@ fn own_vram_through_the_snapshot() {
     let bed = install(&FakeNvml::h100s(2).process(FakeProcess::compute(1, me, 3 << 30)));
     let p = Probe::with_options(
         ProbeOptions::default()
+            .roots(Roots::system().with_sys(&bed.sys))
             .nvml_library(&bed.lib)
             .use_nvidia_smi(false),
     );

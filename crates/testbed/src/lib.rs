@@ -6,14 +6,17 @@
 //! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files |
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`procfs`] | fixture `/proc` trees modelled on real Linux 6.x files |
+//! | [`sysfs`] | fixture `/sys` trees for DRM devices and the AMD KFD |
 
 pub mod nvml;
 pub mod procfs;
 pub mod smi;
+pub mod sysfs;
 
 pub use nvml::{Driver, FakeDevice, FakeNvml, FakeProcess, ProcessListKind, Used, fake_nvml_path};
 pub use procfs::{FakeProc, ProcFixture};
 pub use smi::{FakeSmi, SmiBehaviour};
+pub use sysfs::{FakeGpu, SysFixture};
 
 /// Writes `contents` to `path` atomically (temp file + rename), so a concurrent reader or
 /// `exec` never sees a half-written file.

@@ -248,6 +248,52 @@ impl ProcFixture {
         Ok(self)
     }
 
+    /// Adds fd `fd` to `<pid>/fd` as a symlink whose text is `target` (the kernel shows the
+    /// opened path, e.g. `/dev/dri/renderD128`; the link need not resolve).
+    ///
+    /// # Errors
+    /// When the link cannot be created.
+    pub fn fd(&self, pid: u32, fd: u32, target: &str) -> std::io::Result<&Self> {
+        let dir = self.root.join(pid.to_string()).join("fd");
+        std::fs::create_dir_all(&dir)?;
+        let link = dir.join(fd.to_string());
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, link)?;
+        Ok(self)
+    }
+
+    /// Writes `<pid>/fdinfo/<fd>`.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn fdinfo(&self, pid: u32, fd: u32, text: &str) -> std::io::Result<&Self> {
+        let dir = self.root.join(pid.to_string()).join("fdinfo");
+        std::fs::create_dir_all(&dir)?;
+        crate::write_atomic(&dir.join(fd.to_string()), text.as_bytes())?;
+        Ok(self)
+    }
+
+    /// A DRM fd: the link to `/dev/dri/<node>` plus its fdinfo.
+    ///
+    /// # Errors
+    /// When the files cannot be written.
+    pub fn drm_fd(&self, pid: u32, fd: u32, node: &str, fdinfo: &str) -> std::io::Result<&Self> {
+        self.fd(pid, fd, &format!("/dev/dri/{node}"))?
+            .fdinfo(pid, fd, fdinfo)
+    }
+
+    /// Writes `sys/kernel/osrelease` (the kernel release DRM drivers are versioned with).
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn osrelease(&self, release: &str) -> std::io::Result<&Self> {
+        crate::write_atomic(
+            &self.root.join("sys/kernel/osrelease"),
+            format!("{release}\n").as_bytes(),
+        )?;
+        Ok(self)
+    }
+
     /// Makes `self` a symlink to `<pid>`.
     ///
     /// # Errors

@@ -4,8 +4,13 @@
 //! renamed. A value that could not be read is `None` (JSON `null`) and an [`Unknown`] entry says
 //! why; a number is never used to mean "unknown".
 
+mod usage;
+
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
+
+pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 use crate::pci::PciBusId;
 
@@ -251,8 +256,19 @@ pub struct Device {
     pub driver: Option<String>,
     /// The driver's version string.
     pub driver_version: Option<String>,
+    /// PCI vendor and device id, `1002:73bf`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pci_id: Option<String>,
+    /// Runtime power state from sysfs `power/runtime_status` (`active`, `suspended`, …). A
+    /// suspended device is not read (reading would wake it), so its memory is unknown.
+    pub runtime_status: Option<String>,
+    /// Whether the GPU is integrated (its memory is shared system memory), when known.
+    pub integrated: Option<bool>,
     /// Device-wide memory.
     pub memory: DeviceMemory,
+    /// Per-region totals where the driver exposes them (amdgpu: `vram`, `visible_vram`, `gtt`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub regions: BTreeMap<String, DeviceRegion>,
     /// Utilization, temperature, power, clocks.
     pub telemetry: Telemetry,
     /// The backend that produced this record.
@@ -276,7 +292,11 @@ impl Device {
             pci_bus_id: None,
             driver: None,
             driver_version: None,
+            pci_id: None,
+            runtime_status: None,
+            integrated: None,
             memory: DeviceMemory::default(),
+            regions: BTreeMap::new(),
             telemetry: Telemetry::default(),
             source,
             unknown: Vec::new(),
@@ -334,7 +354,7 @@ impl fmt::Display for ProcessKind {
 }
 
 /// One process's use of one device: a row of `hmn ps`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct GpuProcess {
@@ -362,6 +382,19 @@ pub struct GpuProcess {
     /// MIG compute instance, when the device is partitioned.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub compute_instance_id: Option<u32>,
+    /// Memory per region (DRM devices): `{"vram":{…},"gtt":{…},"system":{…}}`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub regions: Option<ProcessRegions>,
+    /// Engine use per class over the last sampling interval (DRM devices; needs two samples).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub engines: Engines,
+    /// DRM client ids this process holds on the device.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub drm_clients: Vec<u64>,
+    /// Lower pids that share some of this process's DRM clients (fork, fd passing): those
+    /// clients are counted on the owner's row only, so a sum over rows counts each client once.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub shared_with: Vec<u32>,
     /// Fields that are `None`, with the reason.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub unknown: Vec<Unknown>,
@@ -382,6 +415,10 @@ impl GpuProcess {
             source,
             gpu_instance_id: None,
             compute_instance_id: None,
+            regions: None,
+            engines: Engines::new(),
+            drm_clients: Vec::new(),
+            shared_with: Vec::new(),
             unknown: Vec::new(),
         }
     }

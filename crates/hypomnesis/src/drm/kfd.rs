@@ -1,0 +1,106 @@
+//! ROCm compute (KFD) processes: device memory from `<sys>/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`.
+//!
+//! ROCm allocations made through `/dev/kfd` do not show in DRM fdinfo, so a compute process can
+//! look nearly idle there. The KFD exposes each process's VRAM per GPU; the `gpu_id` is mapped
+//! to a PCI address through the KFD topology (`topology/nodes/<n>/gpu_id` and the node's
+//! `properties`: `domain` and `location_id` = bus << 8 | device << 3 | function).
+
+use std::collections::BTreeMap;
+
+use crate::pci::PciBusId;
+use crate::roots::Roots;
+
+/// `(pid, PCI address, VRAM bytes)` for every KFD process file that could be read.
+pub(crate) fn vram_by_process(roots: &Roots) -> Vec<(u32, PciBusId, u64)> {
+    let kfd = roots.sys.join("class/kfd/kfd");
+    let Ok(procs) = std::fs::read_dir(kfd.join("proc")) else {
+        return Vec::new();
+    };
+    let gpus = topology(roots);
+    let mut out = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(files) = std::fs::read_dir(entry.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name();
+            let Some(gpu_id) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("vram_"))
+                .and_then(|id| id.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let (Some(pci), Some(bytes)) = (
+                gpus.get(&gpu_id),
+                std::fs::read_to_string(f.path())
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok()),
+            ) else {
+                continue;
+            };
+            out.push((pid, *pci, bytes));
+        }
+    }
+    out.sort_by_key(|(pid, pci, _)| (*pid, *pci));
+    out
+}
+
+/// `gpu_id` → PCI address, from the KFD topology.
+fn topology(roots: &Roots) -> BTreeMap<u64, PciBusId> {
+    let mut map = BTreeMap::new();
+    let Ok(nodes) = std::fs::read_dir(roots.sys.join("class/kfd/kfd/topology/nodes")) else {
+        return map;
+    };
+    for node in nodes.flatten() {
+        let dir = node.path();
+        let gpu_id = std::fs::read_to_string(dir.join("gpu_id"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|id| *id != 0); // CPU nodes have gpu_id 0
+        let props = std::fs::read_to_string(dir.join("properties")).unwrap_or_default();
+        if let (Some(id), Some(pci)) = (gpu_id, parse_location(&props)) {
+            map.insert(id, pci);
+        }
+    }
+    map
+}
+
+/// The PCI address in a KFD node's `properties` text (pure).
+pub(crate) fn parse_location(properties: &str) -> Option<PciBusId> {
+    let get = |key: &str| {
+        properties.lines().find_map(|l| {
+            let mut it = l.split_ascii_whitespace();
+            (it.next() == Some(key))
+                .then(|| it.next()?.parse::<u32>().ok())
+                .flatten()
+        })
+    };
+    let location = get("location_id")?;
+    let domain = get("domain").unwrap_or(0);
+    let bus = u8::try_from(location >> 8).ok()?;
+    let device = u8::try_from((location >> 3) & 0x1f).ok()?;
+    let function = u8::try_from(location & 0x7).ok()?;
+    Some(PciBusId::new(domain, bus, device, function))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn location_id_decodes_to_a_pci_address() {
+        let props =
+            "cpu_cores_count 0\nsimd_count 304\nlocation_id 33536\ndomain 0\ngpu_id 48233\n";
+        // 33536 = 0x8300: bus 0x83, device 0, function 0.
+        assert_eq!(parse_location(props).unwrap().to_string(), "0000:83:00.0");
+        assert_eq!(parse_location("domain 0\n"), None);
+    }
+}

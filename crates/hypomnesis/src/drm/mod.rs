@@ -1,0 +1,261 @@
+//! The DRM backend: AMD, Intel and every other kernel GPU driver, through sysfs (devices) and
+//! DRM client usage stats in `/proc/<pid>/fdinfo` (processes), plus ROCm's KFD files.
+//!
+//! Owns [`DrmBackend`], which keeps two pieces of state between queries:
+//! - the pid → DRM-fd index (the expensive `/proc` walk), rebuilt only when older than
+//!   [`ProbeOptions::drm_index_max_age`](crate::ProbeOptions::drm_index_max_age), so a sampler
+//!   that polls often reads only the few fdinfo files of known DRM fds per tick;
+//! - the previous engine counters of each client, so every query after the first reports
+//!   engine utilization over the interval since the one before.
+//!
+//! Submodules: [`fdinfo`] (parser), [`model`] (regions, de-duplication, utilization), [`sysfs`]
+//! (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
+
+pub(crate) mod fdinfo;
+pub(crate) mod kfd;
+pub(crate) mod model;
+pub(crate) mod scan;
+pub(crate) mod sysfs;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::pci::PciBusId;
+use crate::roots::Roots;
+use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use model::{ClientKey, EngineSample, SeenClient};
+use scan::{FdIndex, FdinfoRead};
+use sysfs::Found;
+
+/// The DRM devices of one query and how they were numbered.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DrmDevices {
+    /// Devices listed by this backend: (sysfs record, device index).
+    pub listed: Vec<(Found, u32)>,
+    /// NVIDIA DRM nodes that belong to a device NVML (or nvidia-smi) already listed.
+    pub merged: Vec<(Found, u32)>,
+}
+
+impl DrmDevices {
+    /// `(index, suspended)` of the listed device owning `node`.
+    fn by_node(&self, node: &str) -> Option<(u32, bool)> {
+        self.listed
+            .iter()
+            .find(|(f, _)| f.nodes.iter().any(|n| n == node))
+            .map(|(f, i)| (*i, f.suspended()))
+    }
+
+    /// `(index, suspended)` of the listed device at PCI address `pdev`.
+    fn by_pdev(&self, pdev: &str) -> Option<(u32, bool)> {
+        let pci: PciBusId = pdev.parse().ok()?;
+        self.listed
+            .iter()
+            .find(|(f, _)| f.pci == Some(pci))
+            .map(|(f, i)| (*i, f.suspended()))
+    }
+}
+
+/// The DRM backend's state. See the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct DrmBackend {
+    roots: Roots,
+    max_index_age: Duration,
+    epoch: Instant,
+    index: Mutex<Option<(Instant, FdIndex)>>,
+    previous: Mutex<HashMap<ClientKey, EngineSample>>,
+}
+
+/// What one process walk found.
+pub(crate) struct DrmProcesses {
+    pub rows: Vec<GpuProcess>,
+    pub hidden: u32,
+}
+
+impl DrmBackend {
+    pub(crate) fn new(roots: Roots, max_index_age: Duration) -> DrmBackend {
+        DrmBackend {
+            roots,
+            max_index_age,
+            epoch: Instant::now(),
+            index: Mutex::new(None),
+            previous: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Lists the DRM devices, numbered from `first_index`; NVIDIA nodes whose PCI address
+    /// matches one of `nvidia` are merged into that device instead of listed again.
+    pub(crate) fn devices(
+        &self,
+        first_index: u32,
+        nvidia: &[Device],
+        nvml_reason: Option<&str>,
+    ) -> (Vec<Device>, DrmDevices) {
+        let mut out = Vec::new();
+        let mut map = DrmDevices::default();
+        let mut next = first_index;
+        for f in sysfs::discover(&self.roots) {
+            let same = nvidia
+                .iter()
+                .find(|d| d.pci_bus_id.is_some() && d.pci_bus_id == f.pci);
+            if let Some(d) = same {
+                map.merged.push((f, d.index));
+                continue;
+            }
+            out.push(sysfs::read(&self.roots, &f, next, nvml_reason));
+            map.listed.push((f, next));
+            next += 1;
+        }
+        (out, map)
+    }
+
+    /// The fd index, rebuilt when older than the configured age (or when `fresh`).
+    fn index(&self, fresh: bool) -> FdIndex {
+        let mut guard = match self.index.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match guard.as_ref() {
+            Some((built, index)) if !fresh && built.elapsed() < self.max_index_age => index.clone(),
+            _ => {
+                let index = scan::build_index(&self.roots);
+                *guard = Some((Instant::now(), index.clone()));
+                index
+            }
+        }
+    }
+
+    /// Every process holding a client of a listed, awake DRM device.
+    pub(crate) fn processes(&self, devs: &DrmDevices, warnings: &mut Vec<Warning>) -> DrmProcesses {
+        if devs.listed.is_empty() {
+            return DrmProcesses {
+                rows: Vec::new(),
+                hidden: 0,
+            };
+        }
+        let index = self.index(false);
+        let mut denied: BTreeSet<u32> = BTreeSet::new();
+        let mut clients: Vec<SeenClient> = Vec::new();
+        let mut samples: BTreeMap<ClientKey, EngineSample> = BTreeMap::new();
+        let mut problems: BTreeSet<String> = BTreeSet::new();
+        for nf in &index.fds {
+            // A node of a suspended (or unknown) device is not read: reading xe fdinfo wakes it.
+            let Some((by_node, suspended)) = devs.by_node(&nf.node) else {
+                continue;
+            };
+            if suspended {
+                continue;
+            }
+            let text = match scan::read_fdinfo(&self.roots, nf.pid, nf.fd) {
+                FdinfoRead::Text(t) => t,
+                FdinfoRead::Denied => {
+                    denied.insert(nf.pid);
+                    continue;
+                }
+                FdinfoRead::Gone => continue,
+            };
+            let at_ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let stats = fdinfo::parse(&text);
+            if stats.driver.is_none() {
+                continue; // no DRM stats (hot-unplugged device, or the fd was reused)
+            }
+            problems.extend(
+                stats
+                    .problems
+                    .iter()
+                    .map(|p| format!("{} fdinfo: {p}", stats.driver.as_deref().unwrap_or("?"))),
+            );
+            // The device by `drm-pdev` when printed (node names can differ inside containers).
+            let device = match stats.pdev.as_deref().and_then(|p| devs.by_pdev(p)) {
+                Some((_, true)) => continue,
+                Some((i, false)) => i,
+                None => by_node,
+            };
+            let key = ClientKey::new(device, nf.pid, nf.fd, &stats);
+            samples.entry(key.clone()).or_insert(EngineSample {
+                at_ns,
+                engines: stats.engines.clone(),
+            });
+            clients.push(SeenClient {
+                pid: nf.pid,
+                key,
+                stats,
+            });
+        }
+        warnings.extend(problems.into_iter().map(Warning::general));
+        let aggregates = model::aggregate(&clients);
+        let busy = self.utilization(&samples);
+        let mut rows: BTreeMap<(u32, u32), GpuProcess> = BTreeMap::new();
+        for ((pid, device), agg) in aggregates {
+            let mut row = GpuProcess::new(pid, device, ProcessKind::Graphics, Source::Fdinfo);
+            row.used_bytes = agg.regions.used_bytes();
+            if row.used_bytes.is_none() {
+                if agg.owned.is_empty() && !agg.shared_with.is_empty() {
+                    row.used_bytes = Some(0);
+                } else {
+                    row.unknown.push(Unknown::new(
+                        "used_bytes",
+                        UnknownReason::Unsupported,
+                        "the driver prints no memory stats for this client",
+                    ));
+                }
+            }
+            if !agg.regions.is_empty() {
+                row.regions = Some(agg.regions);
+            }
+            for key in &agg.owned {
+                if let Some(e) = busy.get(key) {
+                    model::add_engines(&mut row.engines, e);
+                }
+            }
+            row.drm_clients = agg.client_ids.into_iter().collect();
+            row.shared_with = agg.shared_with.into_iter().collect();
+            rows.insert((pid, device), row);
+        }
+        self.merge_kfd(devs, &mut rows);
+        DrmProcesses {
+            rows: rows.into_values().collect(),
+            hidden: index.hidden + u32::try_from(denied.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Engine use since the previous query, per client; remembers this query's counters.
+    fn utilization(
+        &self,
+        now: &BTreeMap<ClientKey, EngineSample>,
+    ) -> HashMap<ClientKey, crate::types::Engines> {
+        let mut prev = match self.previous.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let out = now
+            .iter()
+            .map(|(k, s)| (k.clone(), model::busy_percent(prev.get(k), s)))
+            .collect();
+        prev.clear();
+        prev.extend(now.iter().map(|(k, s)| (k.clone(), s.clone())));
+        out
+    }
+
+    /// ROCm compute processes: KFD VRAM merged into the rows (the larger figure; never added,
+    /// as both may count the same buffers).
+    fn merge_kfd(&self, devs: &DrmDevices, rows: &mut BTreeMap<(u32, u32), GpuProcess>) {
+        for (pid, pci, bytes) in kfd::vram_by_process(&self.roots) {
+            let Some((device, suspended)) = devs.by_pdev(&pci.to_string()) else {
+                continue;
+            };
+            if suspended {
+                continue;
+            }
+            let row = rows
+                .entry((pid, device))
+                .or_insert_with(|| GpuProcess::new(pid, device, ProcessKind::Compute, Source::Kfd));
+            row.kind = ProcessKind::Compute;
+            if row.used_bytes.is_none_or(|u| bytes > u) {
+                row.used_bytes = Some(bytes);
+                row.source = Source::Kfd;
+                row.unknown.retain(|u| u.field != "used_bytes");
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The walk over `/proc` that finds DRM clients: one readdir of the proc root, one readdir and
+//! one `readlinkat` per fd of each process, and an fdinfo read only for fds whose link names a
+//! DRM or accel node (`/dev/dri/…`, `/dev/accel/…`). Classifying by link text, not by `stat`,
+//! keeps the walk to the minimum syscalls and lets fixture trees stand in for `/proc`.
+//!
+//! A process whose `fd/` cannot be listed is *hidden* (counted, not reported one by one); a
+//! process or fd that vanishes during the walk is skipped silently.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, readlinkat};
+use nix::sys::stat::Mode;
+
+use crate::roots::Roots;
+
+/// One fd that refers to a DRM or accel node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeFd {
+    pub pid: u32,
+    pub fd: u32,
+    /// The node's name (`renderD128`, `card1`, `accel0`).
+    pub node: String,
+}
+
+/// The result of a walk.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FdIndex {
+    pub fds: Vec<NodeFd>,
+    /// Processes whose `fd/` could not be listed (permission).
+    pub hidden: u32,
+    /// Processes walked.
+    pub processes: u32,
+}
+
+/// The node name of a DRM/accel device path, if it is one.
+pub(crate) fn node_of(link: &[u8]) -> Option<&str> {
+    let rest = link
+        .strip_prefix(b"/dev/dri/")
+        .or_else(|| link.strip_prefix(b"/dev/accel/"))?;
+    let name = std::str::from_utf8(rest).ok()?;
+    super::sysfs::is_node_name(name).then_some(name)
+}
+
+fn parse_u32(name: &OsStr) -> Option<u32> {
+    let b = name.as_bytes();
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_CLOEXEC);
+
+/// Walks every process under the proc root.
+pub(crate) fn build_index(roots: &Roots) -> FdIndex {
+    let mut index = FdIndex::default();
+    let Ok(mut proc_dir) = Dir::open(&roots.proc, DIR_FLAGS, Mode::empty()) else {
+        return index;
+    };
+    let pids: Vec<u32> = proc_dir
+        .iter()
+        .flatten()
+        .filter_map(|e| parse_u32(OsStr::from_bytes(e.file_name().to_bytes())))
+        .collect();
+    for pid in pids {
+        index.processes += 1;
+        let path = format!("{pid}/fd");
+        let mut fd_dir =
+            match Dir::openat(proc_dir.as_fd(), path.as_str(), DIR_FLAGS, Mode::empty()) {
+                Ok(d) => d,
+                Err(Errno::EACCES | Errno::EPERM) => {
+                    index.hidden += 1;
+                    continue;
+                }
+                Err(_) => continue, // vanished (ENOENT/ESRCH) or not a process directory
+            };
+        let fds: Vec<u32> = fd_dir
+            .iter()
+            .flatten()
+            .filter_map(|e| parse_u32(OsStr::from_bytes(e.file_name().to_bytes())))
+            .collect();
+        for fd in fds {
+            let Ok(link) = readlinkat(fd_dir.as_fd(), fd.to_string().as_str()) else {
+                continue; // closed meanwhile
+            };
+            if let Some(node) = node_of(link.as_bytes()) {
+                index.fds.push(NodeFd {
+                    pid,
+                    fd,
+                    node: node.to_string(),
+                });
+            }
+        }
+    }
+    index
+}
+
+/// What reading one fdinfo gave.
+#[derive(Debug)]
+pub(crate) enum FdinfoRead {
+    Text(String),
+    /// The process or fd is gone.
+    Gone,
+    /// Not readable by this user.
+    Denied,
+}
+
+/// Reads `<proc>/<pid>/fdinfo/<fd>`.
+pub(crate) fn read_fdinfo(roots: &Roots, pid: u32, fd: u32) -> FdinfoRead {
+    let path = roots.proc.join(format!("{pid}/fdinfo/{fd}"));
+    match std::fs::read_to_string(path) {
+        Ok(t) => FdinfoRead::Text(t),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => FdinfoRead::Denied,
+        Err(_) => FdinfoRead::Gone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_links() {
+        assert_eq!(node_of(b"/dev/dri/renderD128"), Some("renderD128"));
+        assert_eq!(node_of(b"/dev/dri/card1"), Some("card1"));
+        assert_eq!(node_of(b"/dev/accel/accel0"), Some("accel0"));
+        assert_eq!(node_of(b"/dev/dri/by-path/pci-0000:03:00.0-render"), None);
+        assert_eq!(node_of(b"/dev/null"), None);
+        assert_eq!(node_of(b"socket:[12345]"), None);
+        assert_eq!(node_of(b"/dev/nvidia0"), None);
+    }
+
+    #[test]
+    fn the_live_proc_is_walked() {
+        let index = build_index(&Roots::system());
+        assert!(index.processes > 0);
+    }
+}

@@ -1,0 +1,405 @@
+//! DRM devices from sysfs: discovery under `<sys>/class/drm` and `<sys>/class/accel`, and the
+//! device-wide memory and telemetry each driver exposes.
+//!
+//! Nodes (`card1`, `renderD128`, `accel0`; never connectors like `card1-DP-1`) are resolved
+//! independently through their `device` link and grouped by the device they belong to, so a
+//! GPU's card and render nodes are one device. `renderD(128+N)` is *not* assumed to be `cardN`.
+//!
+//! A device whose `power/runtime_status` is `suspended` is not read any further: reading amdgpu
+//! or xe attributes either wakes it or fails, so it is listed as suspended with its memory
+//! unknown.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::pci::PciBusId;
+use crate::roots::Roots;
+use crate::types::{
+    Device, DeviceMemory, DeviceRegion, Source, Telemetry, Unknown, UnknownReason, Vendor,
+};
+
+/// Firmware framebuffers that register a DRM node but are not GPUs.
+const NOT_GPUS: [&str; 4] = [
+    "simple-framebuffer",
+    "simpledrm",
+    "efi-framebuffer",
+    "vesa-framebuffer",
+];
+
+/// A device found in sysfs, before it is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The device's sysfs directory (canonical).
+    pub dir: PathBuf,
+    /// Its PCI address, for PCI devices.
+    pub pci: Option<PciBusId>,
+    /// Its DRM/accel node names.
+    pub nodes: Vec<String>,
+    pub vendor_id: Option<u16>,
+    pub device_id: Option<u16>,
+    pub driver: Option<String>,
+    pub runtime_status: Option<String>,
+}
+
+impl Found {
+    pub(crate) fn suspended(&self) -> bool {
+        self.runtime_status.as_deref() == Some("suspended")
+    }
+
+    pub(crate) fn vendor(&self) -> Vendor {
+        match self.vendor_id {
+            Some(0x1002) => Vendor::Amd,
+            Some(0x8086) => Vendor::Intel,
+            Some(0x10de) => Vendor::Nvidia,
+            _ => Vendor::Other(self.driver.clone().unwrap_or_else(|| "unknown".to_string())),
+        }
+    }
+
+    /// The card node (`cardN`), where per-card attributes such as i915 frequencies live.
+    fn card_node(&self) -> Option<&str> {
+        self.nodes
+            .iter()
+            .map(String::as_str)
+            .find(|n| n.starts_with("card"))
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    read_trimmed(path)?.parse().ok()
+}
+
+fn read_hex_u16(path: &Path) -> Option<u16> {
+    let t = read_trimmed(path)?;
+    u16::from_str_radix(t.trim_start_matches("0x"), 16).ok()
+}
+
+/// `true` for `card3`, `renderD128`, `accel0`; `false` for connectors and control files.
+pub(crate) fn is_node_name(name: &str) -> bool {
+    let digits = |rest: &str| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit());
+    ["card", "renderD", "accel"]
+        .iter()
+        .any(|p| name.strip_prefix(p).is_some_and(digits))
+}
+
+/// Finds every DRM and accel device, grouped, non-GPUs dropped, in PCI bus order (non-PCI
+/// devices after, by path).
+pub(crate) fn discover(roots: &Roots) -> Vec<Found> {
+    let mut by_dir: BTreeMap<PathBuf, Found> = BTreeMap::new();
+    for class in ["drm", "accel"] {
+        let Ok(entries) = std::fs::read_dir(roots.sys.join("class").join(class)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_node_name(&name) {
+                continue;
+            }
+            let Ok(dir) = std::fs::canonicalize(entry.path().join("device")) else {
+                continue;
+            };
+            by_dir
+                .entry(dir.clone())
+                .or_insert_with(|| probe_device(dir))
+                .nodes
+                .push(name);
+        }
+    }
+    let mut found: Vec<Found> = by_dir
+        .into_values()
+        .filter(|f| !f.driver.as_deref().is_some_and(|d| NOT_GPUS.contains(&d)))
+        .collect();
+    for f in &mut found {
+        f.nodes.sort();
+    }
+    found.sort_by(|a, b| match (a.pci, b.pci) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.dir.cmp(&b.dir),
+    });
+    found
+}
+
+fn probe_device(dir: PathBuf) -> Found {
+    let uevent = read_trimmed(&dir.join("uevent")).unwrap_or_default();
+    let field = |key: &str| {
+        uevent
+            .lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let driver = field("DRIVER").or_else(|| {
+        std::fs::read_link(dir.join("driver"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+    });
+    let pci = field("PCI_SLOT_NAME")
+        .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .and_then(|s| s.parse::<PciBusId>().ok());
+    Found {
+        vendor_id: read_hex_u16(&dir.join("vendor")),
+        device_id: read_hex_u16(&dir.join("device")),
+        runtime_status: read_trimmed(&dir.join("power").join("runtime_status")),
+        dir,
+        pci,
+        nodes: Vec::new(),
+        driver,
+    }
+}
+
+/// The driver's version: an out-of-tree module's own version, else the kernel release (an
+/// in-tree DRM driver is versioned with the kernel).
+fn driver_version(roots: &Roots, driver: &str) -> Option<String> {
+    read_trimmed(&roots.sys.join("module").join(driver).join("version"))
+        .or_else(|| read_trimmed(&roots.proc.join("sys/kernel/osrelease")))
+}
+
+/// Reads a found device into a [`Device`] with the given index.
+pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&str>) -> Device {
+    let mut d = Device::new(index, f.vendor(), Source::Sysfs);
+    d.pci_bus_id = f.pci;
+    d.driver.clone_from(&f.driver);
+    d.runtime_status.clone_from(&f.runtime_status);
+    d.pci_id = match (f.vendor_id, f.device_id) {
+        (Some(v), Some(p)) => Some(format!("{v:04x}:{p:04x}")),
+        _ => None,
+    };
+    let memory_fields = [
+        "memory.total_bytes",
+        "memory.used_bytes",
+        "memory.free_bytes",
+        "memory.reserved_bytes",
+    ];
+    if f.suspended() {
+        for field in memory_fields.iter().chain(&["name", "telemetry"]) {
+            d.unknown.push(Unknown::new(
+                *field,
+                UnknownReason::Suspended,
+                "the device is runtime-suspended; reading it would wake it",
+            ));
+        }
+        return d;
+    }
+    d.driver_version = f
+        .driver
+        .as_deref()
+        .and_then(|drv| driver_version(roots, drv));
+    d.name = read_trimmed(&f.dir.join("product_name")).filter(|n| !n.is_empty());
+    if d.name.is_none() {
+        d.unknown.push(Unknown::new(
+            "name",
+            UnknownReason::Unsupported,
+            "sysfs has no product name",
+        ));
+    }
+    let hwmon = hwmon_dir(&f.dir);
+    match f.driver.as_deref() {
+        Some("amdgpu") => amdgpu(f, hwmon.as_deref(), &mut d),
+        Some(drv @ ("i915" | "xe")) => intel(roots, f, drv, hwmon.as_deref(), &mut d),
+        drv => {
+            let detail = match (drv, nvml_reason) {
+                (Some("nvidia"), Some(r)) => {
+                    format!("NVIDIA memory is read through NVML, which is unavailable: {r}")
+                }
+                (Some(drv), _) if f.pci.is_none() => {
+                    d.integrated = Some(true);
+                    format!("{drv} is an integrated GPU: its memory is shared system memory")
+                }
+                (drv, _) => format!(
+                    "{} exposes no device memory in sysfs",
+                    drv.unwrap_or("this driver")
+                ),
+            };
+            for field in memory_fields {
+                d.unknown.push(Unknown::new(
+                    field,
+                    UnknownReason::Unsupported,
+                    detail.clone(),
+                ));
+            }
+            d.telemetry = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
+        }
+    }
+    d
+}
+
+fn amdgpu(f: &Found, hwmon: Option<&Path>, d: &mut Device) {
+    let dir = &f.dir;
+    let get = |name: &str| read_u64(&dir.join(name));
+    let (total, used) = (get("mem_info_vram_total"), get("mem_info_vram_used"));
+    let free = total.zip(used).map(|(t, u)| t.saturating_sub(u));
+    d.memory = DeviceMemory::new(total, used, free, None);
+    for (field, v) in [
+        ("memory.total_bytes", total),
+        ("memory.used_bytes", used),
+        ("memory.free_bytes", free),
+    ] {
+        if v.is_none() {
+            d.unknown.push(Unknown::new(
+                field,
+                UnknownReason::Unsupported,
+                "mem_info_vram_* not readable",
+            ));
+        }
+    }
+    d.unknown.push(Unknown::new(
+        "memory.reserved_bytes",
+        UnknownReason::Unsupported,
+        "amdgpu does not expose its reservation",
+    ));
+    for (region, prefix) in [
+        ("vram", "mem_info_vram"),
+        ("visible_vram", "mem_info_vis_vram"),
+        ("gtt", "mem_info_gtt"),
+    ] {
+        let r = DeviceRegion::new(
+            get(&format!("{prefix}_total")),
+            get(&format!("{prefix}_used")),
+        );
+        if r.total_bytes.is_some() || r.used_bytes.is_some() {
+            d.regions.insert(region.to_string(), r);
+        }
+    }
+    let mut t = hwmon_telemetry(hwmon, &mut d.unknown);
+    t.utilization_percent = get("gpu_busy_percent").map(|v| v as f64);
+    t.memory_utilization_percent = get("mem_busy_percent").map(|v| v as f64);
+    for (field, v) in [
+        ("telemetry.utilization_percent", t.utilization_percent),
+        (
+            "telemetry.memory_utilization_percent",
+            t.memory_utilization_percent,
+        ),
+    ] {
+        if v.is_none() {
+            d.unknown.push(Unknown::new(
+                field,
+                UnknownReason::Unsupported,
+                "not exposed by this ASIC",
+            ));
+        }
+    }
+    d.telemetry = t;
+}
+
+fn intel(roots: &Roots, f: &Found, driver: &str, hwmon: Option<&Path>, d: &mut Device) {
+    // The integrated GPU of Intel platforms sits at 00:02.0.
+    let integrated = f
+        .pci
+        .is_some_and(|p| p.domain == 0 && p.bus == 0 && p.device == 2);
+    d.integrated = Some(integrated);
+    let detail = if integrated {
+        "integrated GPU: its memory is shared system memory".to_string()
+    } else {
+        format!(
+            "{driver} exposes no device-memory totals in sysfs (only through its memory-region query ioctl)"
+        )
+    };
+    for field in [
+        "memory.total_bytes",
+        "memory.used_bytes",
+        "memory.free_bytes",
+        "memory.reserved_bytes",
+    ] {
+        d.unknown.push(Unknown::new(
+            field,
+            UnknownReason::Unsupported,
+            detail.clone(),
+        ));
+    }
+    let mut t = hwmon_telemetry(hwmon, &mut d.unknown);
+    let freq = match driver {
+        "xe" => read_u64(&f.dir.join("tile0/gt0/freq0/act_freq")),
+        _ => f.card_node().and_then(|card| {
+            let base = roots.sys.join("class/drm").join(card);
+            read_u64(&base.join("gt_act_freq_mhz"))
+                .or_else(|| read_u64(&base.join("gt_cur_freq_mhz")))
+        }),
+    };
+    t.clock_graphics_mhz = freq.and_then(|v| u32::try_from(v).ok());
+    d.unknown.push(Unknown::new(
+        "telemetry.utilization_percent",
+        UnknownReason::Unsupported,
+        format!("{driver} has no device-wide busy counter in sysfs; see per-process engines"),
+    ));
+    d.telemetry = t;
+}
+
+/// The first `hwmon/hwmonN` directory of a device (the number is not stable).
+fn hwmon_dir(dev: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dev.join("hwmon"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().next()
+}
+
+/// Temperature, power, energy and clocks from hwmon; milli-°C, µW, µJ and Hz are converted.
+fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetry {
+    let mut t = Telemetry::default();
+    let Some(h) = hwmon else {
+        unknown.push(Unknown::new(
+            "telemetry",
+            UnknownReason::Unsupported,
+            "no hwmon for this device",
+        ));
+        return t;
+    };
+    let get = |name: &str| read_u64(&h.join(name));
+    t.temperature_celsius = ["temp1_input", "temp2_input"]
+        .iter()
+        .find_map(|n| get(n))
+        .map(|m| m as f64 / 1000.0);
+    t.power_watts = get("power1_average")
+        .or_else(|| get("power1_input"))
+        .map(|uw| uw as f64 / 1e6);
+    t.energy_joules = get("energy1_input").map(|uj| uj as f64 / 1e6);
+    let mhz = |hz: Option<u64>| hz.and_then(|v| u32::try_from(v / 1_000_000).ok());
+    t.clock_graphics_mhz = mhz(get("freq1_input"));
+    t.clock_memory_mhz = mhz(get("freq2_input"));
+    for (field, missing) in [
+        (
+            "telemetry.temperature_celsius",
+            t.temperature_celsius.is_none(),
+        ),
+        ("telemetry.power_watts", t.power_watts.is_none()),
+    ] {
+        if missing {
+            unknown.push(Unknown::new(
+                field,
+                UnknownReason::Unsupported,
+                "not exposed by this device's hwmon",
+            ));
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names() {
+        for n in ["card0", "card12", "renderD128", "accel0"] {
+            assert!(is_node_name(n), "{n}");
+        }
+        for n in [
+            "card0-DP-1",
+            "card1-HDMI-A-1",
+            "version",
+            "renderD",
+            "cardX",
+            "ttm",
+        ] {
+            assert!(!is_node_name(n), "{n}");
+        }
+    }
+}
