@@ -106,6 +106,15 @@ pub struct PsArgs {
     /// Exit 0 when rows were listed, 1 when none, 2 when it could not be determined.
     #[arg(long)]
     pub exit_status: bool,
+
+    /// Also measure engine utilization (AMD, Intel and other DRM GPUs): take two samples
+    /// --interval apart and add a UTIL column (the busiest engine class of each row).
+    #[arg(long)]
+    pub util: bool,
+
+    /// Time between the two samples of --util (e.g. 200ms, 1s).
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration_arg, requires = "util")]
+    pub interval: std::time::Duration,
 }
 
 /// `hmn ps --sort` keys.
@@ -131,6 +140,10 @@ fn parse_pattern(s: &str) -> Result<String, String> {
     } else {
         Ok(s.to_string())
     }
+}
+
+fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    crate::format::parse_duration(s)
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
@@ -182,6 +195,9 @@ mod tests {
             &["ps", "--pid", "x"],
             &["ps", "--sort", "size"],
             &["ps", "--csv", "--json"],
+            &["ps", "--util", "--interval", "0s"],
+            &["ps", "--util", "--interval", "soon"],
+            &["ps", "--interval", "1s"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

@@ -76,6 +76,30 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// Parses a duration: a number with `ms`, `s`, `m` or `h` (a bare number is seconds), greater
+/// than zero and at most a day.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let bad =
+        || format!("invalid duration {text:?}: expected a positive number with ms, s, m or h");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 /// Makes text safe for a terminal: control characters (including escape sequences a hostile
 /// process name could carry) are shown as `\x..` / `\u{..}` escapes.
 pub fn sanitize(text: &str) -> String {
@@ -207,6 +231,20 @@ mod tests {
         }
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("20000000 TiB").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        for bad in [
+            "", "0", "0ms", "-1s", "1d", "ms", "1e3", "nan", "2h30m", "25h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

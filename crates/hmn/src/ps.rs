@@ -28,7 +28,15 @@ pub fn run(
     args: &PsArgs,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let list = probe.gpu_processes();
+    let list = if args.util {
+        // Engine counters are cumulative: the second sample's deltas over the first give the
+        // utilization of the interval.
+        let _ = probe.gpu_processes();
+        std::thread::sleep(args.interval);
+        probe.gpu_processes()
+    } else {
+        probe.gpu_processes()
+    };
     let devices: Vec<u32> = list.devices.iter().map(|d| d.index).collect();
     for d in &args.device {
         if !devices.contains(d) {
@@ -66,7 +74,7 @@ pub fn run(
         write_csv(out, &rows)?;
         crate::print_warnings(&list.warnings)?;
     } else {
-        out.write_all(table(&rows).as_bytes())?;
+        out.write_all(table(&rows, args.util).as_bytes())?;
         crate::print_warnings(&list.warnings)?;
     }
     // The summary goes out after stdout is complete, so `2>&1` keeps them in order.
@@ -136,25 +144,52 @@ fn user_cell(p: &GpuProcess) -> String {
     }
 }
 
-/// The text table: `PID USER NAME DEVICE KIND VRAM`.
-fn table(rows: &[&GpuProcess]) -> String {
-    let mut t = Table::new(&[
+/// The VRAM cell: the bytes, `?` when unknown, or where a shared client is counted.
+fn vram_cell(p: &GpuProcess) -> String {
+    match (p.used_bytes, p.shared_with.first()) {
+        (Some(0), Some(owner)) => format!("shared w/ {owner}"),
+        (used, _) => opt_bytes(used),
+    }
+}
+
+/// The UTIL cell: the busiest engine class, or `-` when the driver gave no figure.
+fn util_cell(p: &GpuProcess) -> String {
+    p.engines
+        .iter()
+        .max_by(|a, b| a.1.busy_percent.total_cmp(&b.1.busy_percent))
+        .map_or_else(
+            || "-".to_string(),
+            |(class, u)| format!("{:.0}% {class}", u.busy_percent),
+        )
+}
+
+/// The text table: `PID USER NAME DEVICE KIND VRAM` (and `UTIL` with `--util`).
+fn table(rows: &[&GpuProcess], util: bool) -> String {
+    let mut headers = vec![
         ("PID", Align::Right),
         ("USER", Align::Left),
         ("NAME", Align::Left),
         ("DEVICE", Align::Right),
         ("KIND", Align::Left),
         ("VRAM", Align::Right),
-    ]);
+    ];
+    if util {
+        headers.push(("UTIL", Align::Left));
+    }
+    let mut t = Table::new(&headers);
     for p in rows {
-        t.row(vec![
+        let mut cells = vec![
             p.pid.to_string(),
             user_cell(p),
             p.name_or_unknown().to_string(),
             p.device_index.to_string(),
             p.kind.to_string(),
-            opt_bytes(p.used_bytes),
-        ]);
+            vram_cell(p),
+        ];
+        if util {
+            cells.push(util_cell(p));
+        }
+        t.row(cells);
     }
     t.render()
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use hypomnesis::{BackendStatus, Device, HostMemory, Probe, Warning};
+use hypomnesis::{BackendStatus, Device, HostMemory, Probe, Source, Vendor, Warning};
 use serde::Serialize;
 
 use crate::cli::GlobalArgs;
@@ -48,36 +48,68 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
 }
 
 /// `GPU 0 [name]: free X / Y, Z reserved, driver V`.
+///
+/// A DRM device without a product name is named by vendor and PCI id (`AMD 1002:73ff`); its
+/// driver is named with its version (`driver amdgpu 6.18.44`); a suspended device says so
+/// instead of showing memory it did not read.
 pub fn device_line(dev: &Device) -> String {
     let mut line = format!("GPU {}", dev.index);
-    if let Some(name) = &dev.name {
-        line.push_str(&format!(" [{}]", sanitize(name)));
+    match (&dev.name, &dev.pci_id) {
+        (Some(name), _) => line.push_str(&format!(" [{}]", sanitize(name))),
+        (None, Some(id)) => {
+            line.push_str(&format!(" [{} {}]", vendor_name(&dev.vendor), sanitize(id)))
+        }
+        (None, None) => {}
     }
     if let Some(err) = &dev.error {
         line.push_str(&format!(": unreadable ({})", sanitize(err)));
         return line;
     }
     let m = &dev.memory;
-    line.push_str(&format!(
-        ": free {} / {}",
-        opt_bytes(m.free_bytes),
-        opt_bytes(m.total_bytes)
-    ));
+    if dev.runtime_status.as_deref() == Some("suspended") && m.total_bytes.is_none() {
+        line.push_str(": suspended (not read, so it can stay asleep)");
+    } else if dev.integrated == Some(true) && m.total_bytes.is_none() {
+        line.push_str(": shared system memory");
+    } else {
+        line.push_str(&format!(
+            ": free {} / {}",
+            opt_bytes(m.free_bytes),
+            opt_bytes(m.total_bytes)
+        ));
+    }
     if let Some(r) = m.reserved_bytes.filter(|r| *r > 0) {
         line.push_str(&format!(", {} reserved", bytes(r)));
     }
-    if let Some(v) = &dev.driver_version {
-        line.push_str(&format!(", driver {}", sanitize(v)));
+    match (&dev.driver, &dev.driver_version) {
+        (Some(d), Some(v)) if dev.vendor != Vendor::Nvidia => {
+            line.push_str(&format!(", driver {} {}", sanitize(d), sanitize(v)));
+        }
+        (_, Some(v)) => line.push_str(&format!(", driver {}", sanitize(v))),
+        (Some(d), None) if dev.vendor != Vendor::Nvidia => {
+            line.push_str(&format!(", driver {}", sanitize(d)));
+        }
+        _ => {}
     }
-    if dev.source != hypomnesis::Source::Nvml {
-        line.push_str(&format!(" (via {})", dev.source));
+    if dev.source == Source::NvidiaSmi {
+        line.push_str(" (via nvidia-smi)");
     }
-    if m.total_bytes.is_none() {
+    let shown_elsewhere =
+        dev.integrated == Some(true) || dev.runtime_status.as_deref() == Some("suspended");
+    if m.total_bytes.is_none() && !shown_elsewhere {
         if let Some(u) = dev.unknown.iter().find(|u| u.field == "memory.total_bytes") {
             line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
         }
     }
     line
+}
+
+fn vendor_name(v: &Vendor) -> &str {
+    match v {
+        Vendor::Amd => "AMD",
+        Vendor::Intel => "Intel",
+        Vendor::Nvidia => "NVIDIA",
+        other => other.as_str(),
+    }
 }
 
 /// `RAM: X available / Y`.

@@ -63,7 +63,13 @@ impl NvmlBackend {
         let nvml = Nvml::builder().lib_path(path).init().map_err(|e| match e {
             NvmlError::LibloadingError(err) => {
                 if library.is_some() {
-                    format!("cannot load {shown}: {err}")
+                    // dlerror's text names the file already.
+                    let text = err.to_string();
+                    if text.starts_with(shown.as_ref()) {
+                        format!("cannot load {text}")
+                    } else {
+                        format!("cannot load {shown}: {text}")
+                    }
                 } else {
                     format!("{shown} not found (no NVIDIA driver installed)")
                 }

@@ -1,0 +1,312 @@
+//! `hmn` and `hmn ps` over fixture /proc and /sys trees with AMD, Intel and SoC GPUs: golden
+//! JSON, the text views, hidden processes seen by an unprivileged user, and a suspended device
+//! whose clients are not read.
+//!
+//! Regenerate the golden files after an intended change with
+//! `UPDATE_GOLDEN=1 cargo test -p hmn --test drm` and review the diff.
+
+// Test harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hmn_testbed::{FakeGpu, FakeProc, ProcFixture, SysFixture};
+
+fn fdinfo(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../hypomnesis/tests/fixtures/fdinfo")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    proc: ProcFixture,
+    sys: SysFixture,
+}
+
+impl World {
+    /// An amdgpu card with an eraD client and a forked child sharing it, a ROCm compute
+    /// process, an Intel iGPU client, and a suspended xe card.
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = ProcFixture::new(&dir.path().join("proc")).unwrap();
+        proc.meminfo(24_684_084, 24_444_784).unwrap();
+        proc.osrelease("6.18.44").unwrap();
+        let sys = SysFixture::new(&dir.path().join("sys")).unwrap();
+        sys.gpu(&FakeGpu::i915_igpu(0, 128)).unwrap();
+        sys.gpu(&FakeGpu::amdgpu("0000:03:00.0", 1, 129)).unwrap();
+        sys.gpu(&FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended())
+            .unwrap();
+        let w = World { dir, proc, sys };
+        let era_d = fdinfo("amdgpu-eraD.txt").replace("0000:11:00.0", "0000:03:00.0");
+        w.client(
+            400,
+            "python3",
+            &[(5, "renderD129", &era_d), (6, "card1", &era_d)],
+        );
+        w.client(401, "python3", &[(5, "renderD129", &era_d)]);
+        w.client(
+            500,
+            "gnome-shell",
+            &[(9, "renderD128", &fdinfo("i915-igpu.txt"))],
+        );
+        w.sys.kfd_node(1, 48233, 0, 0x03, 0, 0).unwrap();
+        w.sys.kfd_process(402, 48233, 6 << 30).unwrap();
+        w.proc.process(&FakeProc::new(402, "rocm-train")).unwrap();
+        w
+    }
+
+    fn client(&self, pid: u32, comm: &str, fds: &[(u32, &str, &str)]) {
+        self.proc.process(&FakeProc::new(pid, comm)).unwrap();
+        self.proc.fd(pid, 0, "/dev/null").unwrap();
+        for (fd, node, text) in fds {
+            self.proc.drm_fd(pid, *fd, node, text).unwrap();
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+        c.args(args)
+            .env("HMN_PROC_ROOT", self.proc.root())
+            .env("HMN_SYS_ROOT", self.sys.root())
+            .env(
+                "HMN_NVML_LIB",
+                self.dir.path().join("no-nvml/libnvidia-ml.so.1"),
+            )
+            .env("HMN_NVIDIA_SMI", self.dir.path().join("no-smi/nvidia-smi"))
+            .env_remove("HMN_NVIDIA_SMI_TIMEOUT_MS")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Output with this world's temporary directory replaced by `<tmp>`.
+    fn normalised(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        text.replace(&self.dir.path().display().to_string(), "<tmp>")
+    }
+}
+
+/// Compares `actual` with the golden file, or rewrites it under `UPDATE_GOLDEN=1`.
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    let pretty =
+        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(actual).unwrap())
+            .unwrap()
+            + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &pretty).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        pretty,
+        expected,
+        "{} differs; rerun with UPDATE_GOLDEN=1 and review the diff",
+        path.display()
+    );
+}
+
+#[test]
+fn golden_devices_json() {
+    let w = World::new();
+    let o = w.run(&["--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    golden("drm-devices.json", &w.normalised(&o.stdout));
+}
+
+#[test]
+fn golden_ps_json() {
+    let w = World::new();
+    let o = w.run(&["ps", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    golden("drm-ps.json", &w.normalised(&o.stdout));
+}
+
+#[test]
+fn text_views() {
+    let w = World::new();
+    let o = w.run(&[]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "GPU 0 [Intel 8086:9a49]: shared system memory, driver i915 6.18.44"
+    );
+    assert_eq!(
+        lines[1],
+        "GPU 1 [AMD 1002:73ff]: free 1.6 GiB / 8 GiB, driver amdgpu 6.18.44"
+    );
+    assert_eq!(
+        lines[2],
+        "GPU 2 [Intel 8086:e20b]: suspended (not read, so it can stay asleep), driver xe"
+    );
+    assert!(lines[3].starts_with("RAM: "));
+
+    let o = w.run(&["ps", "--sort", "pid"]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(
+        lines[1].contains("400") && lines[1].contains("graphics") && lines[1].ends_with("58.7 MiB"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("401") && lines[2].ends_with("shared w/ 400"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains("rocm-train")
+            && lines[3].contains("compute")
+            && lines[3].ends_with("6 GiB"),
+        "{out}"
+    );
+    assert!(
+        lines[4].contains("gnome-shell") && lines[4].ends_with("309.8 MiB"),
+        "{out}"
+    );
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err, "hmn: 4 GPU processes found (6.4 GiB total)\n");
+}
+
+#[test]
+fn ps_util_takes_two_samples() {
+    let w = World::new();
+    let o = w.run(&["ps", "--util", "--interval", "50ms", "--pid", "400"]);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.lines().next().unwrap().ends_with("UTIL"), "{out}");
+    // The fixture's counters do not move between the samples: 0 % busy, not "-".
+    assert!(
+        out.lines().nth(1).unwrap().ends_with("0% compute")
+            || out.lines().nth(1).unwrap().ends_with("0% dma")
+            || out.lines().nth(1).unwrap().ends_with("0% gfx"),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(
+        &w.run(&[
+            "ps",
+            "--json",
+            "--util",
+            "--interval",
+            "50ms",
+            "--pid",
+            "400",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["processes"][0]["engines"]["gfx"]["busy_percent"], 0.0);
+}
+
+#[test]
+fn a_suspended_devices_clients_are_not_read() {
+    let w = World::new();
+    // If hmn opened this fdinfo it would block forever: it is a FIFO nobody writes to.
+    w.proc.process(&FakeProc::new(700, "sleeper")).unwrap();
+    w.proc.fd(700, 3, "/dev/dri/renderD130").unwrap();
+    let fifo = w.proc.root().join("700/fdinfo/3");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let mut child = w
+        .cmd(&["ps", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("hmn read the fdinfo of a suspended device's client and blocked");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+}
+
+#[test]
+fn an_unprivileged_user_sees_a_hidden_count() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to run hmn as another user (CI runs as root)");
+        return;
+    }
+    let w = World::new();
+    // Another user's process: its fd directory is not listable by `nobody`.
+    w.client(
+        800,
+        "secret",
+        &[(3, "renderD129", &fdinfo("amdgpu-eraB-real.txt"))],
+    );
+    std::fs::set_permissions(
+        w.proc.root().join("800/fd"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    // A process whose fd directory is listable but whose fdinfo is not.
+    w.client(
+        801,
+        "half",
+        &[(3, "renderD129", &fdinfo("amdgpu-eraB-real.txt"))],
+    );
+    std::fs::set_permissions(
+        w.proc.root().join("801/fdinfo/3"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::set_permissions(w.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = {
+        use std::os::unix::process::CommandExt;
+        w.cmd(&["ps", "--json"])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["hidden_processes"], 2);
+    let pids: Vec<u64> = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert!(!pids.contains(&800) && !pids.contains(&801), "{pids:?}");
+    assert!(
+        pids.contains(&400),
+        "readable processes are still listed: {pids:?}"
+    );
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("2 hidden — run as root to see all"), "{err}");
+    let code = {
+        use std::os::unix::process::CommandExt;
+        w.cmd(&["ps", "--exit-status", "--pid", "800"])
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(
+        code,
+        Some(2),
+        "hidden processes make an empty answer undetermined"
+    );
+}
