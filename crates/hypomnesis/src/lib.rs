@@ -62,6 +62,41 @@ pub mod roots;
 mod smi;
 #[cfg(feature = "test-helpers")]
 pub mod test_helpers;
+
+/// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`; not a stable API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Parses DRM fdinfo text and runs the region model and the utilization maths over it.
+    pub fn fdinfo(data: &[u8]) {
+        let text = String::from_utf8_lossy(data);
+        let stats = crate::drm::fdinfo::parse(&text);
+        let regions = crate::drm::model::regions_of(&stats);
+        let _ = regions.used_bytes();
+        let sample = crate::drm::model::EngineSample {
+            at_ns: 1_000_000_000,
+            engines: stats.engines.clone(),
+        };
+        let earlier = crate::drm::model::EngineSample {
+            at_ns: 0,
+            engines: stats.engines,
+        };
+        let _ = crate::drm::model::busy_percent(Some(&earlier), &sample);
+    }
+
+    /// Parses nvidia-smi CSV (both queries) and procfs memory files.
+    pub fn text_parsers(data: &[u8]) {
+        let text = String::from_utf8_lossy(data);
+        let _ = crate::smi::parse::parse_gpus(&text, true);
+        let _ = crate::smi::parse::parse_gpus(&text, false);
+        let _ = crate::smi::parse::parse_apps(&text);
+        let _ = crate::host::parse::parse_status(&text);
+        let _ = crate::host::parse::parse_meminfo(&text);
+        let _ = crate::host::parse::parse_smaps_rollup(&text);
+        let _ = crate::host::parse::statm_resident_pages(data);
+        let _ = text.parse::<crate::PciBusId>();
+    }
+}
 pub mod types;
 
 pub use api::{

@@ -114,8 +114,9 @@ pub(crate) enum FdinfoRead {
 /// Reads `<proc>/<pid>/fdinfo/<fd>`.
 pub(crate) fn read_fdinfo(roots: &Roots, pid: u32, fd: u32) -> FdinfoRead {
     let path = roots.proc.join(format!("{pid}/fdinfo/{fd}"));
-    match std::fs::read_to_string(path) {
-        Ok(t) => FdinfoRead::Text(t),
+    // Bytes, decoded lossily: a client name set by userspace need not be UTF-8.
+    match std::fs::read(path) {
+        Ok(b) => FdinfoRead::Text(String::from_utf8_lossy(&b).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => FdinfoRead::Denied,
         Err(_) => FdinfoRead::Gone,
     }
