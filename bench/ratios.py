@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the ratios the docs quote, from criterion's estimates of the last `cargo bench` run.
 
-Run `cargo bench -p hypomnesis` first (benches: rss, nvml). Each ratio compares two functions
+Run `cargo bench -p hypomnesis --all-features` first (benches: rss, nvml, drm). Each ratio compares two functions
 measured in the same run of the same binary, so machine speed cancels out.
 """
 import json
@@ -30,4 +30,5 @@ show("process_rss / bare statm read", ("own_rss", "process_rss"), ("own_rss", "b
 show("process_rss / bare pread of an open fd", ("own_rss", "process_rss"), ("own_rss", "bare_pread_open_fd"), "<= 1.5x")
 show("sysinfo refresh one / process_rss", ("own_rss", "sysinfo_refresh_one"), ("own_rss", "process_rss"), ">= 20x")
 show("init per call / long-lived probe", ("device_query", "init_per_call"), ("device_query", "long_lived_probe"), ">= 100x")
+show("cached-index tick / full DRM scan (idle /proc)", ("drm_query", "cached_index_tick"), ("drm_query", "full_scan"), "<= 0.10x")
 sys.exit(0)
