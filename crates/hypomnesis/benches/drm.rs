@@ -36,7 +36,9 @@ fn drm(c: &mut Criterion) {
     cached.gpu_processes();
     let mut g = c.benchmark_group("drm_query");
     g.bench_function("full_scan", |b| b.iter(|| black_box(full.gpu_processes())));
-    g.bench_function("cached_index_tick", |b| b.iter(|| black_box(cached.gpu_processes())));
+    g.bench_function("cached_index_tick", |b| {
+        b.iter(|| black_box(cached.gpu_processes()))
+    });
     g.finish();
 }
 

@@ -5,7 +5,12 @@
 //! Usage: `cargo run --release -p hypomnesis --example drm_scan [QUERIES]`
 
 // Example/bench harness code: a failed step should stop with its message.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use std::time::Duration;
 
@@ -20,7 +25,10 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() {
-    let queries: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let queries: u32 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10);
     let dir = tempfile::tempdir().unwrap();
     let sys = SysFixture::new(dir.path()).unwrap();
     sys.gpu(&FakeGpu::amdgpu("0000:03:00.0", 1, 128)).unwrap();
