@@ -13,19 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use hmn_testbed::{FakeGpu, FakeProc, ProcFixture, SysFixture};
+use hmn_testbed::{FakeGpu, FakeProc};
 
 fn fdinfo(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../hypomnesis/tests/fixtures/fdinfo")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    hmn_testbed::fdinfo_sample(name).unwrap()
 }
 
 struct World {
     dir: tempfile::TempDir,
-    proc: ProcFixture,
-    sys: SysFixture,
+    w: hmn_testbed::World,
 }
 
 impl World {
@@ -33,46 +29,41 @@ impl World {
     /// process, an Intel iGPU client, and a suspended xe card.
     fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
-        let proc = ProcFixture::new(&dir.path().join("proc")).unwrap();
-        proc.meminfo(24_684_084, 24_444_784).unwrap();
-        proc.osrelease("6.18.44").unwrap();
-        let sys = SysFixture::new(&dir.path().join("sys")).unwrap();
-        sys.gpu(&FakeGpu::i915_igpu(0, 128)).unwrap();
-        sys.gpu(&FakeGpu::amdgpu("0000:03:00.0", 1, 129)).unwrap();
-        sys.gpu(&FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended())
+        let w = hmn_testbed::World::new(dir.path()).unwrap();
+        w.gpu(FakeGpu::i915_igpu(0, 128)).unwrap();
+        w.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 129)).unwrap();
+        w.gpu(FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended())
             .unwrap();
-        let w = World { dir, proc, sys };
         let era_d = fdinfo("amdgpu-eraD.txt").replace("0000:11:00.0", "0000:03:00.0");
         w.client(
             400,
             "python3",
             &[(5, "renderD129", &era_d), (6, "card1", &era_d)],
-        );
-        w.client(401, "python3", &[(5, "renderD129", &era_d)]);
+        )
+        .unwrap();
+        w.client(401, "python3", &[(5, "renderD129", &era_d)])
+            .unwrap();
         w.client(
             500,
             "gnome-shell",
             &[(9, "renderD128", &fdinfo("i915-igpu.txt"))],
-        );
+        )
+        .unwrap();
         w.sys.kfd_node(1, 48233, 0, 0x03, 0, 0).unwrap();
         w.sys.kfd_process(402, 48233, 6 << 30).unwrap();
         w.proc.process(&FakeProc::new(402, "rocm-train")).unwrap();
-        w
+        World { dir, w }
     }
 
     fn client(&self, pid: u32, comm: &str, fds: &[(u32, &str, &str)]) {
-        self.proc.process(&FakeProc::new(pid, comm)).unwrap();
-        self.proc.fd(pid, 0, "/dev/null").unwrap();
-        for (fd, node, text) in fds {
-            self.proc.drm_fd(pid, *fd, node, text).unwrap();
-        }
+        self.w.client(pid, comm, fds).unwrap();
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
         c.args(args)
-            .env("HMN_PROC_ROOT", self.proc.root())
-            .env("HMN_SYS_ROOT", self.sys.root())
+            .env("HMN_PROC_ROOT", self.w.proc.root())
+            .env("HMN_SYS_ROOT", self.w.sys.root())
             .env(
                 "HMN_NVML_LIB",
                 self.dir.path().join("no-nvml/libnvidia-ml.so.1"),
@@ -218,9 +209,9 @@ fn ps_util_takes_two_samples() {
 fn a_suspended_devices_clients_are_not_read() {
     let w = World::new();
     // If hmn opened this fdinfo it would block forever: it is a FIFO nobody writes to.
-    w.proc.process(&FakeProc::new(700, "sleeper")).unwrap();
-    w.proc.fd(700, 3, "/dev/dri/renderD130").unwrap();
-    let fifo = w.proc.root().join("700/fdinfo/3");
+    w.w.proc.process(&FakeProc::new(700, "sleeper")).unwrap();
+    w.w.proc.fd(700, 3, "/dev/dri/renderD130").unwrap();
+    let fifo = w.w.proc.root().join("700/fdinfo/3");
     std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
     let mut child = w
@@ -255,7 +246,7 @@ fn an_unprivileged_user_sees_a_hidden_count() {
         &[(3, "renderD129", &fdinfo("amdgpu-eraB-real.txt"))],
     );
     std::fs::set_permissions(
-        w.proc.root().join("800/fd"),
+        w.w.proc.root().join("800/fd"),
         std::fs::Permissions::from_mode(0o700),
     )
     .unwrap();
@@ -266,7 +257,7 @@ fn an_unprivileged_user_sees_a_hidden_count() {
         &[(3, "renderD129", &fdinfo("amdgpu-eraB-real.txt"))],
     );
     std::fs::set_permissions(
-        w.proc.root().join("801/fdinfo/3"),
+        w.w.proc.root().join("801/fdinfo/3"),
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();

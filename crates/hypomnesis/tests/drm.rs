@@ -17,10 +17,7 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
 
 fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fdinfo")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    hmn_testbed::fdinfo_sample(name).unwrap()
 }
 
 /// A fixture world: /proc and /sys trees, no NVIDIA backend unless given.
@@ -34,14 +31,11 @@ struct World {
 impl World {
     fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
-        let proc = ProcFixture::new(&dir.path().join("proc")).unwrap();
-        proc.meminfo(24_684_084, 24_444_784).unwrap();
-        proc.osrelease("6.18.44").unwrap();
-        let sys = SysFixture::new(&dir.path().join("sys")).unwrap();
+        let w = hmn_testbed::World::new(dir.path()).unwrap();
         World {
             dir,
-            proc,
-            sys,
+            proc: w.proc,
+            sys: w.sys,
             nvml: None,
         }
     }
@@ -51,14 +45,12 @@ impl World {
         self
     }
 
-    /// A process with DRM fds: (fd, node, fdinfo text).
     fn client(&self, pid: u32, comm: &str, fds: &[(u32, &str, &str)]) -> &Self {
-        self.proc.process(&FakeProc::new(pid, comm)).unwrap();
-        self.proc.fd(pid, 0, "/dev/null").unwrap();
-        self.proc.fd(pid, 1, "socket:[12345]").unwrap();
-        for (fd, node, text) in fds {
-            self.proc.drm_fd(pid, *fd, node, text).unwrap();
-        }
+        let w = hmn_testbed::World {
+            proc: self.proc.clone(),
+            sys: self.sys.clone(),
+        };
+        w.client(pid, comm, fds).unwrap();
         self
     }
 

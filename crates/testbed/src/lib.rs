@@ -7,16 +7,19 @@
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`procfs`] | fixture `/proc` trees modelled on real Linux 6.x files |
 //! | [`sysfs`] | fixture `/sys` trees for DRM devices and the AMD KFD |
+//! | [`world`] | a `/proc` + `/sys` pair and the recorded fdinfo samples |
 
 pub mod nvml;
 pub mod procfs;
 pub mod smi;
 pub mod sysfs;
+pub mod world;
 
 pub use nvml::{Driver, FakeDevice, FakeNvml, FakeProcess, ProcessListKind, Used, fake_nvml_path};
 pub use procfs::{FakeProc, ProcFixture};
 pub use smi::{FakeSmi, SmiBehaviour};
 pub use sysfs::{FakeGpu, SysFixture};
+pub use world::{World, fdinfo_dir, fdinfo_sample};
 
 /// Writes `contents` to `path` atomically (temp file + rename), so a concurrent reader or
 /// `exec` never sees a half-written file.
