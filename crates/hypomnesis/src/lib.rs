@@ -30,7 +30,9 @@
 //! | [`api`] | the upstream free functions ([`device_info`], [`gpu_processes`], …) and [`Snapshot`] |
 //! | [`types`] | [`Device`], [`GpuProcess`], [`Unknown`], [`Warning`], the list types |
 //! | [`host`] | host RAM and per-process RSS / peak / swap / PSS; parsers in [`host::parse`] |
-//! | [`process`] | process names and owners |
+//! | [`process`] | process names and owners; process identity and trees ([`process::tree`]) |
+//! | [`sampler`] | [`sampler::Sampler`]: a process tree's RAM and VRAM over time, with peaks |
+//! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
 //! | [`error`] | [`Error`] and [`Result`] |
@@ -50,6 +52,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod cgroup;
 mod drm;
 pub mod error;
 pub mod host;
@@ -59,6 +62,7 @@ pub mod pci;
 pub mod probe;
 pub mod process;
 pub mod roots;
+pub mod sampler;
 mod smi;
 #[cfg(feature = "test-helpers")]
 pub mod test_helpers;

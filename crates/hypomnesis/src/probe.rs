@@ -363,6 +363,14 @@ impl Probe {
     /// the proc root. DRM engine utilization covers the interval since the previous call on
     /// this probe (none on the first call).
     pub fn gpu_processes(&self) -> ProcessList {
+        let mut out = self.gpu_usage();
+        self.identify(&mut out.processes);
+        out
+    }
+
+    /// [`Probe::gpu_processes`] without names and owners (no `comm`/`status` reads per row):
+    /// the cheaper call for samplers that already know their processes.
+    pub fn gpu_usage(&self) -> ProcessList {
         let mut out = ProcessList::default();
         let (devices, drm) = self.collect();
         out.warnings = devices.warnings.clone();
@@ -405,7 +413,6 @@ impl Probe {
         out.hidden_processes = found.hidden;
         out.processes.extend(found.rows);
         out.devices = devices.devices;
-        self.identify(&mut out.processes);
         out.processes.sort_by_key(|p| (p.device_index, p.pid));
         out.failed_devices.sort_unstable();
         out.failed_devices.dedup();

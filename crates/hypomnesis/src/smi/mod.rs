@@ -29,15 +29,22 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_OUTPUT: u64 = 16 << 20;
 
 /// A configured `nvidia-smi`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Smi {
     program: Option<PathBuf>,
     timeout: Duration,
+    /// Set once the binary was found missing: later queries (a sampler's ticks) do not try to
+    /// spawn it again.
+    missing: std::sync::OnceLock<String>,
 }
 
 impl Smi {
     pub(crate) fn new(program: Option<PathBuf>, timeout: Duration) -> Smi {
-        Smi { program, timeout }
+        Smi {
+            program,
+            timeout,
+            missing: std::sync::OnceLock::new(),
+        }
     }
 
     fn shown(&self) -> String {
@@ -49,6 +56,9 @@ impl Smi {
     /// Runs `nvidia-smi ARGS`; `Ok(stdout)` on exit status 0, else the reason (the tool's own
     /// first line of output where it printed one).
     fn run(&self, args: &[String]) -> Result<String, String> {
+        if let Some(reason) = self.missing.get() {
+            return Err(reason.clone());
+        }
         let program: OsString = self
             .program
             .as_ref()
@@ -60,10 +70,14 @@ impl Smi {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound if self.program.is_none() => {
-                    "not found on PATH".to_string()
+                std::io::ErrorKind::NotFound => {
+                    let reason = if self.program.is_none() {
+                        "not found on PATH".to_string()
+                    } else {
+                        format!("{} not found", self.shown())
+                    };
+                    self.missing.get_or_init(|| reason).clone()
                 }
-                std::io::ErrorKind::NotFound => format!("{} not found", self.shown()),
                 std::io::ErrorKind::PermissionDenied => {
                     format!("{} is not executable", self.shown())
                 }

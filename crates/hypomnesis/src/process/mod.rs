@@ -7,6 +7,8 @@
 //! is the effective UID from `status` (what `ps -o user` shows), resolved to a user name through
 //! the C library (so LDAP/SSSD users resolve too); a UID without a name stays numeric.
 
+pub mod tree;
+
 use std::collections::HashMap;
 
 use crate::error::Error;

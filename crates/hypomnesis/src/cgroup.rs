@@ -1,0 +1,276 @@
+//! Control groups: where a process's cgroup is (`/proc/<pid>/cgroup`), and a transient memory
+//! cgroup whose kernel-kept peak gives the exact peak memory of everything run inside it.
+//!
+//! cgroup v2 keeps `memory.peak` (Linux 5.19+); cgroup v1's memory controller keeps
+//! `memory.max_usage_in_bytes`. Both count what the kernel charges to the group — anonymous
+//! memory, page cache, kernel memory — so the figure is at least the processes' summed RSS and
+//! includes the file cache they caused. The v2 hierarchy is looked for at `<sys>/fs/cgroup`
+//! (unified) or `<sys>/fs/cgroup/unified` (hybrid), the v1 memory hierarchy at
+//! `<sys>/fs/cgroup/memory`.
+//!
+//! Creating a group needs write access to the caller's own group (root, or a delegated
+//! subtree); on cgroup v2 the memory controller must be enabled for children of that group
+//! (it cannot be enabled from a group that holds processes, the "no internal processes" rule).
+
+use std::path::{Path, PathBuf};
+
+use crate::roots::Roots;
+
+/// One line of `/proc/<pid>/cgroup`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupLine {
+    /// Hierarchy id (0 for cgroup v2).
+    pub hierarchy: u32,
+    /// Controllers of a v1 hierarchy (`memory`, `cpu,cpuacct`, `name=systemd`); empty for v2.
+    pub controllers: Vec<String>,
+    /// The group's path inside its hierarchy.
+    pub path: String,
+}
+
+/// Parses `/proc/<pid>/cgroup` (pure). Malformed lines are skipped.
+pub fn parse_proc_cgroup(text: &str) -> Vec<CgroupLine> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let hierarchy = it.next()?.parse().ok()?;
+            let controllers = it
+                .next()?
+                .split(',')
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect();
+            let path = it.next()?.to_string();
+            Some(CgroupLine {
+                hierarchy,
+                controllers,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// The process's cgroup v2 path (`0::/…`), if it has one.
+pub fn v2_path(lines: &[CgroupLine]) -> Option<&str> {
+    lines
+        .iter()
+        .find(|l| l.hierarchy == 0 && l.controllers.is_empty())
+        .map(|l| l.path.as_str())
+}
+
+/// The process's cgroup v1 memory-controller path, if it has one.
+pub fn v1_memory_path(lines: &[CgroupLine]) -> Option<&str> {
+    lines
+        .iter()
+        .find(|l| l.controllers.iter().any(|c| c == "memory"))
+        .map(|l| l.path.as_str())
+}
+
+/// Which cgroup version a [`PeakCgroup`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CgroupVersion {
+    /// cgroup v2, `memory.peak`.
+    V2,
+    /// cgroup v1 memory controller, `memory.max_usage_in_bytes`.
+    V1,
+}
+
+/// A cgroup created for one job, to read its peak memory from the kernel.
+#[derive(Debug)]
+pub struct PeakCgroup {
+    dir: PathBuf,
+    version: CgroupVersion,
+}
+
+fn v2_root(roots: &Roots) -> Option<PathBuf> {
+    let base = roots.sys.join("fs/cgroup");
+    [base.clone(), base.join("unified")]
+        .into_iter()
+        .find(|p| p.join("cgroup.controllers").exists())
+}
+
+impl PeakCgroup {
+    /// Creates `<own cgroup>/<name>` with the memory controller, v2 first, then v1.
+    ///
+    /// # Errors
+    /// A one-line reason when neither hierarchy allows it (not root, no delegation, no memory
+    /// controller, a kernel without `memory.peak`).
+    pub fn create(roots: &Roots, name: &str) -> Result<PeakCgroup, String> {
+        let own = std::fs::read_to_string(roots.proc.join("self/cgroup"))
+            .map_err(|e| format!("cannot read the own cgroup: {e}"))?;
+        let lines = parse_proc_cgroup(&own);
+        let mut reasons = Vec::new();
+        match (v2_root(roots), v2_path(&lines)) {
+            (Some(root), Some(path)) => {
+                let parent = root.join(path.trim_start_matches('/'));
+                match create_in(
+                    &parent,
+                    name,
+                    "memory.peak",
+                    Some(&parent.join("cgroup.subtree_control")),
+                ) {
+                    Ok(dir) => {
+                        return Ok(PeakCgroup {
+                            dir,
+                            version: CgroupVersion::V2,
+                        });
+                    }
+                    Err(e) => reasons.push(format!("cgroup v2: {e}")),
+                }
+            }
+            _ => reasons.push("cgroup v2: no unified hierarchy".to_string()),
+        }
+        match v1_memory_path(&lines) {
+            Some(path) => {
+                let parent = roots
+                    .sys
+                    .join("fs/cgroup/memory")
+                    .join(path.trim_start_matches('/'));
+                match create_in(&parent, name, "memory.max_usage_in_bytes", None) {
+                    Ok(dir) => {
+                        return Ok(PeakCgroup {
+                            dir,
+                            version: CgroupVersion::V1,
+                        });
+                    }
+                    Err(e) => reasons.push(format!("cgroup v1: {e}")),
+                }
+            }
+            None => reasons.push("cgroup v1: no memory controller".to_string()),
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// The group's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Which version it is.
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    /// The file a process writes its pid to, to enter the group.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// The kernel's peak of memory charged to the group since it was created.
+    pub fn peak_bytes(&self) -> Option<u64> {
+        let file = match self.version {
+            CgroupVersion::V2 => "memory.peak",
+            CgroupVersion::V1 => "memory.max_usage_in_bytes",
+        };
+        read_u64(&self.dir.join(file))
+    }
+
+    /// Memory charged to the group now.
+    pub fn current_bytes(&self) -> Option<u64> {
+        let file = match self.version {
+            CgroupVersion::V2 => "memory.current",
+            CgroupVersion::V1 => "memory.usage_in_bytes",
+        };
+        read_u64(&self.dir.join(file))
+    }
+
+    /// Removes the group.
+    ///
+    /// # Errors
+    /// When it still holds processes (a daemon the job left behind) or cannot be removed.
+    pub fn remove(self) -> Result<(), String> {
+        std::fs::remove_dir(&self.dir)
+            .map_err(|e| format!("cannot remove {}: {e}", self.dir.display()))
+    }
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn create_in(
+    parent: &Path,
+    name: &str,
+    peak_file: &str,
+    subtree_control: Option<&Path>,
+) -> Result<PathBuf, String> {
+    if !parent.is_dir() {
+        return Err(format!("{} does not exist", parent.display()));
+    }
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if !dir.join(peak_file).exists() {
+        if let Some(control) = subtree_control {
+            // Enable the memory controller for children (fails with EBUSY if the parent holds
+            // processes and is not the root).
+            let _ = std::fs::write(control, "+memory");
+        }
+    }
+    if dir.join(peak_file).exists() {
+        return Ok(dir);
+    }
+    let _ = std::fs::remove_dir(&dir);
+    Err(format!(
+        "no {peak_file} in {} (memory controller not enabled, or kernel too old)",
+        dir.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hybrid_hierarchy_lines() {
+        let text = "9:name=systemd:/\n4:memory:/process_api/34aedba3\n1:cpu,cpuacct:/\n0::/\n";
+        let lines = parse_proc_cgroup(text);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(v1_memory_path(&lines), Some("/process_api/34aedba3"));
+        assert_eq!(v2_path(&lines), Some("/"));
+        assert_eq!(lines[2].controllers, vec!["cpu", "cpuacct"]);
+    }
+
+    #[test]
+    fn unified_hierarchy_line() {
+        let lines = parse_proc_cgroup("0::/system.slice/ollama.service\n");
+        assert_eq!(v2_path(&lines), Some("/system.slice/ollama.service"));
+        assert_eq!(v1_memory_path(&lines), None);
+        assert!(parse_proc_cgroup("garbage\n:x\n").is_empty());
+    }
+
+    #[test]
+    fn create_falls_back_with_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc/self");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("cgroup"), "0::/user.slice\n").unwrap();
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(dir.path().join("sys"));
+        let err = PeakCgroup::create(&roots, "hmn-test").unwrap_err();
+        assert!(
+            err.contains("cgroup v2") && err.contains("cgroup v1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_v1_fixture_hierarchy_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc/self");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("cgroup"), "4:memory:/job\n0::/\n").unwrap();
+        let parent = dir.path().join("sys/fs/cgroup/memory/job");
+        std::fs::create_dir_all(&parent).unwrap();
+        // A plain directory does not grow kernel files: creation must fail and clean up.
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(dir.path().join("sys"));
+        let err = PeakCgroup::create(&roots, "hmn-test").unwrap_err();
+        assert!(err.contains("memory.max_usage_in_bytes"), "{err}");
+        assert!(
+            !parent.join("hmn-test").exists(),
+            "the failed group is removed"
+        );
+    }
+}

@@ -1,0 +1,454 @@
+//! [`Sampler`]: RAM and VRAM of a process tree (or a set of processes) over time, with peaks.
+//!
+//! The caller owns the sampler and decides how it runs: [`Sampler::sample`] takes one sample
+//! on the calling thread; [`Sampler::start`] moves it to a thread the returned
+//! [`SamplerHandle`] stops and joins. Each sample re-discovers the target's processes —
+//! identity is (pid, start time), so a reused pid is never merged — and reads:
+//!
+//! - host RSS of each member (`/proc/<pid>/stat`, one small read per member per tick; new
+//!   processes on the machine cost one `stat` read when they first appear);
+//! - the members' device memory per device, and each device's device-wide use and telemetry,
+//!   through the [`Probe`] (NVML stays loaded; the DRM fd index is reused between ticks);
+//! - peak RSS (`VmHWM`) of the members about once a second, as a floor for the peak.
+//!
+//! Peaks are kept as the samples arrive; the timeline is kept in memory unless disabled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::host::parse::parse_status;
+use crate::probe::Probe;
+use crate::process::tree::{ProcessId, Stat, parse_stat};
+use crate::roots::Roots;
+use crate::types::Telemetry;
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+/// What a sampler follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target {
+    /// A process and all its descendants, re-discovered every sample.
+    Tree(ProcessId),
+    /// These processes, each on its own (no descendants).
+    Processes(Vec<ProcessId>),
+}
+
+/// How a sampler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SamplerOptions {
+    /// Time between samples (default 100 ms).
+    pub interval: Duration,
+    /// Keep every sample in [`SamplerReport::timeline`] (default true).
+    pub keep_timeline: bool,
+}
+
+impl Default for SamplerOptions {
+    fn default() -> Self {
+        SamplerOptions {
+            interval: Duration::from_millis(100),
+            keep_timeline: true,
+        }
+    }
+}
+
+impl SamplerOptions {
+    /// Sets the interval.
+    #[must_use]
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Keeps or drops the in-memory timeline.
+    #[must_use]
+    pub fn keep_timeline(mut self, keep: bool) -> Self {
+        self.keep_timeline = keep;
+        self
+    }
+}
+
+/// One member of the target at one sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct ProcessSample {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks after boot): with `pid`, the process's identity.
+    pub start_time: u64,
+    /// Its `comm`.
+    pub name: String,
+    /// Resident set size.
+    pub rss_bytes: u64,
+    /// Device memory per device index (only devices where it holds memory).
+    pub vram_bytes: BTreeMap<u32, u64>,
+}
+
+/// One device at one sample.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct DeviceSample {
+    /// Device index.
+    pub index: u32,
+    /// Device memory used by the target's processes.
+    pub tree_vram_bytes: u64,
+    /// Device-wide used memory (all processes), when known.
+    pub used_bytes: Option<u64>,
+    /// Utilization, temperature, power, clocks.
+    pub telemetry: Telemetry,
+}
+
+/// One sample.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Sample {
+    /// Time since the sampler started, milliseconds.
+    pub t_ms: u64,
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// Sum of the members' RSS.
+    pub rss_bytes: u64,
+    /// The members.
+    pub processes: Vec<ProcessSample>,
+    /// Every device.
+    pub devices: Vec<DeviceSample>,
+}
+
+/// Peaks of one process (for `watch`-style reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct ProcessPeaks {
+    /// Process id.
+    pub pid: u32,
+    /// Its `comm`.
+    pub name: String,
+    /// RSS at its first sample.
+    pub baseline_rss_bytes: u64,
+    /// Highest RSS seen.
+    pub peak_rss_bytes: u64,
+    /// Device memory (all devices) at its first sample.
+    pub baseline_vram_bytes: u64,
+    /// Highest device memory (all devices) seen.
+    pub peak_vram_bytes: u64,
+    /// Samples it appeared in.
+    pub samples: u64,
+}
+
+/// What a sampler saw.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct SamplerReport {
+    /// Samples taken.
+    pub samples: u64,
+    /// Time from the first sample to the last.
+    pub elapsed_ms: u64,
+    /// Highest sum of the members' RSS in one sample.
+    pub peak_rss_bytes: u64,
+    /// When it was seen (ms since start).
+    pub peak_rss_t_ms: u64,
+    /// Highest `VmHWM` (the kernel's per-process peak RSS) of any member; a floor for the
+    /// tree's peak that catches spikes between samples.
+    pub max_process_peak_rss_bytes: Option<u64>,
+    /// Per device: highest device memory held by the members in one sample.
+    pub peak_vram_bytes: BTreeMap<u32, u64>,
+    /// Per device: highest device-wide used memory.
+    pub peak_device_used_bytes: BTreeMap<u32, u64>,
+    /// Per process.
+    pub processes: Vec<ProcessPeaks>,
+    /// Every sample, in order (when kept).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub timeline: Vec<Sample>,
+    /// CPU time the sampling thread used, when it ran on its own thread.
+    pub sampler_cpu_ms: Option<f64>,
+}
+
+/// Samples a target. See the [module docs](self).
+#[derive(Debug)]
+pub struct Sampler {
+    probe: Probe,
+    roots: Roots,
+    target: Target,
+    options: SamplerOptions,
+    started: Instant,
+    /// Parent of every process seen on the machine, refreshed only for new pids.
+    parents: HashMap<u32, Stat>,
+    last_hwm: Option<Instant>,
+    report: SamplerReport,
+    per_process: BTreeMap<ProcessId, ProcessPeaks>,
+}
+
+impl Sampler {
+    /// A sampler of `target` reading through `probe`.
+    pub fn new(probe: Probe, target: Target, options: SamplerOptions) -> Sampler {
+        Sampler {
+            roots: probe.roots().clone(),
+            probe,
+            target,
+            options,
+            started: Instant::now(),
+            parents: HashMap::new(),
+            last_hwm: None,
+            report: SamplerReport::default(),
+            per_process: BTreeMap::new(),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> SamplerOptions {
+        self.options
+    }
+
+    /// The members now: one readdir of the proc root; `stat` read for new pids and members.
+    fn members(&mut self) -> Vec<Stat> {
+        let Ok(entries) = std::fs::read_dir(&self.roots.proc) else {
+            return Vec::new();
+        };
+        let live: Vec<u32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+            .collect();
+        let live_set: std::collections::HashSet<u32> = live.iter().copied().collect();
+        self.parents.retain(|pid, _| live_set.contains(pid));
+        for pid in live {
+            if !self.parents.contains_key(&pid) {
+                if let Ok(st) = read_stat(&self.roots, pid) {
+                    self.parents.insert(pid, st);
+                }
+            }
+        }
+        let wanted: Vec<ProcessId> = match &self.target {
+            Target::Processes(ids) => ids.clone(),
+            Target::Tree(root) => {
+                let mut by_parent: BTreeMap<u32, Vec<ProcessId>> = BTreeMap::new();
+                for st in self.parents.values() {
+                    by_parent.entry(st.ppid).or_default().push(st.id());
+                }
+                std::iter::once(*root)
+                    .chain(crate::process::tree::descendants(&by_parent, root.pid))
+                    .collect()
+            }
+        };
+        // Members are re-read every tick: fresh RSS, and a reused pid shows a new start time.
+        let mut out = Vec::new();
+        for id in wanted {
+            match read_stat(&self.roots, id.pid) {
+                Ok(st) if st.start_time == id.start_time => {
+                    self.parents.insert(id.pid, st.clone());
+                    out.push(st);
+                }
+                Ok(st) => {
+                    self.parents.insert(id.pid, st);
+                }
+                Err(_) => {
+                    self.parents.remove(&id.pid);
+                }
+            }
+        }
+        out
+    }
+
+    /// Takes one sample and updates the peaks.
+    pub fn sample(&mut self) -> Sample {
+        let members = self.members();
+        let page = self.probe.options().system.page_size;
+        let gpu = self.probe.gpu_usage();
+        let pids: BTreeMap<u32, usize> = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.pid, i))
+            .collect();
+        let mut processes: Vec<ProcessSample> = members
+            .iter()
+            .map(|m| ProcessSample {
+                pid: m.pid,
+                start_time: m.start_time,
+                name: m.comm.clone(),
+                rss_bytes: m.rss_pages.saturating_mul(page),
+                vram_bytes: BTreeMap::new(),
+            })
+            .collect();
+        let mut tree_vram: BTreeMap<u32, u64> = BTreeMap::new();
+        for row in &gpu.processes {
+            let (Some(&i), Some(used)) = (pids.get(&row.pid), row.used_bytes) else {
+                continue;
+            };
+            if let Some(p) = processes.get_mut(i) {
+                *p.vram_bytes.entry(row.device_index).or_default() += used;
+            }
+            *tree_vram.entry(row.device_index).or_default() += used;
+        }
+        let devices: Vec<DeviceSample> = gpu
+            .devices
+            .iter()
+            .map(|d| DeviceSample {
+                index: d.index,
+                tree_vram_bytes: tree_vram.get(&d.index).copied().unwrap_or(0),
+                used_bytes: d.memory.used_bytes,
+                telemetry: d.telemetry,
+            })
+            .collect();
+        let now = Instant::now();
+        let t_ms = u64::try_from(now.duration_since(self.started).as_millis()).unwrap_or(u64::MAX);
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        let sample = Sample {
+            t_ms,
+            unix_ms,
+            rss_bytes: processes.iter().map(|p| p.rss_bytes).sum(),
+            processes,
+            devices,
+        };
+        if self
+            .last_hwm
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            self.last_hwm = Some(now);
+            self.read_hwm(&members);
+        }
+        self.account(&sample);
+        sample
+    }
+
+    /// Reads `VmHWM` of the members (the kernel's per-process peak RSS).
+    fn read_hwm(&mut self, members: &[Stat]) {
+        for m in members {
+            let hwm = std::fs::read_to_string(self.roots.pid_file(m.pid, "status"))
+                .ok()
+                .and_then(|t| parse_status(&t).ok())
+                .and_then(|s| s.vm_hwm_bytes);
+            if let Some(h) = hwm {
+                let r = &mut self.report.max_process_peak_rss_bytes;
+                *r = Some(r.map_or(h, |x| x.max(h)));
+            }
+        }
+    }
+
+    fn account(&mut self, s: &Sample) {
+        let r = &mut self.report;
+        if r.samples == 0 || s.rss_bytes > r.peak_rss_bytes {
+            r.peak_rss_bytes = s.rss_bytes;
+            r.peak_rss_t_ms = s.t_ms;
+        }
+        r.samples += 1;
+        r.elapsed_ms = s.t_ms;
+        for d in &s.devices {
+            let v = r.peak_vram_bytes.entry(d.index).or_default();
+            *v = (*v).max(d.tree_vram_bytes);
+            if let Some(u) = d.used_bytes {
+                let p = r.peak_device_used_bytes.entry(d.index).or_default();
+                *p = (*p).max(u);
+            }
+        }
+        for p in &s.processes {
+            let vram: u64 = p.vram_bytes.values().sum();
+            let id = ProcessId {
+                pid: p.pid,
+                start_time: p.start_time,
+            };
+            let e = self.per_process.entry(id).or_insert_with(|| ProcessPeaks {
+                pid: p.pid,
+                name: p.name.clone(),
+                baseline_rss_bytes: p.rss_bytes,
+                peak_rss_bytes: 0,
+                baseline_vram_bytes: vram,
+                peak_vram_bytes: 0,
+                samples: 0,
+            });
+            // `comm` changes when the process execs (a shell running a program): keep the latest.
+            e.name.clone_from(&p.name);
+            e.peak_rss_bytes = e.peak_rss_bytes.max(p.rss_bytes);
+            e.peak_vram_bytes = e.peak_vram_bytes.max(vram);
+            e.samples += 1;
+        }
+        if self.options.keep_timeline {
+            r.timeline.push(s.clone());
+        }
+    }
+
+    /// The report so far.
+    pub fn report(&self) -> SamplerReport {
+        let mut r = self.report.clone();
+        r.processes = self.per_process.values().cloned().collect();
+        r
+    }
+
+    /// Runs the sampler on its own thread, calling `on_sample` after every sample (write a
+    /// timeline line, forward to a channel…). [`SamplerHandle::stop`] takes a last sample and
+    /// returns the report.
+    pub fn start(mut self, mut on_sample: impl FnMut(&Sample) + Send + 'static) -> SamplerHandle {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("hmn-sampler".to_string())
+            .spawn(move || {
+                let cpu_start = thread_cpu_ms();
+                let (lock, cvar) = &*flag;
+                loop {
+                    let s = self.sample();
+                    on_sample(&s);
+                    let Ok(guard) = lock.lock() else { break };
+                    let Ok((guard, _)) =
+                        cvar.wait_timeout_while(guard, self.options.interval, |stopped| !*stopped)
+                    else {
+                        break;
+                    };
+                    if *guard {
+                        break;
+                    }
+                }
+                let s = self.sample();
+                on_sample(&s);
+                let mut report = self.report();
+                report.sampler_cpu_ms = thread_cpu_ms().zip(cpu_start).map(|(b, a)| b - a);
+                report
+            });
+        SamplerHandle {
+            stop,
+            thread: thread.ok(),
+        }
+    }
+}
+
+/// A running sampler thread.
+#[derive(Debug)]
+pub struct SamplerHandle {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<SamplerReport>>,
+}
+
+impl SamplerHandle {
+    /// Stops the sampler (after one last sample) and returns its report; an empty report if
+    /// the thread could not be started or panicked.
+    pub fn stop(self) -> SamplerReport {
+        let (lock, cvar) = &*self.stop;
+        if let Ok(mut stopped) = lock.lock() {
+            *stopped = true;
+        }
+        cvar.notify_all();
+        self.thread.and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
+
+fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, ()> {
+    let text = std::fs::read_to_string(roots.pid_file(pid, "stat")).map_err(|_| ())?;
+    parse_stat(&text).map_err(|_| ())
+}
+
+/// CPU time of the calling thread, milliseconds.
+fn thread_cpu_ms() -> Option<f64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_THREAD).ok()?;
+    let ms = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3;
+    Some(ms(u.user_time()) + ms(u.system_time()))
+}

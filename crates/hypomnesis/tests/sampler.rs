@@ -1,0 +1,174 @@
+//! The sampler over real child processes (RAM) and the fake NVML (VRAM).
+
+// Test harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess};
+use hypomnesis::process::tree::{ProcessId, read_stat};
+use hypomnesis::sampler::{Sampler, SamplerOptions, Target};
+use hypomnesis::{Probe, ProbeOptions, Roots};
+
+const MIB: u64 = 1 << 20;
+
+fn id_of(child: &Child) -> ProcessId {
+    read_stat(&Roots::system(), child.id()).unwrap().id()
+}
+
+/// A probe with no GPU backends that could see this machine's devices.
+fn quiet_probe(dir: &std::path::Path, nvml: Option<&std::path::Path>) -> Probe {
+    let sys = dir.join("sys");
+    std::fs::create_dir_all(&sys).unwrap();
+    let opts = ProbeOptions::default()
+        .roots(Roots::system().with_sys(sys))
+        .use_nvidia_smi(false)
+        .nvml_library(nvml.map_or_else(|| dir.join("no-nvml.so"), std::path::Path::to_path_buf));
+    Probe::with_options(opts)
+}
+
+/// The system Python (not a version-manager shim, which would add its own processes).
+fn python() -> &'static str {
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// Python: allocate `parent_mib`, fork a child that allocates `child_mib`, both hold for
+/// `hold` seconds (touching every page so it is resident).
+fn python_tree(parent_mib: u64, child_mib: u64, hold: f64) -> Child {
+    let code = format!(
+        "import os,time\nx=bytearray({parent_mib}<<20)\nif os.fork()==0:\n    y=bytearray({child_mib}<<20)\n    time.sleep({hold})\n    os._exit(0)\ntime.sleep({hold})\nos.wait()\n"
+    );
+    Command::new(python())
+        .arg("-c")
+        .arg(code)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_tree_is_followed_and_its_peak_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = python_tree(120, 80, 1.5);
+    let sampler = Sampler::new(
+        quiet_probe(dir.path(), None),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default().interval(Duration::from_millis(20)),
+    );
+    let seen = Arc::new(Mutex::new(0u64));
+    let counter = Arc::clone(&seen);
+    let handle = sampler.start(move |_| *counter.lock().unwrap() += 1);
+    child.wait().unwrap();
+    let report = handle.stop();
+    assert!(
+        report.peak_rss_bytes >= 200 * MIB,
+        "{}",
+        report.peak_rss_bytes
+    );
+    assert!(
+        report.peak_rss_bytes < 400 * MIB,
+        "{}",
+        report.peak_rss_bytes
+    );
+    assert!(
+        report.processes.len() >= 2,
+        "parent and forked child: {:?}",
+        report.processes
+    );
+    assert!(
+        report
+            .processes
+            .iter()
+            .all(|p| p.name.starts_with("python3")),
+        "{:?}",
+        report.processes
+    );
+    assert!(report.max_process_peak_rss_bytes.unwrap() >= 120 * MIB);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        report.samples,
+        "one callback per sample"
+    );
+    assert_eq!(report.timeline.len() as u64, report.samples);
+    assert!(report.sampler_cpu_ms.is_some());
+    let last = report.timeline.last().unwrap();
+    assert_eq!(last.rss_bytes, 0, "the tree has exited by the final sample");
+}
+
+#[test]
+fn a_reused_pid_is_not_the_same_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+    let mut id = id_of(&child);
+    id.start_time += 1;
+    let mut sampler = Sampler::new(
+        quiet_probe(dir.path(), None),
+        Target::Processes(vec![id]),
+        SamplerOptions::default(),
+    );
+    let s = sampler.sample();
+    assert!(s.processes.is_empty(), "{:?}", s.processes);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn vram_of_the_tree_from_nvml_with_processes_coming_and_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).memory_used(&[10 * MIB, 4000 * MIB, 9000 * MIB, 500 * MIB]))
+        .process(
+            FakeProcess::compute(0, pid, 0)
+                .used_sequence(&[1024 * MIB, 3072 * MIB, 2048 * MIB])
+                .visible(0, 3),
+        )
+        // Another process on the GPU, not in the tree: never counted.
+        .process(FakeProcess::compute(0, 1, 40_000 * MIB));
+    let lib = fake.install(&dir.path().join("nvml")).unwrap();
+    let mut sampler = Sampler::new(
+        quiet_probe(dir.path(), Some(&lib)),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default(),
+    );
+    let tree_vram: Vec<u64> = (0..5)
+        .map(|_| sampler.sample().devices[0].tree_vram_bytes)
+        .collect();
+    assert_eq!(tree_vram, vec![1024 * MIB, 3072 * MIB, 2048 * MIB, 0, 0]);
+    let report = sampler.report();
+    assert_eq!(report.peak_vram_bytes[&0], 3072 * MIB);
+    assert_eq!(report.peak_device_used_bytes[&0], 9000 * MIB);
+    assert_eq!(report.processes[0].peak_vram_bytes, 3072 * MIB);
+    assert_eq!(report.processes[0].baseline_vram_bytes, 1024 * MIB);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_stopped_sampler_takes_a_final_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+    let sampler = Sampler::new(
+        quiet_probe(dir.path(), None),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default()
+            .interval(Duration::from_secs(3600))
+            .keep_timeline(false),
+    );
+    let report = sampler.start(|_| {}).stop();
+    assert_eq!(
+        report.samples, 2,
+        "one at start, one at stop, even with a long interval"
+    );
+    assert!(report.timeline.is_empty());
+    assert!(report.peak_rss_bytes > 0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
