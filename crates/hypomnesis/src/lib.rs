@@ -32,6 +32,7 @@
 //! | [`host`] | host RAM and per-process RSS / peak / swap / PSS; parsers in [`host::parse`] |
 //! | [`process`] | process names and owners; process identity and trees ([`process::tree`]) |
 //! | [`sampler`] | [`sampler::Sampler`]: a process tree's RAM and VRAM over time, with peaks |
+//! | [`report`] | [`MemoryReport`]: before/after deltas of a program phase |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
@@ -61,6 +62,7 @@ mod nvml;
 pub mod pci;
 pub mod probe;
 pub mod process;
+pub mod report;
 pub mod roots;
 pub mod sampler;
 mod smi;
@@ -111,6 +113,7 @@ pub use error::{Error, Result};
 pub use host::{HostMemory, MemoryDetail, ProcessMemory};
 pub use pci::PciBusId;
 pub use probe::{Probe, ProbeOptions};
+pub use report::{MemoryReport, Phase};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion, EngineUsage,
