@@ -65,6 +65,91 @@ pub enum Command {
             (a device could not be read, or processes were hidden)."
     )]
     Ps(PsArgs),
+
+    /// Run a command and report the peak RAM and GPU memory of its whole process tree.
+    #[command(
+        long_about = "Run a command and report the peak RAM and GPU memory of its whole process tree \
+            (the command and every descendant, followed by (pid, start time) so a reused pid is \
+            never merged).\n\n\
+            Peak RAM comes from a transient memory cgroup when hmn can create one (root, or a \
+            delegated cgroup v2 subtree): the kernel's own peak of everything the tree was \
+            charged, including page cache and daemons that left the tree. Otherwise it is the \
+            largest sum of the tree's RSS over the samples, with the largest per-process peak \
+            (VmHWM) as a floor. The report says which. VRAM peaks are sampled.\n\n\
+            The command's stdin, stdout and stderr are untouched; the report goes to stderr (or \
+            JSON to stdout with --json). Exit status: the command's (0–255); 128+N when it was \
+            killed by signal N; 127 when it cannot be found, 126 when it cannot be run. SIGINT, \
+            SIGTERM, SIGHUP and SIGQUIT sent to hmn are forwarded to the command, and the report \
+            is still written."
+    )]
+    Run(RunArgs),
+
+    /// Follow processes' RAM and GPU memory over time, with deltas from each one's start.
+    #[command(
+        long_about = "Follow processes' RAM and GPU memory over time: one row per process per \
+            interval with the change since that process's first sample, and a summary (baseline \
+            and peak per process) at the end or on Ctrl+C. Without PIDs, follows the --top N \
+            processes by GPU memory."
+    )]
+    Watch(WatchArgs),
+
+    /// Internal: join a cgroup, then run a command (used by `hmn run`).
+    #[command(hide = true, name = "__cgroup-exec")]
+    CgroupExec(CgroupExecArgs),
+}
+
+/// `hmn run` options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Time between samples (e.g. 100ms, 1s).
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration_arg)]
+    pub interval: std::time::Duration,
+
+    /// Write every sample to FILE as JSON Lines, flushed as it is written.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+
+    /// Write an SVG chart of RSS and VRAM over time to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
+    /// Do not create a cgroup: peak RAM from samples only.
+    #[arg(long)]
+    pub no_cgroup: bool,
+
+    /// The command and its arguments.
+    #[arg(required = true, value_name = "CMD", num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// `hmn watch` options.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Processes to follow. Without any, the --top N by GPU memory.
+    #[arg(value_name = "PID")]
+    pub pids: Vec<u32>,
+
+    /// How many processes to follow when no PID is given (largest GPU memory first).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub top: u32,
+
+    /// Time between samples.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_arg)]
+    pub interval: std::time::Duration,
+
+    /// Stop after DURATION (default: until Ctrl+C or every process has exited).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub duration: Option<std::time::Duration>,
+}
+
+/// `hmn __cgroup-exec` arguments.
+#[derive(Debug, Args)]
+pub struct CgroupExecArgs {
+    /// The cgroup's `cgroup.procs` file.
+    pub procs: PathBuf,
+    /// The command.
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `hmn ps` options.

@@ -7,7 +7,9 @@
 mod cli;
 mod format;
 mod ps;
+mod run;
 mod summary;
+mod watch;
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -55,11 +57,32 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let probe = Probe::with_options(probe_options(&cli.global)?);
-    match cli.command {
-        None => summary::run(&probe, &cli.global, out),
-        Some(Command::Ps(args)) => ps::run(&probe, &cli.global, &args, out),
+    if let Some(Command::CgroupExec(a)) = &cli.command {
+        return Ok(run::cgroup_exec(&a.procs, &a.command));
     }
+    let opts = probe_options(&cli.global)?;
+    match cli.command {
+        None => summary::run(&Probe::with_options(opts), &cli.global, out),
+        Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
+        Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
+        Some(Command::Watch(args)) => watch::run(opts, &cli.global, &args, out),
+        Some(Command::CgroupExec(_)) => Ok(ExitCode::from(2)),
+    }
+}
+
+/// Writes a file atomically: a temporary file in the same directory, then a rename, so a
+/// reader never sees a partial file and a failure leaves none behind.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.hmn-tmp-{}", std::process::id()));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Builds the probe's options from the global flags (which clap already merged with the

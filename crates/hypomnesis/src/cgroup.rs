@@ -174,6 +174,13 @@ impl PeakCgroup {
         read_u64(&self.dir.join(file))
     }
 
+    /// Whether `pid` is in the group now.
+    pub fn contains(&self, pid: u32) -> bool {
+        std::fs::read_to_string(self.procs_file())
+            .map(|t| t.split_ascii_whitespace().any(|p| p.parse() == Ok(pid)))
+            .unwrap_or(false)
+    }
+
     /// Removes the group.
     ///
     /// # Errors

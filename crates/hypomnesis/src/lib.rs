@@ -121,6 +121,10 @@ pub use types::{
     Unknown, UnknownReason, Vendor, Warning,
 };
 
+/// Serialises the unit tests that measure this process's RSS (which every thread shares).
+#[cfg(test)]
+pub(crate) static RSS_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Upstream's name for [`Device`].
 pub type GpuDeviceInfo = Device;
 /// Upstream's name for [`GpuProcess`].

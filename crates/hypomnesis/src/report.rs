@@ -300,6 +300,9 @@ mod tests {
 
     #[test]
     fn a_phase_measures_this_process() {
+        let _serial = crate::RSS_TEST_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let sys = dir.path().join("sys");
         std::fs::create_dir_all(&sys).unwrap();

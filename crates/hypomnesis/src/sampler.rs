@@ -158,6 +158,9 @@ pub struct SamplerReport {
     /// Highest `VmHWM` (the kernel's per-process peak RSS) of any member; a floor for the
     /// tree's peak that catches spikes between samples.
     pub max_process_peak_rss_bytes: Option<u64>,
+    /// Highest sum of the members' PSS (`smaps_rollup`, read about once a second): unlike an
+    /// RSS sum it counts a page shared by several members (after `fork`) once.
+    pub peak_pss_sum_bytes: Option<u64>,
     /// Per device: highest device memory held by the members in one sample.
     pub peak_vram_bytes: BTreeMap<u32, u64>,
     /// Per device: highest device-wide used memory.
@@ -314,14 +317,28 @@ impl Sampler {
             .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
         {
             self.last_hwm = Some(now);
-            self.read_hwm(&members);
+            self.read_slow(&members);
         }
         self.account(&sample);
         sample
     }
 
-    /// Reads `VmHWM` of the members (the kernel's per-process peak RSS).
-    fn read_hwm(&mut self, members: &[Stat]) {
+    /// Reads `VmHWM` (the kernel's per-process peak RSS) and PSS of the members: costlier
+    /// files (PSS walks every mapping), read about once a second.
+    fn read_slow(&mut self, members: &[Stat]) {
+        let pss: Option<u64> = members
+            .iter()
+            .map(|m| {
+                std::fs::read_to_string(self.roots.pid_file(m.pid, "smaps_rollup"))
+                    .ok()
+                    .and_then(|t| crate::host::parse::parse_smaps_rollup(&t).ok())
+                    .and_then(|r| r.pss_bytes)
+            })
+            .sum();
+        if let Some(p) = pss.filter(|_| !members.is_empty()) {
+            let r = &mut self.report.peak_pss_sum_bytes;
+            *r = Some(r.map_or(p, |x| x.max(p)));
+        }
         for m in members {
             let hwm = std::fs::read_to_string(self.roots.pid_file(m.pid, "status"))
                 .ok()

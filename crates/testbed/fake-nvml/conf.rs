@@ -81,6 +81,10 @@ pub struct Process {
     pub device: u32,
     pub list: List,
     pub pid: u32,
+    /// `pid = child_of_caller`: the pid is resolved at each call to a child of the process
+    /// that loaded the library (for tests of `hmn run`, whose command's pid is not known in
+    /// advance).
+    pub child_of_caller: bool,
     /// Never empty; indexed by the list's tick, the last value repeats.
     pub used: Vec<u64>,
     pub gpu_instance_id: u32,
@@ -115,6 +119,7 @@ struct ProcessDraft {
     device: u32,
     list: List,
     pid: Option<u32>,
+    child_of_caller: bool,
     used: Vec<u64>,
     gpu_instance_id: u32,
     compute_instance_id: u32,
@@ -128,6 +133,7 @@ impl ProcessDraft {
             device: 0,
             list: List::Compute,
             pid: None,
+            child_of_caller: false,
             used: vec![0],
             gpu_instance_id: 0xFFFF_FFFF,
             compute_instance_id: 0xFFFF_FFFF,
@@ -142,6 +148,7 @@ impl ProcessDraft {
             device: self.device,
             list: self.list,
             pid,
+            child_of_caller: self.child_of_caller,
             used: self.used,
             gpu_instance_id: self.gpu_instance_id,
             compute_instance_id: self.compute_instance_id,
@@ -304,6 +311,10 @@ fn process_key(p: &mut ProcessDraft, key: &str, v: &str) -> Result<(), String> {
                 "graphics" => List::Graphics,
                 _ => return Err(format!("list must be compute or graphics, got {v:?}")),
             }
+        }
+        "pid" if v == "child_of_caller" => {
+            p.pid = Some(0);
+            p.child_of_caller = true;
         }
         "pid" => p.pid = Some(parse_u32(v)?),
         "used" => p.used = parse_seq(v)?,

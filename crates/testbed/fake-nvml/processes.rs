@@ -74,8 +74,9 @@ fn process_list(
             .iter()
             .take(shown)
             .filter(|p| p.from_tick <= tick && tick < p.until_tick)
-            .map(|p| Entry {
-                pid: p.pid,
+            .filter_map(|p| Some((p, if p.child_of_caller { child_of_caller()? } else { p.pid })))
+            .map(|(p, pid)| Entry {
+                pid,
                 used: p.used.get(at).or_else(|| p.used.last()).copied().unwrap_or(0),
                 gpu_instance_id: p.gpu_instance_id,
                 compute_instance_id: p.compute_instance_id,
@@ -217,4 +218,26 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
         List::Graphics,
         Layout::V1,
     )
+}
+
+/// A child of the process that loaded this library: the first `/proc/<pid>/stat` whose parent
+/// is this process.
+fn child_of_caller() -> Option<u32> {
+    let me = std::process::id();
+    let dir = std::fs::read_dir("/proc").ok()?;
+    let mut found: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| {
+                    let rest = t.get(t.rfind(')')? + 1..)?.to_string();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(me)
+        })
+        .collect();
+    found.sort_unstable();
+    found.first().copied()
 }

@@ -153,8 +153,11 @@ pub struct FakeProcess {
     pub device: u32,
     /// Compute or graphics list.
     pub list: ProcessListKind,
-    /// Process id.
+    /// Process id (ignored when `child_of_caller`).
     pub pid: u32,
+    /// Resolve the pid at each call to a child of the process that loaded the fake (the
+    /// command `hmn run` started, whose pid a test cannot know in advance).
+    pub child_of_caller: bool,
     /// Memory per list call (indexed by the list's tick, the last value repeats).
     pub used: Vec<Used>,
     /// MIG GPU instance.
@@ -173,6 +176,7 @@ impl FakeProcess {
             device,
             list,
             pid,
+            child_of_caller: false,
             used: vec![Used::Bytes(used)],
             gpu_instance_id: None,
             compute_instance_id: None,
@@ -189,6 +193,13 @@ impl FakeProcess {
     /// A graphics process.
     pub fn graphics(device: u32, pid: u32, used: u64) -> Self {
         FakeProcess::new(device, ProcessListKind::Graphics, pid, used)
+    }
+
+    /// A compute process whose pid is the caller's child (see the field).
+    pub fn compute_child_of_caller(device: u32, used: u64) -> Self {
+        let mut p = FakeProcess::new(device, ProcessListKind::Compute, 0, used);
+        p.child_of_caller = true;
+        p
     }
 
     /// Reports `NVML_VALUE_NOT_AVAILABLE` as its memory.
@@ -453,7 +464,14 @@ fn write_process(s: &mut String, p: &FakeProcess) {
         }
         .to_string(),
     );
-    kv("pid", p.pid.to_string());
+    kv(
+        "pid",
+        if p.child_of_caller {
+            "child_of_caller".to_string()
+        } else {
+            p.pid.to_string()
+        },
+    );
     kv(
         "used",
         seq(p.used.iter().map(|u| match u {

@@ -220,6 +220,9 @@ mod tests {
 
     #[test]
     fn own_rss_from_the_live_proc() {
+        let _serial = crate::RSS_TEST_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let roots = Roots::system();
         let statm = SelfStatm::new(&roots);
         let rss = statm.rss_bytes(SystemInfo::current()).unwrap();

@@ -1,0 +1,235 @@
+//! Running the command: finding it on `PATH` (so "not found" is 127 and "not executable" 126,
+//! as shells do), joining the cgroup before exec, forwarding signals, and the exit status.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::{Handle, SignalsInfo};
+use signal_hook::low_level::siginfo::Cause;
+
+/// Why the command could not be started.
+#[derive(Debug)]
+pub struct SpawnError {
+    program: String,
+    not_found: bool,
+    detail: String,
+}
+
+impl SpawnError {
+    /// 127 for "not found", 126 for "found but cannot be run", as shells use.
+    pub fn exit_code(&self) -> u8 {
+        if self.not_found { 127 } else { 126 }
+    }
+
+    pub fn from_io(program: &OsStr, e: &std::io::Error) -> SpawnError {
+        SpawnError {
+            program: program.to_string_lossy().into_owned(),
+            not_found: e.kind() == std::io::ErrorKind::NotFound,
+            detail: e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            crate::format::sanitize(&self.program),
+            self.detail
+        )
+    }
+}
+
+fn executable(path: &Path) -> Result<(), String> {
+    let md = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if md.is_dir() {
+        return Err("is a directory".to_string());
+    }
+    if md.permissions().mode() & 0o111 == 0 {
+        return Err("permission denied (not executable)".to_string());
+    }
+    Ok(())
+}
+
+/// Finds the program as the shell would: a name with a `/` as is, else the first executable
+/// match on `PATH`.
+pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
+    let err = |not_found, detail: String| SpawnError {
+        program: program.to_string_lossy().into_owned(),
+        not_found,
+        detail,
+    };
+    let p = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        if !p.exists() {
+            return Err(err(true, "no such file or directory".to_string()));
+        }
+        return executable(p)
+            .map(|()| p.to_path_buf())
+            .map_err(|d| err(false, d));
+    }
+    let path =
+        std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let mut denied = None;
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(p);
+        if candidate.exists() {
+            match executable(&candidate) {
+                Ok(()) => return Ok(candidate),
+                Err(d) => denied = denied.or(Some(d)),
+            }
+        }
+    }
+    match denied {
+        Some(d) => Err(err(false, d)),
+        None => Err(err(true, "command not found".to_string())),
+    }
+}
+
+/// `hmn __cgroup-exec PROCS -- CMD…`: joins the cgroup, then becomes the command. If joining
+/// fails the command still runs (the parent notices the cgroup stayed empty).
+pub fn cgroup_exec(procs: &Path, command: &[OsString]) -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt;
+    let _ = std::fs::write(procs, std::process::id().to_string());
+    let Some((program, rest)) = command.split_first() else {
+        return std::process::ExitCode::from(2);
+    };
+    let e = std::process::Command::new(program).args(rest).exec();
+    let err = SpawnError::from_io(program, &e);
+    let _ = crate::note(&format!("run: {err}"));
+    std::process::ExitCode::from(err.exit_code())
+}
+
+/// The command's status as a shell reports it: its exit code, or 128 + the signal that
+/// killed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub code: u8,
+    pub signal: Option<i32>,
+}
+
+pub fn exit_code(status: ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => Exit {
+            code: u8::try_from(c & 0xff).unwrap_or(1),
+            signal: None,
+        },
+        (None, Some(sig)) => Exit {
+            code: u8::try_from(128 + sig).unwrap_or(255),
+            signal: Some(sig),
+        },
+        (None, None) => Exit {
+            code: 1,
+            signal: None,
+        },
+    }
+}
+
+/// Peak RSS of the largest waited-for child (the kernel's `ru_maxrss`, what GNU `time`
+/// reports), in bytes.
+pub fn children_max_rss_bytes() -> Option<u64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let kib = getrusage(UsageWho::RUSAGE_CHILDREN).ok()?.max_rss();
+    u64::try_from(kib).ok().map(|k| k * 1024)
+}
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to hmn by another process (`kill`, a job
+/// scheduler) to the command. Signals the kernel sends — Ctrl+C at a terminal, which reaches
+/// the command too through its process group — are not forwarded a second time; hmn only
+/// survives them so it can write the report.
+pub struct SignalForwarder {
+    handle: Handle,
+    child: Arc<AtomicU32>,
+    forwarded: Arc<Mutex<Vec<i32>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SignalForwarder {
+    pub fn install() -> std::io::Result<SignalForwarder> {
+        let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
+        let handle = signals.handle();
+        let child = Arc::new(AtomicU32::new(0));
+        let forwarded = Arc::new(Mutex::new(Vec::new()));
+        let (c, f) = (Arc::clone(&child), Arc::clone(&forwarded));
+        let thread = std::thread::Builder::new()
+            .name("hmn-signals".to_string())
+            .spawn(move || {
+                for origin in signals.forever() {
+                    let pid = c.load(Ordering::SeqCst);
+                    if pid == 0 || !matches!(origin.cause, Cause::Sent(_)) {
+                        continue;
+                    }
+                    let (Ok(raw), Ok(sig)) = (
+                        i32::try_from(pid),
+                        nix::sys::signal::Signal::try_from(origin.signal),
+                    ) else {
+                        continue;
+                    };
+                    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), sig).is_ok() {
+                        if let Ok(mut v) = f.lock() {
+                            v.push(origin.signal);
+                        }
+                    }
+                }
+            })?;
+        Ok(SignalForwarder {
+            handle,
+            child,
+            forwarded,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn forward_to(&self, pid: u32) {
+        self.child.store(pid, Ordering::SeqCst);
+    }
+
+    /// Stops forwarding; returns the signals that were forwarded.
+    pub fn finish(mut self) -> Vec<i32> {
+        self.child.store(0, Ordering::SeqCst);
+        self.handle.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.forwarded.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolution_like_a_shell() {
+        assert!(resolve(OsStr::new("sh")).is_ok());
+        let e = resolve(OsStr::new("surely-not-a-command-hmn")).unwrap_err();
+        assert_eq!(e.exit_code(), 127);
+        let e = resolve(OsStr::new("/nonexistent/x")).unwrap_err();
+        assert_eq!(e.exit_code(), 127);
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("data.txt");
+        std::fs::write(&plain, "not a program").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve(plain.as_os_str()).unwrap_err();
+        assert_eq!(e.exit_code(), 126, "exists but is not executable");
+        let e = resolve(dir.path().as_os_str()).unwrap_err();
+        assert_eq!(e.exit_code(), 126, "a directory");
+    }
+
+    #[test]
+    fn exit_codes_like_a_shell() {
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)).code, 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(255 << 8)).code, 255);
+        let killed = exit_code(ExitStatus::from_raw(9));
+        assert_eq!((killed.code, killed.signal), (137, Some(9)));
+    }
+}

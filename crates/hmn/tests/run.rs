@@ -1,0 +1,535 @@
+//! `hmn run` and `hmn watch` against real commands: peaks checked against the kernel's own
+//! figures, exit codes, signals, timeline and plot files; VRAM through the fake NVML.
+
+// Test harness code: a failed step should stop with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess};
+use serde_json::Value;
+
+const MIB: f64 = 1_048_576.0;
+
+/// The system Python (a version-manager shim would add its own processes to the tree).
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+struct Bed {
+    dir: tempfile::TempDir,
+    nvml: PathBuf,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sys")).unwrap();
+        Bed {
+            nvml: dir.path().join("no-nvml.so"),
+            dir,
+        }
+    }
+
+    fn with_nvml(fake: &FakeNvml) -> Bed {
+        let mut b = Bed::new();
+        b.nvml = fake.install(&b.dir.path().join("nvml")).unwrap();
+        b
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+        c.args(args)
+            .env("HMN_SYS_ROOT", self.path("sys"))
+            .env("HMN_NVML_LIB", &self.nvml)
+            .env("HMN_NVIDIA_SMI", self.path("no-smi"))
+            .env_remove("HMN_PROC_ROOT")
+            .env_remove("HMN_NO_CGROUP")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn within(a: f64, b: f64, tolerance: f64) -> bool {
+    (a - b).abs() <= tolerance * b
+}
+
+/// A Python tree: the parent allocates 300 MB, forks a child that allocates 200 MB; once both
+/// hold their memory each writes its own PSS (the kernel's proportional figure, shared pages
+/// divided) to a file, then both hold for a while.
+fn tree_script(out: &Path) -> String {
+    format!(
+        r#"
+import os, time
+def pss():
+    for line in open("/proc/self/smaps_rollup"):
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+x = bytearray(300 << 20)
+r, w = os.pipe()
+if os.fork() == 0:
+    y = bytearray(200 << 20)
+    os.write(w, b"x")
+    time.sleep(0.3)
+    open("{out}/child", "w").write(str(pss()))
+    time.sleep(2.5)
+    os._exit(0)
+os.read(r, 1)
+time.sleep(0.3)
+open("{out}/parent", "w").write(str(pss()))
+time.sleep(2.5)
+os.wait()
+"#,
+        out = out.display()
+    )
+}
+
+fn kernel_pss_sum(dir: &Path) -> f64 {
+    ["parent", "child"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(dir.join(f))
+                .unwrap()
+                .trim()
+                .parse::<f64>()
+                .unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn peak_of_a_forked_tree_agrees_with_the_kernel() {
+    let bed = Bed::new();
+    let script = tree_script(bed.dir.path());
+    let o = bed.run(&["run", "--json", "--", python(), "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let kernel = kernel_pss_sum(bed.dir.path());
+    let peak = v["peak_ram"]["bytes"].as_f64().unwrap();
+    assert!(peak >= 500.0 * MIB, "{v}");
+    let pss = v["peak_pss_sum_bytes"].as_f64().unwrap();
+    assert!(
+        within(pss, kernel, 0.02),
+        "sampled PSS sum {pss} vs the processes' own {kernel}"
+    );
+    match v["peak_ram"]["method"].as_str().unwrap() {
+        "cgroup" => assert!(
+            within(peak, kernel, 0.02),
+            "cgroup peak {peak} vs kernel PSS sum {kernel}"
+        ),
+        "sampled" => assert!(
+            peak >= kernel * 0.98,
+            "an RSS sum never undercounts: {peak} vs {kernel}"
+        ),
+        m => panic!("unknown method {m}"),
+    }
+    let names: Vec<&str> = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.starts_with("hmn run: "), "{err}");
+    assert!(err.contains("peak RAM"), "{err}");
+}
+
+#[test]
+fn peak_without_a_cgroup_is_sampled_and_says_so() {
+    let bed = Bed::new();
+    let script = tree_script(bed.dir.path());
+    let o = bed.run(&[
+        "run",
+        "--json",
+        "--no-cgroup",
+        "--",
+        python(),
+        "-c",
+        &script,
+    ]);
+    let v = json(&o);
+    assert_eq!(v["peak_ram"]["method"], "sampled");
+    assert_eq!(v["cgroup_peak_bytes"], Value::Null);
+    let kernel = kernel_pss_sum(bed.dir.path());
+    assert!(v["peak_ram"]["bytes"].as_f64().unwrap() >= 500.0 * MIB);
+    assert!(
+        within(v["peak_pss_sum_bytes"].as_f64().unwrap(), kernel, 0.02),
+        "{v}"
+    );
+}
+
+#[test]
+fn single_process_peak_matches_gnu_time() {
+    if !Path::new("/usr/bin/time").exists() {
+        panic!("GNU time is missing: .ci/run installs the `time` package");
+    }
+    let bed = Bed::new();
+    let script = "x = bytearray(250 << 20)\nimport time; time.sleep(0.3)";
+    let t = Command::new("/usr/bin/time")
+        .args(["-v", python(), "-c", script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(t.stderr).unwrap();
+    let kib: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .unwrap()
+        .parse()
+        .unwrap();
+    let o = bed.run(&["run", "--json", "--no-cgroup", "--", python(), "-c", script]);
+    let ours = json(&o)["largest_process_peak_rss_bytes"].as_f64().unwrap();
+    assert!(
+        within(ours, kib * 1024.0, 0.01),
+        "hmn {ours} vs time -v {}",
+        kib * 1024.0
+    );
+}
+
+#[test]
+fn exit_codes_pass_through() {
+    let bed = Bed::new();
+    let code = |args: &[&str]| bed.run(args).status.code().unwrap();
+    assert_eq!(code(&["run", "--no-cgroup", "--", "sh", "-c", "exit 0"]), 0);
+    assert_eq!(code(&["run", "--", "sh", "-c", "exit 3"]), 3);
+    assert_eq!(
+        code(&["run", "--no-cgroup", "--", "sh", "-c", "exit 255"]),
+        255
+    );
+    assert_eq!(
+        code(&["run", "--", "sh", "-c", "kill -9 $$"]),
+        137,
+        "128 + SIGKILL"
+    );
+    let o = bed.run(&["run", "--", "surely-not-a-command-hmn"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(
+        String::from_utf8(o.stderr).unwrap(),
+        "hmn: run: surely-not-a-command-hmn: command not found\n"
+    );
+    let plain = bed.path("data.txt");
+    std::fs::write(&plain, "not a program").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let o = bed.run(&["run", "--", plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "found but not executable");
+    let v = json(&bed.run(&["run", "--json", "--", "sh", "-c", "kill -TERM $$"]));
+    assert_eq!(
+        (v["exit_code"].as_u64(), v["signal"].as_i64()),
+        (Some(143), Some(15))
+    );
+}
+
+#[test]
+fn arguments_and_stdio_reach_the_command_untouched() {
+    let bed = Bed::new();
+    let o = bed
+        .cmd(&[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "cat; echo \"$1 $2\"; echo err >&2",
+            "sh",
+            "--json",
+            "-x",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"from stdin\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap(),
+        "from stdin\n--json -x\n",
+        "flags after CMD belong to it"
+    );
+    assert!(
+        String::from_utf8(o.stderr)
+            .unwrap()
+            .starts_with("err\nhmn run: ")
+    );
+}
+
+/// Starts `hmn run` in its own process group so a test can signal it like a terminal would.
+fn spawn_group(bed: &Bed, args: &[&str]) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    bed.cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_child_process(parent: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|t| t.get(t.rfind(')')? + 1..).map(str::to_string))
+                .and_then(|r| r.split_whitespace().nth(1).map(|p| p == parent.to_string()))
+                .unwrap_or(false)
+        });
+        if found {
+            std::thread::sleep(Duration::from_millis(200));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("hmn did not start its command");
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_report_written() {
+    let bed = Bed::new();
+    let child = spawn_group(&bed, &["run", "--json", "--", "sleep", "30"]);
+    wait_for_child_process(child.id());
+    let hmn = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(hmn, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(143),
+        "the command died of the forwarded SIGTERM"
+    );
+    let v = json(&o);
+    assert_eq!(v["forwarded_signals"], serde_json::json!([15]));
+    assert!(
+        String::from_utf8(o.stderr)
+            .unwrap()
+            .contains("killed by signal 15")
+    );
+}
+
+#[test]
+fn ctrl_c_at_a_terminal_still_writes_the_report() {
+    let bed = Bed::new();
+    let child = spawn_group(&bed, &["run", "--", "sleep", "30"]);
+    wait_for_child_process(child.id());
+    // A terminal sends SIGINT to the whole foreground process group.
+    let group = nix::unistd::Pid::from_raw(-i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("exit status   130 (killed by signal 2)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn timeline_and_plot_files() {
+    let bed = Bed::new();
+    let (tl, svg) = (bed.path("t.jsonl"), bed.path("p.svg"));
+    let o = bed.run(&[
+        "run",
+        "--json",
+        "--interval",
+        "20ms",
+        "--timeline",
+        tl.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+        "--",
+        python(),
+        "-c",
+        "x=bytearray(50<<20); import time; time.sleep(0.5)",
+    ]);
+    assert!(o.status.success());
+    let v = json(&o);
+    let lines: Vec<Value> = std::fs::read_to_string(&tl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, v["samples"].as_u64().unwrap());
+    assert!(
+        lines
+            .windows(2)
+            .all(|w| w[0]["t_ms"].as_u64() <= w[1]["t_ms"].as_u64())
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["rss_bytes"].as_f64().unwrap() > 50.0 * MIB)
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert!(text.contains("RSS (tree)"));
+    let leftovers: Vec<_> = std::fs::read_dir(bed.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("hmn-tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn bad_run_arguments() {
+    let bed = Bed::new();
+    for args in [
+        &["run"][..],
+        &["run", "--interval", "0s", "--", "true"],
+        &[
+            "run",
+            "--timeline",
+            "/nonexistent/dir/t.jsonl",
+            "--",
+            "true",
+        ],
+        &["run", "--plot", "/nonexistent/dir/p.svg", "--", "true"],
+    ] {
+        let o = bed.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    let o = bed.run(&[
+        "run",
+        "--timeline",
+        "/nonexistent/dir/t.jsonl",
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.starts_with("hmn: --timeline /nonexistent/dir/t.jsonl: "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+}
+
+#[test]
+fn vram_of_the_command_through_nvml() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).memory_used(&[1 << 30, 20 << 30, 5 << 30]))
+        .process(FakeProcess::compute_child_of_caller(0, 0).used_sequence(&[
+            1 << 30,
+            6 << 30,
+            2 << 30,
+        ]));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&["run", "--json", "--interval", "50ms", "--", "sleep", "0.6"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert_eq!(d["index"], 0);
+    assert_eq!(d["peak_vram_bytes"].as_u64(), Some(6 << 30));
+    assert_eq!(d["peak_device_used_bytes"].as_u64(), Some(20 << 30));
+    assert!(
+        String::from_utf8(o.stderr)
+            .unwrap()
+            .contains("peak VRAM     GPU 0: 6 GiB by the command; device-wide peak 20 GiB")
+    );
+}
+
+#[test]
+fn watch_explicit_pids_as_json_lines() {
+    let bed = Bed::new();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let o = bed.run(&[
+        "watch",
+        "--json",
+        "--interval",
+        "100ms",
+        "--duration",
+        "350ms",
+        &pid,
+    ]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let records: Vec<Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.first().unwrap()["kind"], "start");
+    assert_eq!(records.last().unwrap()["kind"], "summary");
+    let samples: Vec<&Value> = records.iter().filter(|r| r["kind"] == "sample").collect();
+    assert!(samples.len() >= 3, "{records:?}");
+    assert!(
+        samples
+            .iter()
+            .all(|s| s["pid"].as_u64() == Some(u64::from(sleeper.id())))
+    );
+    assert_eq!(samples[0]["rss_delta_bytes"], 0);
+    let summary = records.last().unwrap();
+    assert_eq!(summary["per_pid"][0]["name"], "sleep");
+}
+
+#[test]
+fn watch_top_by_vram_and_bad_pids() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, sleeper.id(), 3 << 30));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&[
+        "watch",
+        "--top",
+        "1",
+        "--interval",
+        "100ms",
+        "--duration",
+        "150ms",
+    ]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["TIME", "PID", "NAME", "RSS", "ΔRSS", "VRAM", "ΔVRAM"]
+    );
+    assert!(
+        lines[1].contains("sleep") && lines[1].contains("3 GiB"),
+        "{out}"
+    );
+    assert!(String::from_utf8(o.stderr).unwrap().contains("hmn watch: "));
+
+    let o = Bed::new().run(&["watch", "4000000"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(o.stderr).unwrap(),
+        "hmn: watch: no process 4000000\n"
+    );
+    let o = Bed::new().run(&["watch"]);
+    assert_eq!(o.status.code(), Some(2), "nothing holds GPU memory");
+}
