@@ -533,3 +533,27 @@ fn watch_top_by_vram_and_bad_pids() {
     let o = Bed::new().run(&["watch"]);
     assert_eq!(o.status.code(), Some(2), "nothing holds GPU memory");
 }
+
+#[test]
+fn watch_prints_its_summary_on_ctrl_c() {
+    let bed = Bed::new();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let child = spawn_group(&bed, &["watch", "--interval", "100ms", &pid]);
+    std::thread::sleep(Duration::from_millis(400));
+    let group = nix::unistd::Pid::from_raw(-i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("hmn watch: ") && err.contains("BASELINE RSS"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8(o.stdout).unwrap().lines().count() >= 2,
+        "header and rows"
+    );
+}
