@@ -93,6 +93,18 @@ pub enum Command {
     )]
     Watch(WatchArgs),
 
+    /// Export device and process metrics for Prometheus (text 0.0.4 or OpenMetrics).
+    #[cfg(feature = "serve")]
+    #[command(
+        long_about = "Export device and process metrics for Prometheus: GET /metrics (Prometheus \
+            text 0.0.4, or OpenMetrics when the Accept header asks), GET /healthz.\n\n\
+            Binds to loopback (127.0.0.1:9835) by default: exposing the exporter to the network \
+            is your explicit choice (--listen 0.0.0.0:9835). Collection runs in the background \
+            every --interval; a scrape serves the last complete collection and never waits for \
+            the driver (503 until the first one completes). Metric names and labels: docs/serve.md."
+    )]
+    Serve(ServeArgs),
+
     /// Internal: join a cgroup, then run a command (used by `hmn run`).
     #[command(hide = true, name = "__cgroup-exec")]
     CgroupExec(CgroupExecArgs),
@@ -140,6 +152,29 @@ pub struct WatchArgs {
     /// Stop after DURATION (default: until Ctrl+C or every process has exited).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub duration: Option<std::time::Duration>,
+}
+
+/// `hmn serve` options.
+#[cfg(feature = "serve")]
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on. Default loopback only; use 0.0.0.0:9835 to expose it.
+    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:9835")]
+    pub listen: String,
+
+    /// Time between collections.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
+    pub interval: std::time::Duration,
+
+    /// Export per-process memory for the N largest processes of each device (the rest are
+    /// summed into pid="other"), bounding the number of series.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub processes: usize,
+
+    /// Also write the exposition to DIR/hmn.prom after every collection (atomically), for
+    /// node_exporter's textfile collector.
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<PathBuf>,
 }
 
 /// `hmn __cgroup-exec` arguments.

@@ -8,6 +8,8 @@ mod cli;
 mod format;
 mod ps;
 mod run;
+#[cfg(feature = "serve")]
+mod serve;
 mod summary;
 mod watch;
 
@@ -66,6 +68,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
         Some(Command::Watch(args)) => watch::run(opts, &cli.global, &args, out),
+        #[cfg(feature = "serve")]
+        Some(Command::Serve(args)) => serve::run(opts, &args, out),
         Some(Command::CgroupExec(_)) => Ok(ExitCode::from(2)),
     }
 }

@@ -65,6 +65,97 @@ pub fn v1_memory_path(lines: &[CgroupLine]) -> Option<&str> {
         .map(|l| l.path.as_str())
 }
 
+/// What a cgroup path says about the workload it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Workload {
+    /// A Kubernetes pod, by UID (`kubepods…pod<uid>…`).
+    Pod(String),
+    /// A container (Docker, containerd, CRI-O, Podman), by the first 12 hex digits of its id.
+    Container(String),
+    /// A systemd unit (`*.service`, `*.scope`).
+    Unit(String),
+    /// Anything else, by path.
+    Other(String),
+}
+
+impl Workload {
+    /// `pod`, `container`, `unit` or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::Pod(_) => "pod",
+            Workload::Container(_) => "container",
+            Workload::Unit(_) => "unit",
+            Workload::Other(_) => "other",
+        }
+    }
+
+    /// The pod UID, container id, unit name or path.
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Pod(n) | Workload::Container(n) | Workload::Unit(n) | Workload::Other(n) => n,
+        }
+    }
+}
+
+/// Classifies a cgroup path (pure). A pod wins over the container inside it; a container
+/// over the unit (scope) that holds it.
+///
+/// ```
+/// use hypomnesis::cgroup::{workload, Workload};
+/// let p = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e3d4c_5b6a_7980_a1b2_c3d4e5f60718.slice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope";
+/// assert_eq!(workload(p), Workload::Pod("1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718".into()));
+/// assert_eq!(workload("/system.slice/ollama.service"), Workload::Unit("ollama.service".into()));
+/// ```
+pub fn workload(path: &str) -> Workload {
+    if let Some(uid) = pod_uid(path) {
+        return Workload::Pod(uid);
+    }
+    if let Some(id) = container_id(path) {
+        return Workload::Container(id);
+    }
+    let last = path.rsplit('/').find(|c| !c.is_empty()).unwrap_or_default();
+    if last.ends_with(".service") || last.ends_with(".scope") {
+        return Workload::Unit(last.to_string());
+    }
+    Workload::Other(if path.is_empty() {
+        "/".to_string()
+    } else {
+        path.to_string()
+    })
+}
+
+/// `pod<uid>` with a 32-hex-digit UUID (dashes or, in systemd slice names, underscores).
+fn pod_uid(path: &str) -> Option<String> {
+    path.match_indices("pod").find_map(|(i, _)| {
+        let rest = path.get(i + 3..)?;
+        let uid: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit() || *c == '-' || *c == '_')
+            .collect();
+        let hex = uid.chars().filter(char::is_ascii_hexdigit).count();
+        (hex == 32).then(|| uid.replace('_', "-"))
+    })
+}
+
+/// A 64-hex-digit container id after a runtime's marker.
+fn container_id(path: &str) -> Option<String> {
+    path.split('/').find_map(|component| {
+        let c = component.strip_suffix(".scope").unwrap_or(component);
+        let id = [
+            "docker-",
+            "cri-containerd-",
+            "crio-",
+            "libpod-",
+            "containerd-",
+        ]
+        .iter()
+        .find_map(|m| c.strip_prefix(m))
+        .unwrap_or(c);
+        (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id[..12].to_string())
+    })
+}
+
 /// Which cgroup version a [`PeakCgroup`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -243,6 +334,38 @@ mod tests {
         assert_eq!(v2_path(&lines), Some("/system.slice/ollama.service"));
         assert_eq!(v1_memory_path(&lines), None);
         assert!(parse_proc_cgroup("garbage\n:x\n").is_empty());
+    }
+
+    #[test]
+    fn workloads_from_paths() {
+        let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            workload(&format!("/docker/{id}")),
+            Workload::Container("0123456789ab".into())
+        );
+        assert_eq!(
+            workload(&format!("/system.slice/docker-{id}.scope")),
+            Workload::Container("0123456789ab".into())
+        );
+        assert_eq!(
+            workload(&format!("/machine.slice/libpod-{id}.scope/container")),
+            Workload::Container("0123456789ab".into())
+        );
+        assert_eq!(
+            workload("/kubepods/besteffort/pod1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718/abc"),
+            Workload::Pod("1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718".into())
+        );
+        assert_eq!(
+            workload("/user.slice/user-1000.slice/session-2.scope"),
+            Workload::Unit("session-2.scope".into())
+        );
+        assert_eq!(workload("/"), Workload::Other("/".into()));
+        assert_eq!(
+            workload("/podcast/x"),
+            Workload::Other("/podcast/x".into()),
+            "not a pod uid"
+        );
+        assert_eq!(workload(""), Workload::Other("/".into()));
     }
 
     #[test]

@@ -1,0 +1,460 @@
+//! The exposition: one collection of devices and processes rendered with prometheus-client
+//! (OpenMetrics), and converted to the Prometheus text format 0.0.4 that scrapers get by
+//! default. Base units, `hmn_` prefix, snake_case; a reading that is unknown is omitted, never
+//! exported as 0 or a driver sentinel. See `docs/serve.md`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+use hypomnesis::cgroup::Workload;
+use hypomnesis::{BackendState, Device, GpuProcess, HostMemory, ProcessList};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+
+type Labels = Vec<(&'static str, String)>;
+type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+
+/// Series cap per device for the per-cgroup family (the rest goes to an `other` series).
+pub const MAX_CGROUP_SERIES: usize = 100;
+
+/// Everything one collection found.
+#[derive(Debug)]
+pub struct Collection {
+    pub list: ProcessList,
+    pub host: Option<HostMemory>,
+    /// The workload (cgroup) of each pid that holds GPU memory.
+    pub workloads: BTreeMap<u32, Workload>,
+    /// Top-N processes per device by memory.
+    pub top_processes: usize,
+    pub duration_seconds: f64,
+}
+
+fn device_labels(d: &Device) -> Labels {
+    vec![
+        ("gpu", d.index.to_string()),
+        ("gpu_uuid", d.uuid.clone().unwrap_or_default()),
+    ]
+}
+
+struct Families {
+    reg: Registry,
+}
+
+impl Families {
+    /// A gauge without labels.
+    fn plain(&mut self, name: &str, help: &str, unit: Option<Unit>, value: Option<f64>) {
+        let Some(v) = value.filter(|v| v.is_finite()) else {
+            return;
+        };
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(v);
+        match unit {
+            Some(u) => self.reg.register_with_unit(name, help, u, g),
+            None => self.reg.register(name, help, g),
+        }
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, unit: Option<Unit>) -> GaugeFamily {
+        let f = GaugeFamily::default();
+        match unit {
+            Some(u) => self.reg.register_with_unit(name, help, u, f.clone()),
+            None => self.reg.register(name, help, f.clone()),
+        }
+        f
+    }
+}
+
+fn set(f: &GaugeFamily, labels: Labels, value: Option<f64>) {
+    if let Some(v) = value.filter(|v| v.is_finite()) {
+        f.get_or_create(&labels).set(v);
+    }
+}
+
+/// Renders a collection as OpenMetrics text (ends with `# EOF`).
+pub fn render(c: &Collection) -> String {
+    let mut fam = Families {
+        reg: Registry::default(),
+    };
+    let bytes = || Some(Unit::Bytes);
+    let total = fam.gauge(
+        "hmn_device_memory_total",
+        "Device memory installed",
+        bytes(),
+    );
+    let used = fam.gauge(
+        "hmn_device_memory_used",
+        "Device memory in use (NVIDIA R510+: excludes reserved)",
+        bytes(),
+    );
+    let free = fam.gauge(
+        "hmn_device_memory_free",
+        "Device memory available for allocation",
+        bytes(),
+    );
+    let reserved = fam.gauge(
+        "hmn_device_memory_reserved",
+        "Device memory reserved by the driver and firmware",
+        bytes(),
+    );
+    let region_total = fam.gauge(
+        "hmn_device_memory_region_total",
+        "Device-wide size of a memory region (amdgpu: vram, visible_vram, gtt)",
+        bytes(),
+    );
+    let region_used = fam.gauge(
+        "hmn_device_memory_region_used",
+        "Device-wide use of a memory region (amdgpu: vram, visible_vram, gtt)",
+        bytes(),
+    );
+    let util = fam.gauge(
+        "hmn_device_utilization",
+        "Fraction of the last sample period the GPU was busy",
+        Some(Unit::Other("ratio".into())),
+    );
+    let mem_util = fam.gauge(
+        "hmn_device_memory_utilization",
+        "Fraction of the last sample period device memory was read or written",
+        Some(Unit::Other("ratio".into())),
+    );
+    let temp = fam.gauge(
+        "hmn_device_temperature",
+        "GPU temperature",
+        Some(Unit::Celsius),
+    );
+    let power = fam.gauge(
+        "hmn_device_power",
+        "Power draw",
+        Some(Unit::Other("watts".into())),
+    );
+    let clock = fam.gauge(
+        "hmn_device_clock",
+        "Current clock frequency",
+        Some(Unit::Other("hertz".into())),
+    );
+    let suspended = fam.gauge(
+        "hmn_device_runtime_suspended",
+        "1 when the device is runtime-suspended (its memory is then not read)",
+        None,
+    );
+    let info = fam.gauge("hmn_device_info", "Device identity; value 1", None);
+    let energy: Family<Labels, Counter<f64, AtomicU64>> = Family::default();
+    fam.reg.register_with_unit(
+        "hmn_device_energy",
+        "Energy used since the driver loaded",
+        Unit::Joules,
+        energy.clone(),
+    );
+    let proc_mem = fam.gauge(
+        "hmn_process_gpu_memory",
+        "Device memory of a process (top N per device by memory; pid=\"other\" sums the rest)",
+        bytes(),
+    );
+    let cgroup_mem = fam.gauge(
+        "hmn_cgroup_gpu_memory",
+        "Device memory of the processes of one workload (pod, container, systemd unit)",
+        bytes(),
+    );
+    let success = fam.gauge(
+        "hmn_collector_success",
+        "1 when the collector answered in the last collection, 0 when it failed or is absent",
+        None,
+    );
+
+    for d in &c.list.devices {
+        let l = device_labels(d);
+        let m = &d.memory;
+        set(&total, l.clone(), m.total_bytes.map(|v| v as f64));
+        set(&used, l.clone(), m.used_bytes.map(|v| v as f64));
+        set(&free, l.clone(), m.free_bytes.map(|v| v as f64));
+        set(&reserved, l.clone(), m.reserved_bytes.map(|v| v as f64));
+        for (region, r) in &d.regions {
+            let mut rl = l.clone();
+            rl.push(("region", region.clone()));
+            set(&region_total, rl.clone(), r.total_bytes.map(|v| v as f64));
+            set(&region_used, rl, r.used_bytes.map(|v| v as f64));
+        }
+        let t = &d.telemetry;
+        set(&util, l.clone(), t.utilization_percent.map(|p| p / 100.0));
+        set(
+            &mem_util,
+            l.clone(),
+            t.memory_utilization_percent.map(|p| p / 100.0),
+        );
+        set(&temp, l.clone(), t.temperature_celsius);
+        set(&power, l.clone(), t.power_watts);
+        for (name, mhz) in [
+            ("graphics", t.clock_graphics_mhz),
+            ("sm", t.clock_sm_mhz),
+            ("memory", t.clock_memory_mhz),
+        ] {
+            let mut cl = l.clone();
+            cl.push(("clock", name.to_string()));
+            set(&clock, cl, mhz.map(|v| f64::from(v) * 1e6));
+        }
+        if let Some(j) = t.energy_joules.filter(|j| j.is_finite() && *j >= 0.0) {
+            energy.get_or_create(&l).inc_by(j);
+        }
+        if let Some(status) = &d.runtime_status {
+            set(
+                &suspended,
+                l.clone(),
+                Some(if status == "suspended" { 1.0 } else { 0.0 }),
+            );
+        }
+        let mut il = l.clone();
+        il.extend([
+            ("vendor", d.vendor.as_str().to_string()),
+            ("model_name", d.name.clone().unwrap_or_default()),
+            (
+                "driver_version",
+                d.driver_version.clone().unwrap_or_default(),
+            ),
+            (
+                "pci_bus_id",
+                d.pci_bus_id.map(|p| p.to_string()).unwrap_or_default(),
+            ),
+        ]);
+        set(&info, il, Some(1.0));
+        processes(c, d, &l, &proc_mem, &cgroup_mem);
+    }
+    fam.plain(
+        "hmn_hidden_processes",
+        "Processes that may hold GPU memory but could not be inspected (run as root to see all)",
+        None,
+        Some(f64::from(c.list.hidden_processes)),
+    );
+    for b in &c.list.backends {
+        let v = match b.state {
+            BackendState::Active { .. } => 1.0,
+            BackendState::Absent { .. } => 0.0,
+            _ => continue,
+        };
+        set(
+            &success,
+            vec![("collector", b.backend.to_ascii_lowercase())],
+            Some(v),
+        );
+    }
+    set(
+        &success,
+        vec![("collector", "host".to_string())],
+        Some(if c.host.is_some() { 1.0 } else { 0.0 }),
+    );
+    set(
+        &success,
+        vec![("collector", "processes".to_string())],
+        Some(if c.list.failed_devices.is_empty() {
+            1.0
+        } else {
+            0.0
+        }),
+    );
+    fam.plain(
+        "hmn_collection_duration",
+        "Time the last collection took",
+        Some(Unit::Seconds),
+        Some(c.duration_seconds),
+    );
+    let host = c.host;
+    fam.plain(
+        "hmn_host_memory_total",
+        "Host RAM (MemTotal)",
+        bytes(),
+        host.map(|h| h.memory_total_bytes as f64),
+    );
+    fam.plain(
+        "hmn_host_memory_available",
+        "Host RAM available without swapping (MemAvailable)",
+        bytes(),
+        host.map(|h| h.memory_available_bytes as f64),
+    );
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &fam.reg);
+    // prometheus-client spells an info family `*_info` only for its Info type, which has no
+    // label family: add the build info by hand, before `# EOF`.
+    let build_info = format!(
+        "# HELP hmn_build_info hmn build; value 1.\n# TYPE hmn_build_info gauge\nhmn_build_info{{version=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    match out.rfind("# EOF") {
+        Some(i) => out.insert_str(i, &build_info),
+        None => out.push_str(&build_info),
+    }
+    out
+}
+
+/// Per-process (top N + other) and per-workload series of one device.
+fn processes(
+    c: &Collection,
+    d: &Device,
+    l: &Labels,
+    proc_mem: &GaugeFamily,
+    cgroup_mem: &GaugeFamily,
+) {
+    let mut rows: Vec<&GpuProcess> = c
+        .list
+        .processes
+        .iter()
+        .filter(|p| p.device_index == d.index && p.used_bytes.is_some())
+        .collect();
+    rows.sort_by_key(|p| (std::cmp::Reverse(p.used_bytes), p.pid));
+    let mut other: Option<u64> = None;
+    for (i, p) in rows.iter().enumerate() {
+        let Some(u) = p.used_bytes else { continue };
+        if i < c.top_processes {
+            let mut pl = l.clone();
+            pl.push(("pid", p.pid.to_string()));
+            pl.push(("comm", p.name.clone().unwrap_or_default()));
+            set(proc_mem, pl, Some(u as f64));
+        } else {
+            other = Some(other.unwrap_or(0) + u);
+        }
+    }
+    if let Some(o) = other {
+        let mut pl = l.clone();
+        pl.push(("pid", "other".to_string()));
+        pl.push(("comm", "other".to_string()));
+        set(proc_mem, pl, Some(o as f64));
+    }
+    let mut by_workload: BTreeMap<&Workload, u64> = BTreeMap::new();
+    for p in &rows {
+        if let (Some(w), Some(u)) = (c.workloads.get(&p.pid), p.used_bytes) {
+            *by_workload.entry(w).or_default() += u;
+        }
+    }
+    let mut sorted: Vec<(&Workload, u64)> = by_workload.into_iter().collect();
+    sorted.sort_by_key(|(w, u)| (std::cmp::Reverse(*u), (*w).clone()));
+    let mut rest: Option<u64> = None;
+    for (i, (w, u)) in sorted.into_iter().enumerate() {
+        if i < MAX_CGROUP_SERIES {
+            let mut wl = l.clone();
+            wl.push(("kind", w.kind().to_string()));
+            wl.push(("name", w.name().to_string()));
+            set(cgroup_mem, wl, Some(u as f64));
+        } else {
+            rest = Some(rest.unwrap_or(0) + u);
+        }
+    }
+    if let Some(r) = rest {
+        let mut wl = l.clone();
+        wl.push(("kind", "other".to_string()));
+        wl.push(("name", "other".to_string()));
+        set(cgroup_mem, wl, Some(r as f64));
+    }
+}
+
+/// Converts OpenMetrics text to the Prometheus text format 0.0.4: no `# EOF` and `# UNIT`
+/// lines, counter families named with their `_total` suffix, no `_created` samples.
+pub fn to_prometheus_text(om: &str) -> String {
+    let counters: Vec<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(r) => out.push_str(&r),
+            None => {
+                let sample_name = line.split(['{', ' ']).next().unwrap_or_default();
+                if sample_name
+                    .strip_suffix("_created")
+                    .is_some_and(|n| counters.contains(&n))
+                {
+                    continue;
+                }
+                out.push_str(line);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypomnesis::test_helpers::{DeviceBuilder, GpuProcessBuilder};
+
+    fn collection(top: usize) -> Collection {
+        let dev = DeviceBuilder::new(0)
+            .name("NVIDIA H100 80GB HBM3")
+            .uuid("GPU-1")
+            .memory(Some(100), Some(40), Some(50), Some(10))
+            .driver("nvidia", Some("550.54.15".into()))
+            .build();
+        let mut list = ProcessList::default();
+        list.devices = vec![dev];
+        list.processes = (1..=5)
+            .map(|pid| {
+                GpuProcessBuilder::new(pid, 0)
+                    .name(format!("p{pid}"))
+                    .used_bytes(Some(u64::from(pid) * 10))
+                    .build()
+            })
+            .chain(std::iter::once(GpuProcessBuilder::new(9, 0).build()))
+            .collect();
+        let mut workloads = BTreeMap::new();
+        for pid in [4, 5] {
+            workloads.insert(pid, Workload::Pod("uid-a".into()));
+        }
+        Collection {
+            list,
+            host: None,
+            workloads,
+            top_processes: top,
+            duration_seconds: 0.01,
+        }
+    }
+
+    #[test]
+    fn unknown_readings_are_omitted() {
+        let om = render(&collection(10));
+        assert!(
+            om.contains("hmn_device_memory_total_bytes{gpu=\"0\",gpu_uuid=\"GPU-1\"} 100"),
+            "{om}"
+        );
+        assert!(
+            !om.contains("hmn_device_temperature_celsius{"),
+            "no temperature sample without a reading"
+        );
+        assert!(
+            !om.contains("pid=\"9\""),
+            "a process with unknown memory has no series"
+        );
+        assert!(om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn top_n_and_other_bucket() {
+        let om = render(&collection(2));
+        assert!(om.contains("pid=\"5\""));
+        assert!(om.contains("pid=\"4\""));
+        assert!(!om.contains("pid=\"3\""));
+        assert!(om.contains("hmn_process_gpu_memory_bytes{gpu=\"0\",gpu_uuid=\"GPU-1\",pid=\"other\",comm=\"other\"} 60"), "{om}");
+        assert!(om.contains("hmn_cgroup_gpu_memory_bytes{gpu=\"0\",gpu_uuid=\"GPU-1\",kind=\"pod\",name=\"uid-a\"} 90"), "{om}");
+    }
+
+    #[test]
+    fn prometheus_text_renames_counters() {
+        let om = "# HELP x_joules Energy.\n# TYPE x_joules counter\n# UNIT x_joules joules\nx_joules_total 5.0\nx_joules_created 1.0\n# HELP g_bytes G.\n# TYPE g_bytes gauge\ng_bytes 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP x_joules_total Energy.\n# TYPE x_joules_total counter\nx_joules_total 5.0\n# HELP g_bytes G.\n# TYPE g_bytes gauge\ng_bytes 1\n"
+        );
+    }
+}
