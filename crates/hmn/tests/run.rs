@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess};
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess, Used};
 use serde_json::Value;
 
 const MIB: f64 = 1_048_576.0;
@@ -451,11 +451,53 @@ fn vram_of_the_command_through_nvml() {
     let d = &v["devices"][0];
     assert_eq!(d["index"], 0);
     assert_eq!(d["peak_vram_bytes"].as_u64(), Some(6 << 30));
+    assert_eq!(d["sampled_peak_vram_bytes"].as_u64(), Some(6 << 30));
     assert_eq!(d["peak_device_used_bytes"].as_u64(), Some(20 << 30));
+    assert_eq!(d["vram_accounting"], "disabled");
+    assert!(d["largest_process_peak_vram_bytes"].is_null());
+    let err = String::from_utf8(o.stderr).unwrap();
     assert!(
-        String::from_utf8(o.stderr)
-            .unwrap()
-            .contains("peak VRAM     GPU 0: 6 GiB by the command; device-wide peak 20 GiB")
+        err.contains("peak VRAM     GPU 0: 6 GiB by the command; device-wide peak 20 GiB"),
+        "{err}"
+    );
+    assert!(!err.contains("driver accounting"), "{err}");
+}
+
+#[test]
+fn vram_spike_between_samples_from_driver_accounting() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).accounting())
+        .process(
+            FakeProcess::compute_child_of_caller(0, 0)
+                .used_sequence(&[1 << 30, 2 << 30])
+                .accounting_max(Used::Bytes(5 << 30)),
+        )
+        .device(FakeDevice::h100(1).error("nvmlDeviceGetAccountingMode", 4));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&["run", "--json", "--interval", "50ms", "--", "sleep", "0.4"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert_eq!(d["sampled_peak_vram_bytes"].as_u64(), Some(2 << 30));
+    assert_eq!(d["largest_process_peak_vram_bytes"].as_u64(), Some(5 << 30));
+    assert_eq!(d["peak_vram_bytes"].as_u64(), Some(5 << 30), "floored");
+    assert_eq!(d["vram_accounting"], "enabled");
+    assert!(d["vram_accounting_detail"].is_null());
+    let d1 = &v["devices"][1];
+    assert_eq!(d1["vram_accounting"], "unavailable");
+    assert!(d1["largest_process_peak_vram_bytes"].is_null());
+    let detail = d1["vram_accounting_detail"].as_str().unwrap();
+    assert!(detail.contains("permission"), "{detail}");
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("peak VRAM     GPU 0: 5 GiB by the command"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "GPU 0: 5 GiB largest single process (driver accounting); 2 GiB largest sampled sum"
+        ),
+        "{err}"
     );
 }
 

@@ -32,6 +32,7 @@
 //! | [`host`] | host RAM and per-process RSS / peak / swap / PSS; parsers in [`host::parse`] |
 //! | [`process`] | process names and owners; process identity and trees ([`process::tree`]) |
 //! | [`sampler`] | [`sampler::Sampler`]: a process tree's RAM and VRAM over time, with peaks |
+//! | [`accounting`] | the driver's per-process peak of device memory (NVIDIA accounting mode) |
 //! | [`report`] | [`MemoryReport`]: before/after deltas of a program phase |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
@@ -52,6 +53,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod accounting;
 pub mod api;
 pub mod cgroup;
 mod drm;

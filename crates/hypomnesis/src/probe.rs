@@ -419,6 +419,25 @@ impl Probe {
         out
     }
 
+    /// The driver's own per-process peak of device memory for `pids` on every NVML device
+    /// (NVIDIA accounting mode; see [`crate::accounting`]). A device with accounting off has
+    /// `enabled: Some(false)` and no records. Devices that keep no such record (nvidia-smi,
+    /// DRM) are not listed, and without NVML the list is empty. One driver call per device
+    /// and pid: meant for the end of a run, not for every sample.
+    pub fn vram_accounting(&self, pids: &[u32]) -> Vec<crate::accounting::DeviceAccounting> {
+        match self.nvidia() {
+            #[cfg(feature = "nvml")]
+            Nvidia::Nvml(nvml) => match nvml.device_count() {
+                Ok(count) => (0..count).map(|i| nvml.accounting(i, pids)).collect(),
+                Err(_) => Vec::new(),
+            },
+            Nvidia::Smi { .. } => {
+                let _ = pids;
+                Vec::new()
+            }
+        }
+    }
+
     /// The processes on one device.
     ///
     /// # Errors
@@ -508,6 +527,7 @@ fn pick(
     }
 }
 
+#[cfg(feature = "nvml")]
 fn unreadable_is_error(dev: Device) -> Result<Device> {
     match &dev.error {
         Some(reason) => Err(Error::DeviceUnreadable {

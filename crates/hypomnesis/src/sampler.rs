@@ -12,17 +12,22 @@
 //! - peak RSS (`VmHWM`) of the members about once a second, as a floor for the peak.
 //!
 //! Peaks are kept as the samples arrive; the timeline is kept in memory unless disabled.
+//! [`Sampler::finish`] (called by the thread at stop) adds the driver's own per-process VRAM
+//! peaks where NVIDIA accounting mode is on ([`crate::accounting`]), matched to the target's
+//! processes by pid and start time.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::accounting::{DeviceAccounting, record_belongs};
 use crate::host::parse::parse_status;
 use crate::probe::Probe;
-use crate::process::tree::{ProcessId, Stat, parse_stat};
+use crate::process::tree::{ProcessId, Stat, parse_btime, parse_stat, start_unix_us};
 use crate::roots::Roots;
 use crate::types::Telemetry;
+use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -165,6 +170,14 @@ pub struct SamplerReport {
     pub peak_vram_bytes: BTreeMap<u32, u64>,
     /// Per device: highest device-wide used memory.
     pub peak_device_used_bytes: BTreeMap<u32, u64>,
+    /// Per device with NVIDIA accounting mode on: the largest peak of one of the target's
+    /// processes in the driver's own records — a floor for the tree's peak on that device that
+    /// catches spikes between samples (exact for one GPU process). Set by
+    /// [`Sampler::finish`]; absent for devices without complete records.
+    pub max_process_peak_vram_bytes: BTreeMap<u32, u64>,
+    /// Per NVML device: the accounting state and the records matched to the target's processes
+    /// (empty before [`Sampler::finish`] and without NVML).
+    pub vram_accounting: Vec<DeviceAccounting>,
     /// Per process.
     pub processes: Vec<ProcessPeaks>,
     /// Every sample, in order (when kept).
@@ -187,6 +200,11 @@ pub struct Sampler {
     last_hwm: Option<Instant>,
     report: SamplerReport,
     per_process: BTreeMap<ProcessId, ProcessPeaks>,
+    /// Per process: the last sample it appeared in and the first it was missing from (Unix
+    /// ms), the window its GPU context must have started in.
+    seen: BTreeMap<ProcessId, (u64, Option<u64>)>,
+    /// The members of the previous sample.
+    alive: HashSet<ProcessId>,
 }
 
 impl Sampler {
@@ -202,6 +220,8 @@ impl Sampler {
             last_hwm: None,
             report: SamplerReport::default(),
             per_process: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            alive: HashSet::new(),
         }
     }
 
@@ -219,7 +239,7 @@ impl Sampler {
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
             .collect();
-        let live_set: std::collections::HashSet<u32> = live.iter().copied().collect();
+        let live_set: HashSet<u32> = live.iter().copied().collect();
         self.parents.retain(|pid, _| live_set.contains(pid));
         for pid in live {
             if !self.parents.contains_key(&pid) {
@@ -301,10 +321,7 @@ impl Sampler {
             .collect();
         let now = Instant::now();
         let t_ms = u64::try_from(now.duration_since(self.started).as_millis()).unwrap_or(u64::MAX);
-        let unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
+        let unix_ms = unix_ms();
         let sample = Sample {
             t_ms,
             unix_ms,
@@ -367,12 +384,29 @@ impl Sampler {
                 *p = (*p).max(u);
             }
         }
+        let now_alive: HashSet<ProcessId> = s
+            .processes
+            .iter()
+            .map(|p| ProcessId {
+                pid: p.pid,
+                start_time: p.start_time,
+            })
+            .collect();
+        for id in std::mem::take(&mut self.alive) {
+            if !now_alive.contains(&id) {
+                if let Some((_, gone)) = self.seen.get_mut(&id) {
+                    *gone = Some(s.unix_ms);
+                }
+            }
+        }
+        self.alive = now_alive;
         for p in &s.processes {
             let vram: u64 = p.vram_bytes.values().sum();
             let id = ProcessId {
                 pid: p.pid,
                 start_time: p.start_time,
             };
+            self.seen.insert(id, (s.unix_ms, None));
             let e = self.per_process.entry(id).or_insert_with(|| ProcessPeaks {
                 pid: p.pid,
                 name: p.name.clone(),
@@ -400,9 +434,65 @@ impl Sampler {
         r
     }
 
+    /// The report with the driver's per-process VRAM peaks added
+    /// ([`SamplerReport::max_process_peak_vram_bytes`], [`SamplerReport::vram_accounting`]).
+    /// Costs one driver call per NVML device and process seen: call it once, at the end.
+    ///
+    /// A record counts only when its context started within the process's life (from its
+    /// start time to the first sample it was missing from, see
+    /// [`crate::accounting::record_belongs`]): NVML keeps one record per pid,
+    /// and a reused pid's record may belong to another process.
+    pub fn finish(&self) -> SamplerReport {
+        let mut r = self.report();
+        let mut pids: Vec<u32> = self.seen.keys().map(|id| id.pid).collect();
+        pids.dedup();
+        if pids.is_empty() {
+            return r;
+        }
+        let btime = std::fs::read_to_string(self.roots.proc.join("stat"))
+            .ok()
+            .and_then(|t| parse_btime(&t));
+        let clock = self.probe.options().system.clock_ticks;
+        let now_ms = unix_ms();
+        for mut dev in self.probe.vram_accounting(&pids) {
+            match btime {
+                Some(b) => dev.processes.retain(|rec| {
+                    self.seen.iter().any(|(id, (_, gone))| {
+                        id.pid == rec.pid
+                            && record_belongs(
+                                rec.start_unix_us,
+                                start_unix_us(id.start_time, b, clock),
+                                gone.unwrap_or(now_ms).saturating_mul(1000),
+                            )
+                    })
+                }),
+                None if dev.enabled == Some(true) => {
+                    dev.processes.clear();
+                    dev.unknown = Some(Unknown::new(
+                        "accounting",
+                        UnknownReason::Unsupported,
+                        "no boot time in the proc root's stat: records cannot be matched to processes",
+                    ));
+                }
+                None => {}
+            }
+            if dev.complete() {
+                let max = dev
+                    .processes
+                    .iter()
+                    .filter_map(|p| p.max_memory_bytes)
+                    .max()
+                    .unwrap_or(0);
+                r.max_process_peak_vram_bytes.insert(dev.index, max);
+            }
+            r.vram_accounting.push(dev);
+        }
+        r
+    }
+
     /// Runs the sampler on its own thread, calling `on_sample` after every sample (write a
     /// timeline line, forward to a channel…). [`SamplerHandle::stop`] takes a last sample and
-    /// returns the report.
+    /// returns the report ([`Sampler::finish`]).
     pub fn start(mut self, mut on_sample: impl FnMut(&Sample) + Send + 'static) -> SamplerHandle {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let flag = Arc::clone(&stop);
@@ -426,7 +516,7 @@ impl Sampler {
                 }
                 let s = self.sample();
                 on_sample(&s);
-                let mut report = self.report();
+                let mut report = self.finish();
                 report.sampler_cpu_ms = thread_cpu_ms().zip(cpu_start).map(|(b, a)| b - a);
                 report
             });
@@ -460,6 +550,14 @@ impl SamplerHandle {
 fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, ()> {
     let text = std::fs::read_to_string(roots.pid_file(pid, "stat")).map_err(|_| ())?;
     parse_stat(&text).map_err(|_| ())
+}
+
+/// Wall-clock time, ms since the Unix epoch (0 before it).
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// CPU time of the calling thread, milliseconds.

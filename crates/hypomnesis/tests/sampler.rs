@@ -7,10 +7,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess};
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess, Used};
 use hypomnesis::process::tree::{ProcessId, read_stat};
 use hypomnesis::sampler::{Sampler, SamplerOptions, Target};
-use hypomnesis::{Probe, ProbeOptions, Roots};
+use hypomnesis::{Probe, ProbeOptions, Roots, UnknownReason};
 
 const MIB: u64 = 1 << 20;
 
@@ -147,6 +147,119 @@ fn vram_of_the_tree_from_nvml_with_processes_coming_and_going() {
     assert_eq!(report.peak_device_used_bytes[&0], 9000 * MIB);
     assert_eq!(report.processes[0].peak_vram_bytes, 3072 * MIB);
     assert_eq!(report.processes[0].baseline_vram_bytes, 1024 * MIB);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn vram_peaks_from_driver_accounting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let fake = FakeNvml::new()
+        // Accounting on: the driver saw a 7 GiB spike the process lists never showed.
+        .device(FakeDevice::h100(0).accounting())
+        .process(
+            FakeProcess::compute(0, pid, 0)
+                .used_sequence(&[1024 * MIB, 2048 * MIB])
+                .accounting_max(Used::Bytes(7168 * MIB)),
+        )
+        // Not in the tree: never asked about.
+        .process(FakeProcess::compute(0, 1, 9000 * MIB))
+        // Accounting off (the driver's default).
+        .device(FakeDevice::h100(1))
+        .process(FakeProcess::compute(1, pid, 512 * MIB))
+        // A device that cannot tell.
+        .device(FakeDevice::h100(2).error("nvmlDeviceGetAccountingMode", 3))
+        // Accounting on, but the tree never used the device.
+        .device(FakeDevice::h100(3).accounting());
+    let lib = fake.install(&dir.path().join("nvml")).unwrap();
+    let mut sampler = Sampler::new(
+        quiet_probe(dir.path(), Some(&lib)),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default(),
+    );
+    for _ in 0..3 {
+        sampler.sample();
+    }
+    let before = sampler.report();
+    assert!(
+        before.vram_accounting.is_empty(),
+        "only finish() asks the driver"
+    );
+    let report = sampler.finish();
+    assert_eq!(report.peak_vram_bytes[&0], 2048 * MIB, "sampled");
+    assert_eq!(
+        report.max_process_peak_vram_bytes,
+        std::collections::BTreeMap::from([(0, 7168 * MIB), (3, 0)]),
+        "devices 1 and 2 have no complete records"
+    );
+    let acc = &report.vram_accounting;
+    assert_eq!(acc.len(), 4);
+    assert_eq!(acc[0].enabled, Some(true));
+    assert_eq!(acc[0].processes.len(), 1);
+    assert_eq!(acc[0].processes[0].pid, pid);
+    assert_eq!(acc[0].processes[0].max_memory_bytes, Some(7168 * MIB));
+    assert_eq!(acc[1].enabled, Some(false));
+    assert!(acc[1].processes.is_empty());
+    assert_eq!(acc[2].enabled, None);
+    let why = acc[2].unknown.as_ref().unwrap();
+    assert_eq!(why.reason, UnknownReason::Unsupported);
+    assert_eq!(acc[3].enabled, Some(true));
+    assert!(acc[3].processes.is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn accounting_records_of_other_processes_with_the_same_pid_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let fake = FakeNvml::new()
+        // A record left by a process that had this pid an hour ago.
+        .device(FakeDevice::h100(0).accounting())
+        .process(
+            FakeProcess::compute(0, pid, 0)
+                .visible(0, 0)
+                .accounting_max(Used::Bytes(9000 * MIB))
+                .accounting_start_us(now_us - 3_600_000_000),
+        )
+        // A record of a process that will have this pid in an hour.
+        .device(FakeDevice::h100(1).accounting())
+        .process(
+            FakeProcess::compute(1, pid, 0)
+                .visible(0, 0)
+                .accounting_max(Used::Bytes(8000 * MIB))
+                .accounting_start_us(now_us + 3_600_000_000),
+        )
+        // The child's own record, from a context it opened a moment ago.
+        .device(FakeDevice::h100(2).accounting())
+        .process(
+            FakeProcess::compute(2, pid, 0)
+                .visible(0, 0)
+                .accounting_max(Used::Bytes(300 * MIB))
+                .accounting_start_us(now_us),
+        );
+    let lib = fake.install(&dir.path().join("nvml")).unwrap();
+    let mut sampler = Sampler::new(
+        quiet_probe(dir.path(), Some(&lib)),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default(),
+    );
+    sampler.sample();
+    let report = sampler.finish();
+    assert_eq!(
+        report.max_process_peak_vram_bytes,
+        std::collections::BTreeMap::from([(0, 0), (1, 0), (2, 300 * MIB)])
+    );
+    assert!(report.vram_accounting[0].processes.is_empty());
+    assert!(report.vram_accounting[1].processes.is_empty());
+    assert_eq!(report.vram_accounting[2].processes.len(), 1);
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -43,6 +43,8 @@ pub struct Device {
     pub max_clocks: [Option<u32>; 3],
     pub handle_error: Option<u32>,
     pub errors: Vec<(String, u32)>,
+    /// `nvmlDeviceGetAccountingMode`: accounting on (off by default, as on a real driver).
+    pub accounting_mode: bool,
 }
 
 impl Device {
@@ -71,6 +73,7 @@ impl Device {
             max_clocks: [None; 3],
             handle_error: None,
             errors: Vec::new(),
+            accounting_mode: false,
         }
     }
 }
@@ -91,6 +94,12 @@ pub struct Process {
     pub compute_instance_id: u32,
     pub from_tick: u64,
     pub until_tick: u64,
+    /// Accounting record's `maxMemoryUsage` (`u64::MAX` = not available); by default the
+    /// largest value of `used`.
+    pub accounting_max: Option<u64>,
+    /// Accounting record's `startTime` (µs since the epoch); by default the time the process
+    /// was first listed.
+    pub accounting_start_us: Option<u64>,
 }
 
 /// The whole scenario.
@@ -125,6 +134,8 @@ struct ProcessDraft {
     compute_instance_id: u32,
     from_tick: u64,
     until_tick: u64,
+    accounting_max: Option<u64>,
+    accounting_start_us: Option<u64>,
 }
 
 impl ProcessDraft {
@@ -139,6 +150,8 @@ impl ProcessDraft {
             compute_instance_id: 0xFFFF_FFFF,
             from_tick: 0,
             until_tick: u64::MAX,
+            accounting_max: None,
+            accounting_start_us: None,
         }
     }
 
@@ -154,6 +167,8 @@ impl ProcessDraft {
             compute_instance_id: self.compute_instance_id,
             from_tick: self.from_tick,
             until_tick: self.until_tick,
+            accounting_max: self.accounting_max,
+            accounting_start_us: self.accounting_start_us,
         })
     }
 }
@@ -296,6 +311,13 @@ fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
         "max_clock_sm_mhz" => d.max_clocks[1] = Some(parse_u32(v)?),
         "max_clock_memory_mhz" => d.max_clocks[2] = Some(parse_u32(v)?),
         "handle_error" => d.handle_error = Some(parse_u32(v)?),
+        "accounting_mode" => {
+            d.accounting_mode = match v {
+                "0" => false,
+                "1" => true,
+                _ => return Err(format!("accounting_mode must be 0 or 1, got {v:?}")),
+            }
+        }
         "error" => d.errors.push(parse_error(v)?),
         _ => return Err(format!("unknown [device] key {key:?}")),
     }
@@ -322,6 +344,9 @@ fn process_key(p: &mut ProcessDraft, key: &str, v: &str) -> Result<(), String> {
         "compute_instance_id" => p.compute_instance_id = parse_u32(v)?,
         "from_tick" => p.from_tick = parse_u64(v)?,
         "until_tick" => p.until_tick = parse_u64(v)?,
+        "accounting_max" if v.eq_ignore_ascii_case("max") => p.accounting_max = Some(u64::MAX),
+        "accounting_max" => p.accounting_max = Some(parse_u64(v)?),
+        "accounting_start_us" => p.accounting_start_us = Some(parse_u64(v)?),
         _ => return Err(format!("unknown [process] key {key:?}")),
     }
     Ok(())

@@ -20,6 +20,7 @@
 // Exported functions are `unsafe extern "C"`; their contract is NVML's documentation.
 #![allow(clippy::missing_safety_doc)]
 
+mod accounting;
 mod conf;
 mod processes;
 mod telemetry;
@@ -66,6 +67,9 @@ struct State {
     mem_calls: Vec<u64>,
     /// Per device: [compute, graphics].
     lists: Vec<[ListState; 2]>,
+    /// Per configured process: the pid it was listed under (resolved for `child_of_caller`)
+    /// and when it was first listed (µs since the epoch), for its accounting record.
+    listed: Vec<Option<(u32, u64)>>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -142,11 +146,13 @@ fn init(sym: &str) -> nvmlReturn_t {
         return code;
     }
     let n = cfg.devices.len();
+    let listed = vec![None; cfg.processes.len()];
     *g = Some(State {
         cfg,
         refs: 1,
         mem_calls: vec![0; n],
         lists: vec![[ListState::default(); 2]; n],
+        listed,
     });
     SUCCESS
 }

@@ -58,11 +58,12 @@ fn process_list(
         let first = !ls.called;
         ls.called = true;
 
-        let configured: Vec<&conf::Process> = st
+        let configured: Vec<(usize, &conf::Process)> = st
             .cfg
             .processes
             .iter()
-            .filter(|p| p.device as usize == i && p.list == list)
+            .enumerate()
+            .filter(|(_, p)| p.device as usize == i && p.list == list)
             .collect();
         let shown = if first {
             configured.len().saturating_sub(late)
@@ -70,11 +71,22 @@ fn process_list(
             configured.len()
         };
         let at = usize::try_from(tick).unwrap_or(usize::MAX);
-        let entries: Vec<Entry> = configured
+        let listed: Vec<(usize, u32)> = configured
             .iter()
             .take(shown)
-            .filter(|p| p.from_tick <= tick && tick < p.until_tick)
-            .filter_map(|p| Some((p, if p.child_of_caller { child_of_caller()? } else { p.pid })))
+            .filter(|(_, p)| p.from_tick <= tick && tick < p.until_tick)
+            .filter_map(|(k, p)| {
+                let pid = if p.child_of_caller {
+                    child_of_caller()?
+                } else {
+                    p.pid
+                };
+                Some((*k, pid))
+            })
+            .collect();
+        let entries: Vec<Entry> = listed
+            .iter()
+            .filter_map(|(k, pid)| Some((st.cfg.processes.get(*k)?, *pid)))
             .map(|(p, pid)| Entry {
                 pid,
                 used: p.used.get(at).or_else(|| p.used.last()).copied().unwrap_or(0),
@@ -111,6 +123,16 @@ fn process_list(
         }
         // SAFETY: checked non-null above.
         unsafe { info_count.write_unaligned(n) };
+        let now = accounting::now_us();
+        for (k, pid) in listed {
+            if let Some(slot) = st.listed.get_mut(k) {
+                // The first listing fixes the record's start time; a re-resolved pid replaces it.
+                match slot {
+                    Some((p, _)) if *p == pid => {}
+                    _ => *slot = Some((pid, now)),
+                }
+            }
+        }
         ls_tick_advance(st, i, list);
         SUCCESS
     })

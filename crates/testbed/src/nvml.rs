@@ -80,6 +80,8 @@ pub struct FakeDevice {
     pub handle_error: Option<u32>,
     /// `(symbol, code)`: that symbol fails with that code on this device.
     pub errors: Vec<(String, u32)>,
+    /// Accounting mode on (`nvidia-smi -am 1`): the driver keeps each process's peak memory.
+    pub accounting: bool,
 }
 
 impl FakeDevice {
@@ -108,7 +110,16 @@ impl FakeDevice {
             max_clocks_mhz: [None; 3],
             handle_error: None,
             errors: Vec::new(),
+            accounting: false,
         }
+    }
+
+    /// Turns accounting mode on: `nvmlDeviceGetAccountingStats` answers for every process
+    /// that has been listed on this device.
+    #[must_use]
+    pub fn accounting(mut self) -> Self {
+        self.accounting = true;
+        self
     }
 
     /// Sets the device-wide used bytes (a sequence advances per memory-info call).
@@ -168,6 +179,11 @@ pub struct FakeProcess {
     pub from_tick: Option<u64>,
     /// First tick at which it is no longer listed.
     pub until_tick: Option<u64>,
+    /// Its accounting record's peak memory (default: the largest of `used`).
+    pub accounting_max: Option<Used>,
+    /// Its accounting record's start time, µs since the epoch (default: when first listed);
+    /// when set, the record exists even if the process is never listed.
+    pub accounting_start_us: Option<u64>,
 }
 
 impl FakeProcess {
@@ -182,6 +198,8 @@ impl FakeProcess {
             compute_instance_id: None,
             from_tick: None,
             until_tick: None,
+            accounting_max: None,
+            accounting_start_us: None,
         }
     }
 
@@ -221,6 +239,21 @@ impl FakeProcess {
     pub fn visible(mut self, from: u64, until: u64) -> Self {
         self.from_tick = Some(from);
         self.until_tick = Some(until);
+        self
+    }
+
+    /// The peak its accounting record reports (a spike the process lists never showed).
+    #[must_use]
+    pub fn accounting_max(mut self, max: Used) -> Self {
+        self.accounting_max = Some(max);
+        self
+    }
+
+    /// The start time its accounting record reports, µs since the epoch (to imitate a record
+    /// left by an earlier process with the same pid).
+    #[must_use]
+    pub fn accounting_start_us(mut self, us: u64) -> Self {
+        self.accounting_start_us = Some(us);
         self
     }
 
@@ -441,6 +474,7 @@ fn write_device(s: &mut String, d: &FakeDevice) {
             opt(d.max_clocks_mhz[2].map(u64::from)),
         ),
         ("handle_error", opt(d.handle_error.map(u64::from))),
+        ("accounting_mode", opt(d.accounting.then_some(1))),
     ] {
         if let Some(v) = v {
             kv(k, v);
@@ -490,5 +524,13 @@ fn write_process(s: &mut String, p: &FakeProcess) {
     }
     if let Some(v) = p.until_tick {
         kv("until_tick", v.to_string());
+    }
+    match p.accounting_max {
+        Some(Used::Bytes(b)) => kv("accounting_max", b.to_string()),
+        Some(Used::NotAvailable) => kv("accounting_max", "max".to_string()),
+        None => {}
+    }
+    if let Some(v) = p.accounting_start_us {
+        kv("accounting_start_us", v.to_string());
     }
 }

@@ -34,8 +34,18 @@ pub struct PeakRam {
 #[derive(Debug, Serialize)]
 pub struct DevicePeak {
     pub index: u32,
-    /// Device memory held by the command's processes, highest sample.
+    /// Device memory held by the command's processes: the highest sample, floored by the
+    /// largest single-process peak of the driver's accounting.
     pub peak_vram_bytes: u64,
+    /// The highest sum of the command's processes' device memory in one sample.
+    pub sampled_peak_vram_bytes: u64,
+    /// The largest peak of one of the command's processes in the driver's own records (NVIDIA
+    /// accounting mode); null unless `vram_accounting` is `enabled`.
+    pub largest_process_peak_vram_bytes: Option<u64>,
+    /// `enabled`, `disabled` (the driver's default; `nvidia-smi -am 1` turns it on) or
+    /// `unavailable` (see `vram_accounting_detail`).
+    pub vram_accounting: &'static str,
+    pub vram_accounting_detail: Option<String>,
     /// Device-wide used memory (every process), highest sample.
     pub peak_device_used_bytes: Option<u64>,
 }
@@ -118,11 +128,17 @@ impl RunReport {
         };
         let mut devices: BTreeMap<u32, DevicePeak> = BTreeMap::new();
         for (i, v) in &s.peak_vram_bytes {
+            let largest = s.max_process_peak_vram_bytes.get(i).copied();
+            let (state, detail) = accounting_state(s, *i);
             devices.insert(
                 *i,
                 DevicePeak {
                     index: *i,
-                    peak_vram_bytes: *v,
+                    peak_vram_bytes: (*v).max(largest.unwrap_or(0)),
+                    sampled_peak_vram_bytes: *v,
+                    largest_process_peak_vram_bytes: largest,
+                    vram_accounting: state,
+                    vram_accounting_detail: detail,
                     peak_device_used_bytes: s.peak_device_used_bytes.get(i).copied(),
                 },
             );
@@ -153,6 +169,9 @@ impl RunReport {
     }
 
     /// The human-readable report (stderr).
+    ///
+    /// (Accounting states are in the JSON only: `disabled` is the driver's default and would
+    /// add a line to every report.)
     pub fn text(&self) -> String {
         let mut t = String::new();
         let cmd = sanitize(&self.command.join(" "));
@@ -201,6 +220,14 @@ impl RunReport {
                 d.index,
                 bytes(d.peak_vram_bytes)
             ));
+            if let Some(l) = d.largest_process_peak_vram_bytes {
+                t.push_str(&format!(
+                    "                GPU {}: {} largest single process (driver accounting); {} largest sampled sum\n",
+                    d.index,
+                    bytes(l),
+                    bytes(d.sampled_peak_vram_bytes)
+                ));
+            }
         }
         t.push_str(&format!("  samples       {}\n", self.samples));
         match self.signal {
@@ -214,5 +241,24 @@ impl RunReport {
             t.push_str(&format!("hmn: warning: {}\n", sanitize(w)));
         }
         t
+    }
+}
+
+/// Device `index`'s accounting state for the report, and why it is unavailable.
+fn accounting_state(s: &SamplerReport, index: u32) -> (&'static str, Option<String>) {
+    match s.vram_accounting.iter().find(|a| a.index == index) {
+        None => (
+            "unavailable",
+            Some("this device's driver keeps no per-process peak".to_string()),
+        ),
+        Some(a) if a.complete() => ("enabled", None),
+        Some(a) if a.enabled == Some(false) => ("disabled", None),
+        Some(a) => (
+            "unavailable",
+            Some(a.unknown.as_ref().map_or_else(
+                || "the accounting records could not be read".to_string(),
+                ToString::to_string,
+            )),
+        ),
     }
 }

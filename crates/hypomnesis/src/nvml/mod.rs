@@ -21,6 +21,7 @@ use std::path::Path;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
+use crate::accounting::{AccountedProcess, DeviceAccounting};
 use crate::pci::PciBusId;
 use crate::types::Source;
 use crate::types::{
@@ -225,6 +226,49 @@ impl NvmlBackend {
             row.device_uuid.clone_from(&device.uuid);
         }
         DeviceProcesses { rows, failed }
+    }
+}
+
+impl NvmlBackend {
+    /// Device `index`'s accounting mode and the records of `pids` (one call per pid; a pid
+    /// without a record is skipped). A failing call stops the queries and is kept as the reason.
+    pub(crate) fn accounting(&self, index: u32, pids: &[u32]) -> DeviceAccounting {
+        let mut out = DeviceAccounting::new(index);
+        let unknown = |e: &NvmlError| Some(Unknown::new("accounting", reason_of(e), describe(e)));
+        let handle = match self.nvml.device_by_index(index) {
+            Ok(h) => h,
+            Err(e) => {
+                out.unknown = unknown(&e);
+                return out;
+            }
+        };
+        match handle.is_accounting_enabled() {
+            Ok(on) => out.enabled = Some(on),
+            Err(e) => {
+                out.unknown = unknown(&e);
+                return out;
+            }
+        }
+        if out.enabled != Some(true) {
+            return out;
+        }
+        for &pid in pids {
+            match handle.accounting_stats_for(pid) {
+                Ok(st) => out.processes.push(AccountedProcess {
+                    device_index: index,
+                    pid,
+                    max_memory_bytes: st.max_memory_usage,
+                    start_unix_us: st.start_time,
+                    running: st.is_running,
+                }),
+                Err(NvmlError::NotFound) => {}
+                Err(e) => {
+                    out.unknown = unknown(&e);
+                    break;
+                }
+            }
+        }
+        out
     }
 }
 

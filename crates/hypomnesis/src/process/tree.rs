@@ -104,6 +104,23 @@ pub fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, Error> {
     parse_stat(&text).map_err(|e| e.at(&path))
 }
 
+/// The boot time, seconds since the Unix epoch: the `btime` line of `/proc/stat` (pure).
+pub fn parse_btime(proc_stat: &str) -> Option<u64> {
+    proc_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A start time in clock ticks after boot (`stat` field 22) as µs since the Unix epoch, given
+/// the boot time in seconds and the clock-tick rate (pure; one-second resolution from `btime`).
+pub fn start_unix_us(start_ticks: u64, btime_s: u64, clock_ticks: u64) -> u64 {
+    let tick_us = 1_000_000 / clock_ticks.max(1);
+    btime_s
+        .saturating_mul(1_000_000)
+        .saturating_add(start_ticks.saturating_mul(tick_us))
+}
+
 /// The pids of the children of every thread of `pid`, from the `task/<tid>/children` files.
 /// `None` when the kernel does not provide them.
 fn children(roots: &Roots, pid: u32) -> Option<Vec<u32>> {
@@ -244,6 +261,19 @@ mod tests {
             tree(&roots, reused).is_empty(),
             "a reused pid is not the same process"
         );
+    }
+
+    #[test]
+    fn boot_time_and_start_times() {
+        let stat = "cpu  1 2 3 4\nintr 5\nctxt 99\nbtime 1700000000\nprocesses 12\n";
+        assert_eq!(parse_btime(stat), Some(1_700_000_000));
+        assert_eq!(parse_btime("cpu 1\n"), None);
+        assert_eq!(parse_btime("btime soon\n"), None);
+        assert_eq!(
+            start_unix_us(250, 1_700_000_000, 100),
+            1_700_000_002_500_000
+        );
+        assert_eq!(start_unix_us(250, 1_700_000_000, 0), 1_700_000_250_000_000);
     }
 
     #[test]
