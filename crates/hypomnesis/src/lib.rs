@@ -34,6 +34,7 @@
 //! | [`sampler`] | [`sampler::Sampler`]: a process tree's RAM and VRAM over time, with peaks |
 //! | [`accounting`] | the driver's per-process peak of device memory (NVIDIA accounting mode) |
 //! | [`report`] | [`MemoryReport`]: before/after deltas of a program phase |
+//! | [`estimate`] | tensor sizes, KV cache, will-it-fit, [`estimate::MemoryTracker`]; model headers (feature `models`) |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
@@ -46,6 +47,7 @@
 //! - `nvml` (default): NVIDIA through NVML, loaded at run time; no link-time dependency.
 //! - `nvidia-smi` (default): the `nvidia-smi` fallback.
 //! - `serde`: `Serialize` for the data types (field names are the `hmn --json` contract).
+//! - `models`: read safetensors/GGUF headers and `config.json` for [`estimate`].
 //! - `test-helpers`: builders for the `#[non_exhaustive]` types, for downstream tests.
 //!
 //! ## Platform support
@@ -58,6 +60,7 @@ pub mod api;
 pub mod cgroup;
 mod drm;
 pub mod error;
+pub mod estimate;
 pub mod host;
 #[cfg(feature = "nvml")]
 mod nvml;
@@ -103,6 +106,23 @@ pub mod fuzzing {
         let _ = crate::host::parse::parse_smaps_rollup(&text);
         let _ = crate::host::parse::statm_resident_pages(data);
         let _ = text.parse::<crate::PciBusId>();
+    }
+
+    /// Parses a safetensors JSON header and, as the same bytes, a `config.json`.
+    #[cfg(feature = "models")]
+    pub fn safetensors_header(data: &[u8]) {
+        let _ = crate::estimate::safetensors::parse_header(data);
+        let _ = crate::estimate::config::from_config_json(data);
+    }
+
+    /// Reads a GGUF header from memory and the architecture from its metadata.
+    #[cfg(feature = "models")]
+    pub fn gguf_header(data: &[u8]) {
+        let len = data.len() as u64;
+        if let Ok(h) = crate::estimate::gguf::read_header(std::io::Cursor::new(data), len) {
+            let _ = h.weights_bytes();
+            let _ = crate::estimate::config::from_gguf(&h);
+        }
     }
 }
 pub mod types;

@@ -3,18 +3,21 @@
 //!
 //! | Module | Owns |
 //! |---|---|
+//! | [`gguf`] | a minimal GGUF writer for model-file tests |
 //! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files |
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`procfs`] | fixture `/proc` trees modelled on real Linux 6.x files |
 //! | [`sysfs`] | fixture `/sys` trees for DRM devices and the AMD KFD |
 //! | [`world`] | a `/proc` + `/sys` pair and the recorded fdinfo samples |
 
+pub mod gguf;
 pub mod nvml;
 pub mod procfs;
 pub mod smi;
 pub mod sysfs;
 pub mod world;
 
+pub use gguf::{GgufWriter, ggml};
 pub use nvml::{Driver, FakeDevice, FakeNvml, FakeProcess, ProcessListKind, Used, fake_nvml_path};
 pub use procfs::{FakeProc, ProcFixture};
 pub use smi::{FakeSmi, SmiBehaviour};

@@ -1,0 +1,167 @@
+//! safetensors header reader: the 8-byte little-endian length and the JSON header, validated by
+//! the `safetensors` crate, never the weights.
+//!
+//! The claimed header length is checked against the format's limit and against the file's size
+//! before it is read; the tensors' offsets must be contiguous and match their dtype and shape
+//! (the crate's validation), and the data they describe must end exactly at the file's end.
+//! Sharded checkpoints are read through `model.safetensors.index.json`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::dtype::SafetensorsDtype;
+use crate::error::{Error, ParseError, Result};
+
+/// The format's own limit on the JSON header (the `safetensors` crate refuses larger ones).
+pub const MAX_HEADER: u64 = 100_000_000;
+/// Shards an index may name.
+pub const MAX_SHARDS: usize = 4096;
+
+/// The tensors of one or more files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Tensors.
+    pub tensor_count: u64,
+    /// Exact bytes of the weights.
+    pub weights_bytes: u64,
+    /// Bytes per dtype.
+    pub by_dtype: BTreeMap<String, u64>,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Summary {
+    /// Adds another file's tensors.
+    pub fn add(&mut self, o: Summary) {
+        self.tensor_count += o.tensor_count;
+        self.weights_bytes = self.weights_bytes.saturating_add(o.weights_bytes);
+        for (k, v) in o.by_dtype {
+            *self.by_dtype.entry(k).or_default() += v;
+        }
+        self.files.extend(o.files);
+    }
+}
+
+/// Parses a header's JSON text (pure): returns the summary and where the data ends.
+pub fn parse_header(json: &[u8]) -> std::result::Result<(Summary, u64), ParseError> {
+    let meta: safetensors::tensor::Metadata = serde_json::from_slice(json)
+        .map_err(|e| ParseError::new(format!("invalid safetensors header: {e}")))?;
+    let mut s = Summary::default();
+    let mut end = 0u64;
+    for info in meta.tensors().values() {
+        let (b, e) = info.data_offsets;
+        let bytes = u64::try_from(e.saturating_sub(b)).unwrap_or(u64::MAX);
+        end = end.max(u64::try_from(e).unwrap_or(u64::MAX));
+        s.tensor_count += 1;
+        s.weights_bytes = s.weights_bytes.saturating_add(bytes);
+        let dtype = format!("{:?}", info.dtype);
+        // Cross-check the crate's dtype table against ours.
+        SafetensorsDtype::parse(&dtype)?;
+        *s.by_dtype.entry(dtype).or_default() += bytes;
+    }
+    Ok((s, end))
+}
+
+/// Reads one `.safetensors` file's header.
+///
+/// # Errors
+/// [`Error::Parse`] naming the file for a length beyond the limit or the file, invalid JSON,
+/// inconsistent offsets, or data that does not end at the end of the file.
+pub fn read_file(path: &Path) -> Result<Summary> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::from_io(path, e))?;
+    let len = f.metadata().map_err(|e| Error::from_io(path, e))?.len();
+    let bad = |m: String| Error::parse(path, None, m);
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(|_| {
+        bad(format!(
+            "truncated: {len} bytes, not even the 8-byte header length"
+        ))
+    })?;
+    let n = u64::from_le_bytes(n);
+    if n > MAX_HEADER {
+        return Err(bad(format!(
+            "header length {n} exceeds the format's limit of {MAX_HEADER} bytes"
+        )));
+    }
+    if n > len - 8 {
+        return Err(bad(format!(
+            "truncated: the header claims {n} bytes, the file has {} after the length",
+            len - 8
+        )));
+    }
+    let mut json = vec![0u8; usize::try_from(n).map_err(|_| bad("header too large".into()))?];
+    f.read_exact(&mut json)
+        .map_err(|e| Error::from_io(path, e))?;
+    let (mut s, end) = parse_header(&json).map_err(|e| e.at(path))?;
+    if 8 + n + end != len {
+        return Err(bad(format!(
+            "the header describes {end} bytes of data, the file has {} (truncated or corrupt)",
+            len - 8 - n
+        )));
+    }
+    s.files.push(path.to_path_buf());
+    Ok(s)
+}
+
+/// Reads a sharded checkpoint through its `model.safetensors.index.json`: every shard named in
+/// `weight_map` (each once).
+///
+/// # Errors
+/// As [`read_file`] for each shard; [`Error::Parse`] for a malformed index or a shard path that
+/// leaves the index's directory.
+pub fn read_index(index: &Path) -> Result<Summary> {
+    let text = std::fs::read(index).map_err(|e| Error::from_io(index, e))?;
+    if text.len() as u64 > MAX_HEADER {
+        return Err(Error::parse(index, None, "index larger than 100 MB"));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| Error::parse(index, None, format!("invalid JSON: {e}")))?;
+    let map = v
+        .get("weight_map")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| Error::parse(index, None, "no weight_map object"))?;
+    let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
+    if shards.is_empty() || shards.len() > MAX_SHARDS {
+        return Err(Error::parse(
+            index,
+            None,
+            format!("{} shards named (expected 1 to {MAX_SHARDS})", shards.len()),
+        ));
+    }
+    let dir = index.parent().unwrap_or(Path::new("."));
+    let mut total = Summary::default();
+    for shard in shards {
+        if shard.contains('/') || shard.contains('\\') || shard == ".." {
+            return Err(Error::parse(
+                index,
+                None,
+                format!("shard {shard:?} is not a file name in the index's directory"),
+            ));
+        }
+        total.add(read_file(&dir.join(shard))?);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_text() {
+        let json = br#"{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},"b":{"dtype":"F4","shape":[4],"data_offsets":[12,14]}}"#;
+        let (s, end) = parse_header(json).unwrap();
+        assert_eq!((s.tensor_count, s.weights_bytes, end), (2, 14, 14));
+        assert_eq!(s.by_dtype["F4"], 2);
+        let overlap = br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
+        assert!(parse_header(overlap).is_err());
+        let wrong = br#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+        assert!(parse_header(wrong).is_err());
+        assert!(parse_header(b"{not json").is_err());
+        assert!(
+            parse_header(br#"{"a":{"dtype":"F12","shape":[1],"data_offsets":[0,1]}}"#).is_err()
+        );
+    }
+}
