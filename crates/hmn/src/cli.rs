@@ -93,6 +93,25 @@ pub enum Command {
     )]
     Watch(WatchArgs),
 
+    /// Will a model fit? Its memory, component by component, against a device's free memory.
+    #[command(
+        long_about = "Will a model fit? SIZE (e.g. 14GiB) is compared with a device's free memory \
+            as it is. PATH (a .safetensors or .gguf file, a model.safetensors.index.json, or a \
+            directory holding them and config.json) is read, headers only, and estimated \
+            component by component: weights (exact, from the headers), KV cache (per layer: \
+            GQA, head_dim, sliding-window and hybrid layers, MLA, KV dtype), activations and \
+            compute buffers, runtime overhead and a margin, each with a low/high band for the \
+            runtime. The verdict compares the band with the device's live free memory and \
+            gives the headroom or shortfall and the largest context and batch that fit.\n\n\
+            Defaults: device 0, batch 1, runtime generic, context 4096 (vllm: the trained \
+            context, which vLLM must fit to start), KV cache bf16 (llama.cpp: f16).\n\n\
+            Exit status: 0 when the high end fits (on some device with --device all); 1 when \
+            it does not, or only the low end does; 2 on an error (unreadable or malformed \
+            model, no GPU, a device that cannot be read). Formulas and sources: \
+            docs/estimation.md."
+    )]
+    Fits(FitsArgs),
+
     /// Export device and process metrics for Prometheus (text 0.0.4 or OpenMetrics).
     #[cfg(feature = "serve")]
     #[command(
@@ -152,6 +171,61 @@ pub struct WatchArgs {
     /// Stop after DURATION (default: until Ctrl+C or every process has exited).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub duration: Option<std::time::Duration>,
+}
+
+/// `hmn fits` options.
+#[derive(Debug, Args)]
+pub struct FitsArgs {
+    /// A size (14GiB, 7.5G, 16000000000), or a model file or directory.
+    #[arg(value_name = "SIZE|PATH")]
+    pub model: std::ffi::OsString,
+
+    /// Tokens per sequence (default 4096; with --runtime vllm, the trained context).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    pub context: Option<u64>,
+
+    /// Sequences held at once (default 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub batch: Option<u64>,
+
+    /// KV cache element type: f32, f16, bf16, fp8, q8_0, q4_0.
+    #[arg(long, value_name = "TYPE", value_parser = parse_kv_dtype)]
+    pub kv_dtype: Option<hypomnesis::estimate::KvDtype>,
+
+    /// The device to compare with, by index, or `all` (the verdict is for the device with the
+    /// most headroom). Default 0.
+    #[arg(long, value_name = "N|all", value_parser = parse_device_sel)]
+    pub device: Option<DeviceSel>,
+
+    /// The runtime that will hold the model: generic (PyTorch), llama.cpp, vllm.
+    #[arg(long, value_name = "RUNTIME", value_parser = parse_runtime)]
+    pub runtime: Option<hypomnesis::estimate::Runtime>,
+}
+
+/// `hmn fits --device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSel {
+    /// One device.
+    Index(u32),
+    /// Every device.
+    All,
+}
+
+fn parse_device_sel(s: &str) -> Result<DeviceSel, String> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(DeviceSel::All);
+    }
+    s.parse()
+        .map(DeviceSel::Index)
+        .map_err(|_| format!("invalid device {s:?}: expected an index or `all`"))
+}
+
+fn parse_kv_dtype(s: &str) -> Result<hypomnesis::estimate::KvDtype, String> {
+    hypomnesis::estimate::KvDtype::parse(s).map_err(|e| e.message)
+}
+
+fn parse_runtime(s: &str) -> Result<hypomnesis::estimate::Runtime, String> {
+    hypomnesis::estimate::Runtime::parse(s).map_err(|e| e.message)
 }
 
 /// `hmn serve` options.
@@ -308,6 +382,32 @@ mod tests {
     }
 
     #[test]
+    fn fits_arguments() {
+        let a = parse(&[
+            "fits",
+            "m.gguf",
+            "--device",
+            "all",
+            "--runtime",
+            "llama.cpp",
+            "--kv-dtype",
+            "q8_0",
+        ])
+        .unwrap();
+        let Some(Command::Fits(f)) = a.command else {
+            panic!("fits expected")
+        };
+        assert_eq!(f.device, Some(DeviceSel::All));
+        assert_eq!(f.runtime, Some(hypomnesis::estimate::Runtime::LlamaCpp));
+        assert_eq!(f.kv_dtype, Some(hypomnesis::estimate::KvDtype::Q8_0));
+        let a = parse(&["fits", "14GiB", "--device", "1"]).unwrap();
+        let Some(Command::Fits(f)) = a.command else {
+            panic!("fits expected")
+        };
+        assert_eq!(f.device, Some(DeviceSel::Index(1)));
+    }
+
+    #[test]
     fn bad_values_are_usage_errors() {
         for args in [
             &["ps", "--filter", "  "][..],
@@ -318,6 +418,12 @@ mod tests {
             &["ps", "--util", "--interval", "0s"],
             &["ps", "--util", "--interval", "soon"],
             &["ps", "--interval", "1s"],
+            &["fits"],
+            &["fits", "1G", "--context", "0"],
+            &["fits", "1G", "--batch", "-1"],
+            &["fits", "1G", "--device", "first"],
+            &["fits", "1G", "--kv-dtype", "int3"],
+            &["fits", "1G", "--runtime", "ollama"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

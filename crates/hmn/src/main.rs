@@ -5,6 +5,7 @@
 //! stdout (`hmn ps | head`) ends the program quietly with exit 0.
 
 mod cli;
+mod fits;
 mod format;
 mod ps;
 mod run;
@@ -66,6 +67,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => summary::run(&Probe::with_options(opts), &cli.global, out),
         Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
+        Some(Command::Fits(args)) => fits::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
         Some(Command::Watch(args)) => watch::run(opts, &cli.global, &args, out),
         #[cfg(feature = "serve")]

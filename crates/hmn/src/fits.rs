@@ -1,0 +1,538 @@
+//! `hmn fits SIZE|PATH`: will this model fit? The library's estimate (components with a
+//! low/high band) against the live free memory of one device, or of every device.
+//!
+//! `SIZE` is compared with free memory as it is (upstream parity). `PATH` is read through
+//! `hypomnesis::estimate::model::open` (headers only). Exit status: 0 when the high end of the
+//! band fits (on some device with `--device all`), 1 when it does not or only the low end
+//! does, 2 on an error (unreadable model, no GPU, a device that cannot be read).
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use hypomnesis::estimate::model::{OpenedModel, open};
+use hypomnesis::estimate::{
+    Estimate, Fit, FitParams, KvDtype, Runtime, Verdict, estimate, judge, judge_estimate,
+    kv_bytes_per_token,
+};
+use hypomnesis::{Device, Probe, Warning};
+use serde::Serialize;
+
+use crate::cli::{DeviceSel, FitsArgs, GlobalArgs};
+use crate::format::{Align, Table, bytes, sanitize};
+
+/// What the user asked about.
+enum Input {
+    Size(u64),
+    Model(Box<OpenedModel>),
+}
+
+/// Tokens per sequence when `--context` is not given and the runtime does not decide it.
+pub const DEFAULT_CONTEXT: u64 = 4096;
+
+/// Reads `SIZE|PATH`: an existing path is a model; otherwise it must be a size.
+fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
+    let path = Path::new(arg);
+    if path.exists() {
+        return Ok(Input::Model(Box::new(open(path)?)));
+    }
+    let text = arg.to_string_lossy();
+    match crate::format::parse_size(&text) {
+        Ok(n) => Ok(Input::Size(n)),
+        Err(e) if text.chars().next().is_some_and(|c| c.is_ascii_digit()) => bail!("{e}"),
+        Err(_) => bail!(
+            "{}: no such file or directory (and not a size such as 14GiB)",
+            sanitize(&text)
+        ),
+    }
+}
+
+/// The run parameters for a model; `None` for a size, where they have no meaning.
+fn params(a: &FitsArgs, model: Option<&OpenedModel>) -> anyhow::Result<Option<FitParams>> {
+    let Some(model) = model else {
+        if a.context.is_some() || a.batch.is_some() || a.kv_dtype.is_some() || a.runtime.is_some() {
+            bail!(
+                "--context, --batch, --kv-dtype and --runtime need a model file or directory; \
+                 a SIZE is compared with free memory as it is"
+            );
+        }
+        return Ok(None);
+    };
+    let runtime = a.runtime.unwrap_or_default();
+    let max = model.spec.arch.as_ref().and_then(|x| x.max_context);
+    // vLLM refuses to start unless one sequence of max_model_len (the trained context by
+    // default) fits; the others allocate what they are asked for.
+    let context = a.context.unwrap_or(match (runtime, max) {
+        (Runtime::Vllm, Some(m)) => m,
+        _ => DEFAULT_CONTEXT,
+    });
+    let kv = a.kv_dtype.unwrap_or(match runtime {
+        Runtime::LlamaCpp => KvDtype::F16,
+        _ => KvDtype::BF16,
+    });
+    Ok(Some(FitParams::new(
+        context,
+        a.batch.unwrap_or(1),
+        kv,
+        runtime,
+    )))
+}
+
+/// One device's answer.
+#[derive(Serialize)]
+struct DeviceFit {
+    index: u32,
+    name: Option<String>,
+    free_bytes: Option<u64>,
+    total_bytes: Option<u64>,
+    /// `free` (device memory), `host_available` (an integrated GPU sharing system RAM), or
+    /// `vllm_utilization` (0.9 × total).
+    budget_source: Option<&'static str>,
+    verdict: Option<Verdict>,
+    /// Why there is no verdict.
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ArchJson {
+    source: Option<String>,
+    name: Option<String>,
+    layers: usize,
+    kv_bytes_per_token: u64,
+    max_context: Option<u64>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum InputJson<'a> {
+    Size {
+        bytes: u64,
+    },
+    Model {
+        path: String,
+        format: &'static str,
+        files: Vec<String>,
+        tensor_count: Option<u64>,
+        weights_bytes: u64,
+        by_dtype: &'a BTreeMap<String, u64>,
+        architecture: Option<ArchJson>,
+    },
+}
+
+#[derive(Serialize)]
+struct ParamsJson {
+    context: u64,
+    batch: u64,
+    kv_dtype: &'static str,
+    runtime: &'static str,
+}
+
+/// `hmn fits --json` (schema 1).
+#[derive(Serialize)]
+struct FitsJson<'a> {
+    schema: u32,
+    input: InputJson<'a>,
+    params: Option<ParamsJson>,
+    estimate: &'a Estimate,
+    devices: &'a [DeviceFit],
+    /// The verdict on the chosen device (the best one with `--device all`).
+    fit: Option<Fit>,
+    device: Option<u32>,
+    error: Option<String>,
+    warnings: &'a [Warning],
+}
+
+pub fn run(
+    probe: &Probe,
+    g: &GlobalArgs,
+    a: &FitsArgs,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let input = resolve(&a.model)?;
+    let model = match &input {
+        Input::Model(m) => Some(m.as_ref()),
+        Input::Size(_) => None,
+    };
+    let params = params(a, model)?;
+    let est = match (model, params) {
+        (Some(m), Some(p)) => estimate(&m.spec, p),
+        _ => Estimate::requested(match input {
+            Input::Size(n) => n,
+            Input::Model(_) => 0,
+        }),
+    };
+    let (devices, warnings, error) = candidates(probe, a.device);
+    let host_available = probe.host_memory().ok().map(|h| h.memory_available_bytes);
+    let fits: Vec<DeviceFit> = devices
+        .iter()
+        .map(|d| device_fit(d, model, params, &est, host_available))
+        .collect();
+    let chosen = best(&fits);
+    let error = error.or_else(|| match (chosen, fits.as_slice()) {
+        (Some(_), _) => None,
+        (None, [one]) => one.error.clone(),
+        (None, _) => Some("no device reported its free memory".to_string()),
+    });
+
+    if g.json {
+        let input_json = match &input {
+            Input::Size(n) => InputJson::Size { bytes: *n },
+            Input::Model(m) => model_json(m, &a.model),
+        };
+        crate::write_json(
+            out,
+            &FitsJson {
+                schema: 1,
+                input: input_json,
+                params: params.map(|p| ParamsJson {
+                    context: p.context,
+                    batch: p.batch,
+                    kv_dtype: p.kv_dtype.as_str(),
+                    runtime: p.runtime.as_str(),
+                }),
+                estimate: &est,
+                devices: &fits,
+                fit: chosen.and_then(|c| c.verdict.as_ref()).map(|v| v.fit),
+                device: chosen.map(|c| c.index),
+                error: error.clone(),
+                warnings: &warnings,
+            },
+        )?;
+    } else {
+        if let (Input::Model(m), Some(p)) = (&input, params) {
+            write_model_text(out, m, p, &est)?;
+        }
+        if matches!(input, Input::Model(_)) || fits.len() > 1 {
+            for f in &fits {
+                writeln!(out, "{}", device_line(f, params))?;
+            }
+        }
+        crate::print_warnings(&warnings)?;
+    }
+    out.flush().context("writing to stdout")?;
+    match (chosen, error) {
+        (Some(c), _) => {
+            crate::note(&verdict_line(c, &est))?;
+            Ok(match c.verdict.as_ref().map(|v| v.fit) {
+                Some(Fit::Fits) => ExitCode::SUCCESS,
+                _ => ExitCode::from(1),
+            })
+        }
+        (None, Some(e)) => bail!("{e}"),
+        (None, None) => bail!("no device to compare with"),
+    }
+}
+
+/// The devices to judge, with warnings, or an error saying why there are none.
+fn candidates(
+    probe: &Probe,
+    sel: Option<DeviceSel>,
+) -> (Vec<Device>, Vec<Warning>, Option<String>) {
+    match sel {
+        Some(DeviceSel::All) => {
+            let list = probe.devices();
+            let err = list
+                .devices
+                .is_empty()
+                .then(|| crate::summary::no_gpu_line(&list.absent_reasons()));
+            (list.devices, list.warnings, err)
+        }
+        Some(DeviceSel::Index(i)) => one(probe, i),
+        None => one(probe, 0),
+    }
+}
+
+fn one(probe: &Probe, index: u32) -> (Vec<Device>, Vec<Warning>, Option<String>) {
+    match probe.device(index) {
+        Ok(d) => (vec![d], Vec::new(), None),
+        Err(e @ hypomnesis::Error::NoGpu { .. }) => (Vec::new(), Vec::new(), Some(e.to_string())),
+        Err(e) => (
+            Vec::new(),
+            Vec::new(),
+            Some(format!("fits failed to query device {index}: {e}")),
+        ),
+    }
+}
+
+fn device_fit(
+    d: &Device,
+    model: Option<&OpenedModel>,
+    params: Option<FitParams>,
+    est: &Estimate,
+    host_available: Option<u64>,
+) -> DeviceFit {
+    let mut f = DeviceFit {
+        index: d.index,
+        name: d.name.clone(),
+        free_bytes: d.memory.free_bytes,
+        total_bytes: d.memory.total_bytes,
+        budget_source: None,
+        verdict: None,
+        error: None,
+    };
+    if let Some(e) = &d.error {
+        f.error = Some(format!("device {} cannot be read: {e}", d.index));
+        return f;
+    }
+    let (free, source) = match (d.memory.free_bytes, d.integrated, host_available) {
+        (Some(free), _, _) => (free, "free"),
+        (None, Some(true), Some(host)) => (host, "host_available"),
+        _ => {
+            let why = d
+                .unknown
+                .iter()
+                .find(|u| u.field.starts_with("memory"))
+                .map_or_else(|| "not reported".to_string(), |u| u.detail.clone());
+            f.error = Some(format!(
+                "device {} does not report its free memory: {why}",
+                d.index
+            ));
+            return f;
+        }
+    };
+    let verdict = match (model, params) {
+        (Some(m), Some(p)) => judge(&m.spec, p, free, d.memory.total_bytes),
+        _ => judge_estimate(est, free),
+    };
+    let vllm = params.is_some_and(|p| p.runtime == Runtime::Vllm) && verdict.budget_bytes != free;
+    f.budget_source = Some(if vllm { "vllm_utilization" } else { source });
+    f.verdict = Some(verdict);
+    f
+}
+
+/// The device with a verdict and the most headroom.
+fn best(fits: &[DeviceFit]) -> Option<&DeviceFit> {
+    fits.iter()
+        .filter(|f| f.verdict.is_some())
+        .max_by_key(|f| f.verdict.as_ref().map(|v| v.headroom_bytes))
+}
+
+fn model_json<'a>(m: &'a OpenedModel, arg: &OsStr) -> InputJson<'a> {
+    InputJson::Model {
+        path: Path::new(arg).display().to_string(),
+        format: m.format,
+        files: m.files.iter().map(|p| p.display().to_string()).collect(),
+        tensor_count: m.spec.tensor_count,
+        weights_bytes: m.spec.weights_bytes,
+        by_dtype: &m.by_dtype,
+        architecture: m.spec.arch.as_ref().map(|x| ArchJson {
+            source: m.arch_source.clone(),
+            name: x.name.clone(),
+            layers: x.layers.len(),
+            kv_bytes_per_token: kv_bytes_per_token(x, KvDtype::BF16),
+            max_context: x.max_context,
+        }),
+    }
+}
+
+fn write_model_text(
+    out: &mut dyn Write,
+    m: &OpenedModel,
+    p: FitParams,
+    est: &Estimate,
+) -> anyhow::Result<()> {
+    let files = match m.files.as_slice() {
+        [one] => file_name(one),
+        many => format!("{} files", many.len()),
+    };
+    let mut line = format!("model: {files} ({}", m.format);
+    if let Some(n) = m.spec.tensor_count {
+        line.push_str(&format!(", {n} tensor{}", if n == 1 { "" } else { "s" }));
+    }
+    match (&m.spec.arch, &m.arch_source) {
+        (Some(x), src) => {
+            line.push_str(&format!(", {} layers", x.layers.len()));
+            if let Some(c) = x.max_context {
+                line.push_str(&format!(", trained context {c}"));
+            }
+            if let Some(s) = src {
+                line.push_str(&format!("; architecture from {}", file_name(Path::new(s))));
+            }
+        }
+        (None, _) => line.push_str("; no architecture: KV cache unknown"),
+    }
+    line.push(')');
+    writeln!(out, "{}", sanitize(&line))?;
+    writeln!(
+        out,
+        "run: {}, context {} × batch {}, KV cache {}",
+        p.runtime.as_str(),
+        p.context,
+        p.batch,
+        p.kv_dtype.as_str()
+    )?;
+    writeln!(out)?;
+    let mut t = Table::new(&[
+        ("COMPONENT", Align::Left),
+        ("LOW", Align::Right),
+        ("HIGH", Align::Right),
+        ("SOURCE", Align::Left),
+    ]);
+    for c in &est.components {
+        t.row(vec![
+            c.name.to_string(),
+            crate::format::opt_bytes(c.low_bytes),
+            crate::format::opt_bytes(c.high_bytes),
+            c.note.clone(),
+        ]);
+    }
+    let total_note = if est.unknown_components.is_empty() {
+        String::new()
+    } else {
+        format!("without {}", est.unknown_components.join(", "))
+    };
+    t.row(vec![
+        "total".to_string(),
+        bytes(est.low_bytes),
+        bytes(est.high_bytes),
+        total_note,
+    ]);
+    write!(out, "{}", t.render())?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn device_label(f: &DeviceFit) -> String {
+    match &f.name {
+        Some(n) => format!("GPU {} [{}]", f.index, sanitize(n)),
+        None => format!("GPU {}", f.index),
+    }
+}
+
+fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
+    match f.budget_source {
+        Some("host_available") => {
+            format!("{} available (shared system RAM)", bytes(v.budget_bytes))
+        }
+        Some("vllm_utilization") if v.budget_bytes == 0 => format!(
+            "{} free, less than the 0.9 × total vLLM reserves",
+            crate::format::opt_bytes(f.free_bytes)
+        ),
+        Some("vllm_utilization") => format!("{} usable (0.9 × total)", bytes(v.budget_bytes)),
+        _ => format!("{} free", bytes(v.budget_bytes)),
+    }
+}
+
+/// `GPU 0 [name]: 78.1 GiB free — fits, 60.2 GiB headroom; largest context 131072, batch 37`.
+fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
+    let Some(v) = &f.verdict else {
+        return format!(
+            "{}: no verdict ({})",
+            device_label(f),
+            sanitize(f.error.as_deref().unwrap_or("unknown"))
+        );
+    };
+    let mut line = format!("{}: {} — ", device_label(f), budget_words(f, v));
+    line.push_str(&match v.fit {
+        Fit::Fits => format!(
+            "fits, {} headroom",
+            bytes(u64::try_from(v.headroom_bytes).unwrap_or(0))
+        ),
+        Fit::Tight => "tight: the low end fits, the high end does not".to_string(),
+        _ => format!("does not fit, short by {}", shortfall(v)),
+    });
+    if let (Some(c), Some(p)) = (v.max_context, params) {
+        match c {
+            0 => line.push_str("; at the high end no context fits"),
+            c => line.push_str(&format!(
+                "; largest context {c} (batch {}), largest batch {} (context {})",
+                p.batch,
+                v.max_batch.unwrap_or(0),
+                p.context
+            )),
+        }
+    }
+    for n in &v.notes {
+        line.push_str(&format!("; {}", sanitize(n)));
+    }
+    line
+}
+
+fn shortfall(v: &Verdict) -> String {
+    bytes(u64::try_from(-v.headroom_bytes).unwrap_or(u64::MAX))
+}
+
+/// The upstream-compatible one-liner on stderr.
+fn verdict_line(f: &DeviceFit, est: &Estimate) -> String {
+    let Some(v) = &f.verdict else {
+        return String::new();
+    };
+    let dev = format!("device {}", device_label(f).trim_start_matches("GPU "));
+    let budget = budget_words(f, v);
+    match v.fit {
+        Fit::Fits => format!(
+            "fits — {budget} >= {} requested ({} headroom; {dev})",
+            bytes(est.high_bytes),
+            bytes(u64::try_from(v.headroom_bytes).unwrap_or(0))
+        ),
+        Fit::Tight => format!(
+            "may not fit — {budget}: enough for the low end {} but not the high end {} ({dev})",
+            bytes(est.low_bytes),
+            bytes(est.high_bytes)
+        ),
+        _ => format!(
+            "does not fit — {budget} < {} requested (short by {}; {dev})",
+            bytes(est.high_bytes),
+            shortfall(v)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_or_a_path() {
+        assert!(matches!(
+            resolve(OsStr::new("14GiB")).unwrap(),
+            Input::Size(n) if n == 14 << 30
+        ));
+        let e = resolve(OsStr::new("14 parsecs")).err().unwrap().to_string();
+        assert!(e.contains("invalid size"), "{e}");
+        let e = resolve(OsStr::new("/nonexistent/model.gguf"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no such file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = resolve(dir.path().as_os_str()).err().unwrap().to_string();
+        assert!(e.contains("no .safetensors or .gguf"), "{e}");
+    }
+
+    #[test]
+    fn the_verdict_line_keeps_the_upstream_wording() {
+        let est = Estimate::requested(14 << 30);
+        let f = DeviceFit {
+            index: 0,
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            free_bytes: Some(20 << 30),
+            total_bytes: Some(80 << 30),
+            budget_source: Some("free"),
+            verdict: Some(judge_estimate(&est, 20 << 30)),
+            error: None,
+        };
+        assert_eq!(
+            verdict_line(&f, &est),
+            "fits — 20 GiB free >= 14 GiB requested (6 GiB headroom; device 0 [NVIDIA H100 80GB HBM3])"
+        );
+        let f = DeviceFit {
+            verdict: Some(judge_estimate(&est, 10 << 30)),
+            ..f
+        };
+        assert_eq!(
+            verdict_line(&f, &est),
+            "does not fit — 10 GiB free < 14 GiB requested (short by 4 GiB; device 0 [NVIDIA H100 80GB HBM3])"
+        );
+    }
+}
