@@ -260,3 +260,37 @@ fn published_gqa_and_mla() {
     assert_eq!(kv_bytes_per_token(&d, KvDtype::BF16), 61 * 576 * 2);
     assert_eq!(kv_bytes_per_token(&d, KvDtype::F8), 61 * 576);
 }
+
+#[test]
+fn split_gguf_brings_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-00002.gguf");
+    let second = dir.path().join("m-00002-of-00002.gguf");
+    let a = GgufWriter::new()
+        .str("general.architecture", "llama")
+        .u32("llama.block_count", 4)
+        .u32("llama.attention.head_count", 8)
+        .u32("llama.attention.head_count_kv", 8)
+        .u32("llama.embedding_length", 1024)
+        .u32("split.count", 2)
+        .tensor("token_embd.weight", &[1024, 512], ggml::Q8_0)
+        .write(&first)
+        .unwrap();
+    // Missing shard: an error naming it.
+    let e = open(&first).unwrap_err().to_string();
+    assert!(e.contains("m-00002-of-00002.gguf"), "{e}");
+    let b = GgufWriter::new()
+        .u32("split.count", 2)
+        .tensor("output.weight", &[1024, 512], ggml::F16)
+        .write(&second)
+        .unwrap();
+    assert_eq!(a, 512 * 32 * 34);
+    assert_eq!(b, 1024 * 512 * 2);
+    for path in [&first, &second, &dir.path().to_path_buf()] {
+        let m = open(path).unwrap();
+        assert_eq!(m.spec.weights_bytes, a + b, "{path:?}");
+        assert_eq!(m.files.len(), 2);
+        assert_eq!(m.spec.arch.as_ref().unwrap().layers.len(), 4);
+        assert_eq!(m.spec.tensor_count, Some(2));
+    }
+}

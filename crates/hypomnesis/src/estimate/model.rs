@@ -89,6 +89,15 @@ pub fn open(path: &Path) -> Result<OpenedModel> {
                 }
                 from_safetensors(total, path)
             }
+            // One split GGUF (its shard 1 names the others).
+            [first, ..]
+                if first
+                    .file_name()
+                    .and_then(|n| split_gguf(&n.to_string_lossy()).map(|(_, t)| t))
+                    == u32::try_from(files.len()).ok() =>
+            {
+                open_gguf(first)
+            }
             _ => Err(Error::parse(
                 path,
                 None,
@@ -107,20 +116,85 @@ pub fn open(path: &Path) -> Result<OpenedModel> {
     if name.ends_with(".safetensors") {
         return from_safetensors(safetensors::read_file(path)?, dir);
     }
-    let f = std::fs::File::open(path).map_err(|e| Error::from_io(path, e))?;
-    let h = gguf::read_header(std::io::BufReader::new(f), md.len()).map_err(|e| e.at(path))?;
-    let arch = config::from_gguf(&h);
-    let mut by_dtype = std::collections::BTreeMap::new();
-    for t in &h.tensors {
-        *by_dtype.entry(format!("{:?}", t.ggml_type)).or_default() += t.bytes;
+    open_gguf(path)
+}
+
+/// `name-00001-of-00003.gguf` → (`name`, 3): llama.cpp's split files.
+fn split_gguf(name: &str) -> Option<(&str, u32)> {
+    let stem = name.strip_suffix(".gguf")?;
+    let (rest, total) = stem.rsplit_once("-of-")?;
+    let (prefix, index) = rest.rsplit_once('-')?;
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(total) || !digits(index) {
+        return None;
     }
-    let mut spec = ModelSpec::new(h.weights_bytes(), arch.clone());
-    spec.tensor_count = Some(h.tensors.len() as u64);
+    total.parse().ok().filter(|n| *n > 0).map(|n| (prefix, n))
+}
+
+fn read_gguf(path: &Path) -> Result<gguf::Header> {
+    let f = std::fs::File::open(path).map_err(|e| Error::from_io(path, e))?;
+    let len = f.metadata().map_err(|e| Error::from_io(path, e))?.len();
+    gguf::read_header(std::io::BufReader::new(f), len).map_err(|e| e.at(path))
+}
+
+/// Opens a GGUF file; a split file (`-0000K-of-0000N.gguf`) brings every shard, the
+/// architecture coming from the first shard that has it (usually shard 1).
+fn open_gguf(path: &Path) -> Result<OpenedModel> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let files: Vec<PathBuf> = match split_gguf(&name) {
+        Some((prefix, total)) => {
+            if total > 4096 {
+                return Err(Error::parse(path, None, "more than 4096 split files"));
+            }
+            (1..=total)
+                .map(|k| path.with_file_name(format!("{prefix}-{k:05}-of-{total:05}.gguf")))
+                .collect()
+        }
+        None => vec![path.to_path_buf()],
+    };
+    let mut arch = None;
+    let mut weights = 0u64;
+    let mut tensors = 0u64;
+    let mut by_dtype = std::collections::BTreeMap::new();
+    for file in &files {
+        let h = read_gguf(file)?;
+        if arch.is_none() {
+            arch = config::from_gguf(&h);
+        }
+        weights = weights.saturating_add(h.weights_bytes());
+        tensors += h.tensors.len() as u64;
+        for t in &h.tensors {
+            *by_dtype.entry(format!("{:?}", t.ggml_type)).or_default() += t.bytes;
+        }
+    }
+    let mut spec = ModelSpec::new(weights, arch.clone());
+    spec.tensor_count = Some(tensors);
     Ok(OpenedModel {
         spec,
         format: "gguf",
-        files: vec![path.to_path_buf()],
+        files,
         by_dtype,
         arch_source: arch.map(|_| "GGUF metadata".to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_gguf_names() {
+        assert_eq!(
+            split_gguf("Qwen3-235B-Q4_K_M-00001-of-00003.gguf"),
+            Some(("Qwen3-235B-Q4_K_M", 3))
+        );
+        assert_eq!(split_gguf("model-00002-of-00002.gguf"), Some(("model", 2)));
+        assert_eq!(split_gguf("model.gguf"), None);
+        assert_eq!(split_gguf("model-1-of-2.gguf"), None);
+        assert_eq!(split_gguf("model-00001-of-00000.gguf"), None);
+        assert_eq!(split_gguf("-00001-of-00002.gguf"), Some(("", 2)));
+    }
 }
