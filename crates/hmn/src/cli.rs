@@ -103,7 +103,8 @@ pub enum Command {
             compute buffers, runtime overhead and a margin, each with a low/high band for the \
             runtime. The verdict compares the band with the device's live free memory and \
             gives the headroom or shortfall and the largest context and batch that fit.\n\n\
-            Defaults: device 0, batch 1, runtime generic, context 4096 (vllm: the trained \
+            --free SIZE compares with a given budget instead of a device (planning for a card \
+            that is not here). Defaults: device 0, batch 1, runtime generic, context 4096 (vllm: the trained \
             context, which vLLM must fit to start), KV cache bf16 (llama.cpp: f16).\n\n\
             Exit status: 0 when the high end fits (on some device with --device all); 1 when \
             it does not, or only the low end does; 2 on an error (unreadable or malformed \
@@ -196,6 +197,11 @@ pub struct FitsArgs {
     /// most headroom). Default 0.
     #[arg(long, value_name = "N|all", value_parser = parse_device_sel)]
     pub device: Option<DeviceSel>,
+
+    /// Compare with SIZE free instead of reading a device: planning for a GPU that is not here
+    /// (e.g. --free 24GiB for a 24 GB card).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, conflicts_with = "device")]
+    pub free: Option<u64>,
 
     /// The runtime that will hold the model: generic (PyTorch), llama.cpp, vllm.
     #[arg(long, value_name = "RUNTIME", value_parser = parse_runtime)]
@@ -424,6 +430,8 @@ mod tests {
             &["fits", "1G", "--device", "first"],
             &["fits", "1G", "--kv-dtype", "int3"],
             &["fits", "1G", "--runtime", "ollama"],
+            &["fits", "1G", "--free", "much"],
+            &["fits", "1G", "--free", "1G", "--device", "0"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

@@ -84,12 +84,13 @@ fn params(a: &FitsArgs, model: Option<&OpenedModel>) -> anyhow::Result<Option<Fi
 /// One device's answer.
 #[derive(Serialize)]
 struct DeviceFit {
-    index: u32,
+    /// `None` for a budget given with `--free`.
+    index: Option<u32>,
     name: Option<String>,
     free_bytes: Option<u64>,
     total_bytes: Option<u64>,
-    /// `free` (device memory), `host_available` (an integrated GPU sharing system RAM), or
-    /// `vllm_utilization` (0.9 × total).
+    /// `free` (device memory), `host_available` (an integrated GPU sharing system RAM),
+    /// `vllm_utilization` (0.9 × total), or `given` (`--free`).
     budget_source: Option<&'static str>,
     verdict: Option<Verdict>,
     /// Why there is no verdict.
@@ -164,12 +165,18 @@ pub fn run(
             Input::Model(_) => 0,
         }),
     };
-    let (devices, warnings, error) = candidates(probe, a.device);
-    let host_available = probe.host_memory().ok().map(|h| h.memory_available_bytes);
-    let fits: Vec<DeviceFit> = devices
-        .iter()
-        .map(|d| device_fit(d, model, params, &est, host_available))
-        .collect();
+    let (fits, warnings, error) = match a.free {
+        Some(free) => (vec![given_fit(free, model, params, &est)], Vec::new(), None),
+        None => {
+            let (devices, warnings, error) = candidates(probe, a.device);
+            let host_available = probe.host_memory().ok().map(|h| h.memory_available_bytes);
+            let fits = devices
+                .iter()
+                .map(|d| device_fit(d, model, params, &est, host_available))
+                .collect();
+            (fits, warnings, error)
+        }
+    };
     let chosen = best(&fits);
     let error = error.or_else(|| match (chosen, fits.as_slice()) {
         (Some(_), _) => None,
@@ -196,7 +203,7 @@ pub fn run(
                 estimate: &est,
                 devices: &fits,
                 fit: chosen.and_then(|c| c.verdict.as_ref()).map(|v| v.fit),
-                device: chosen.map(|c| c.index),
+                device: chosen.and_then(|c| c.index),
                 error: error.clone(),
                 warnings: &warnings,
             },
@@ -257,6 +264,28 @@ fn one(probe: &Probe, index: u32) -> (Vec<Device>, Vec<Warning>, Option<String>)
     }
 }
 
+/// A budget given on the command line (`--free`): planning for a device that is not here.
+fn given_fit(
+    free: u64,
+    model: Option<&OpenedModel>,
+    params: Option<FitParams>,
+    est: &Estimate,
+) -> DeviceFit {
+    let verdict = match (model, params) {
+        (Some(m), Some(p)) => judge(&m.spec, p, free, None),
+        _ => judge_estimate(est, free),
+    };
+    DeviceFit {
+        index: None,
+        name: None,
+        free_bytes: Some(free),
+        total_bytes: None,
+        budget_source: Some("given"),
+        verdict: Some(verdict),
+        error: None,
+    }
+}
+
 fn device_fit(
     d: &Device,
     model: Option<&OpenedModel>,
@@ -265,7 +294,7 @@ fn device_fit(
     host_available: Option<u64>,
 ) -> DeviceFit {
     let mut f = DeviceFit {
-        index: d.index,
+        index: Some(d.index),
         name: d.name.clone(),
         free_bytes: d.memory.free_bytes,
         total_bytes: d.memory.total_bytes,
@@ -403,9 +432,10 @@ fn file_name(p: &Path) -> String {
 }
 
 fn device_label(f: &DeviceFit) -> String {
-    match &f.name {
-        Some(n) => format!("GPU {} [{}]", f.index, sanitize(n)),
-        None => format!("GPU {}", f.index),
+    match (f.index, &f.name) {
+        (None, _) => "--free".to_string(),
+        (Some(i), Some(n)) => format!("GPU {i} [{}]", sanitize(n)),
+        (Some(i), None) => format!("GPU {i}"),
     }
 }
 
@@ -467,7 +497,10 @@ fn verdict_line(f: &DeviceFit, est: &Estimate) -> String {
     let Some(v) = &f.verdict else {
         return String::new();
     };
-    let dev = format!("device {}", device_label(f).trim_start_matches("GPU "));
+    let dev = match f.index {
+        Some(_) => format!("device {}", device_label(f).trim_start_matches("GPU ")),
+        None => "budget given with --free".to_string(),
+    };
     let budget = budget_words(f, v);
     match v.fit {
         Fit::Fits => format!(
@@ -514,7 +547,7 @@ mod tests {
     fn the_verdict_line_keeps_the_upstream_wording() {
         let est = Estimate::requested(14 << 30);
         let f = DeviceFit {
-            index: 0,
+            index: Some(0),
             name: Some("NVIDIA H100 80GB HBM3".into()),
             free_bytes: Some(20 << 30),
             total_bytes: Some(80 << 30),

@@ -449,3 +449,32 @@ fn hostile_and_wrong_inputs_are_one_line_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("need a model file"));
 }
+
+#[test]
+fn a_given_budget_plans_for_a_device_that_is_not_here() {
+    let bed = Bed::new(None);
+    let o = bed.run(&["fits", "20GiB", "--free", "24GiB"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("24 GiB free >= 20 GiB requested (4 GiB headroom; budget given with --free)"),
+        "{}",
+        stderr(&o)
+    );
+    let model = llama_8b(bed.dir.path());
+    let o = bed.run(&["fits", model.to_str().unwrap(), "--free", "24GiB", "--json"]);
+    let v = json(&o);
+    assert!(v["device"].is_null() && v["error"].is_null());
+    assert_eq!(v["devices"][0]["budget_source"], "given");
+    assert_eq!(v["devices"][0]["verdict"]["budget_bytes"], 24 * GIB);
+    // 15 GiB of weights + 0.5 GiB KV: the high end (~21.4 GiB) fits in 24 GiB.
+    assert_eq!(v["fit"], "fits");
+    assert_eq!(o.status.code(), Some(0));
+    let o = bed.run(&["fits", model.to_str().unwrap(), "--free", "12GiB"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("--free: 12 GiB free — does not fit"),
+        "{}",
+        stdout(&o)
+    );
+}
