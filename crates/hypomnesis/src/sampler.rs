@@ -200,9 +200,9 @@ pub struct Sampler {
     last_hwm: Option<Instant>,
     report: SamplerReport,
     per_process: BTreeMap<ProcessId, ProcessPeaks>,
-    /// Per process: the last sample it appeared in and the first it was missing from (Unix
-    /// ms), the window its GPU context must have started in.
-    seen: BTreeMap<ProcessId, (u64, Option<u64>)>,
+    /// Per process that left: the first sample it was missing from (Unix ms), the end of the
+    /// window its GPU context must have started in (a process still here has no entry).
+    gone: BTreeMap<ProcessId, u64>,
     /// The members of the previous sample.
     alive: HashSet<ProcessId>,
 }
@@ -220,7 +220,7 @@ impl Sampler {
             last_hwm: None,
             report: SamplerReport::default(),
             per_process: BTreeMap::new(),
-            seen: BTreeMap::new(),
+            gone: BTreeMap::new(),
             alive: HashSet::new(),
         }
     }
@@ -394,10 +394,11 @@ impl Sampler {
             .collect();
         for id in std::mem::take(&mut self.alive) {
             if !now_alive.contains(&id) {
-                if let Some((_, gone)) = self.seen.get_mut(&id) {
-                    *gone = Some(s.unix_ms);
-                }
+                self.gone.insert(id, s.unix_ms);
             }
+        }
+        for id in &now_alive {
+            self.gone.remove(id);
         }
         self.alive = now_alive;
         for p in &s.processes {
@@ -406,7 +407,6 @@ impl Sampler {
                 pid: p.pid,
                 start_time: p.start_time,
             };
-            self.seen.insert(id, (s.unix_ms, None));
             let e = self.per_process.entry(id).or_insert_with(|| ProcessPeaks {
                 pid: p.pid,
                 name: p.name.clone(),
@@ -444,7 +444,8 @@ impl Sampler {
     /// and a reused pid's record may belong to another process.
     pub fn finish(&self) -> SamplerReport {
         let mut r = self.report();
-        let mut pids: Vec<u32> = self.seen.keys().map(|id| id.pid).collect();
+        // Keys are ordered by pid first: a reused pid's entries are adjacent.
+        let mut pids: Vec<u32> = self.per_process.keys().map(|id| id.pid).collect();
         pids.dedup();
         if pids.is_empty() {
             return r;
@@ -457,12 +458,16 @@ impl Sampler {
         for mut dev in self.probe.vram_accounting(&pids) {
             match btime {
                 Some(b) => dev.processes.retain(|rec| {
-                    self.seen.iter().any(|(id, (_, gone))| {
+                    self.per_process.keys().any(|id| {
                         id.pid == rec.pid
                             && record_belongs(
                                 rec.start_unix_us,
                                 start_unix_us(id.start_time, b, clock),
-                                gone.unwrap_or(now_ms).saturating_mul(1000),
+                                self.gone
+                                    .get(id)
+                                    .copied()
+                                    .unwrap_or(now_ms)
+                                    .saturating_mul(1000),
                             )
                     })
                 }),
