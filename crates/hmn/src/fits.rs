@@ -264,6 +264,20 @@ fn one(probe: &Probe, index: u32) -> (Vec<Device>, Vec<Warning>, Option<String>)
     }
 }
 
+/// The verdict for `free` bytes: the model's (with the largest context and batch), or a size's.
+fn verdict(
+    model: Option<&OpenedModel>,
+    params: Option<FitParams>,
+    est: &Estimate,
+    free: u64,
+    total: Option<u64>,
+) -> Verdict {
+    match (model, params) {
+        (Some(m), Some(p)) => judge(&m.spec, p, free, total),
+        _ => judge_estimate(est, free),
+    }
+}
+
 /// A budget given on the command line (`--free`): planning for a device that is not here.
 fn given_fit(
     free: u64,
@@ -271,17 +285,13 @@ fn given_fit(
     params: Option<FitParams>,
     est: &Estimate,
 ) -> DeviceFit {
-    let verdict = match (model, params) {
-        (Some(m), Some(p)) => judge(&m.spec, p, free, None),
-        _ => judge_estimate(est, free),
-    };
     DeviceFit {
         index: None,
         name: None,
         free_bytes: Some(free),
         total_bytes: None,
         budget_source: Some("given"),
-        verdict: Some(verdict),
+        verdict: Some(verdict(model, params, est, free, None)),
         error: None,
     }
 }
@@ -322,10 +332,7 @@ fn device_fit(
             return f;
         }
     };
-    let verdict = match (model, params) {
-        (Some(m), Some(p)) => judge(&m.spec, p, free, d.memory.total_bytes),
-        _ => judge_estimate(est, free),
-    };
+    let verdict = verdict(model, params, est, free, d.memory.total_bytes);
     let vllm = params.is_some_and(|p| p.runtime == Runtime::Vllm) && verdict.budget_bytes != free;
     f.budget_source = Some(if vllm { "vllm_utilization" } else { source });
     f.verdict = Some(verdict);

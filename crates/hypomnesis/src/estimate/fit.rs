@@ -280,16 +280,6 @@ pub struct Verdict {
     pub notes: Vec<String>,
 }
 
-fn classify(est: &Estimate, budget: u64) -> Fit {
-    if est.high_bytes <= budget {
-        Fit::Fits
-    } else if est.low_bytes <= budget {
-        Fit::Tight
-    } else {
-        Fit::DoesNotFit
-    }
-}
-
 impl Estimate {
     /// An estimate that is one given figure, `requested` (`hmn fits SIZE`: the caller already
     /// knows what it needs).
@@ -308,7 +298,13 @@ impl Estimate {
 pub fn judge_estimate(est: &Estimate, budget: u64) -> Verdict {
     Verdict {
         budget_bytes: budget,
-        fit: classify(est, budget),
+        fit: if est.high_bytes <= budget {
+            Fit::Fits
+        } else if est.low_bytes <= budget {
+            Fit::Tight
+        } else {
+            Fit::DoesNotFit
+        },
         headroom_bytes: i128::from(budget) - i128::from(est.high_bytes),
         max_context: None,
         max_batch: None,
@@ -341,7 +337,6 @@ fn largest(cap: u64, ok: impl Fn(u64) -> bool) -> u64 {
 
 /// Compares the estimate with a device with `free` bytes free of `total`.
 pub fn judge(model: &ModelSpec, p: FitParams, free: u64, total: Option<u64>) -> Verdict {
-    let est = estimate(model, p);
     let mut notes = Vec::new();
     let mut budget = free;
     if p.runtime == Runtime::Vllm {
@@ -359,36 +354,25 @@ pub fn judge(model: &ModelSpec, p: FitParams, free: u64, total: Option<u64>) -> 
             }
         }
     }
-    let fit = classify(&est, budget);
-    let (max_context, max_batch) = match &model.arch {
-        Some(arch) => {
-            let high = |context: u64, batch: u64| {
-                estimate(
-                    model,
-                    FitParams {
-                        context,
-                        batch,
-                        ..p
-                    },
-                )
-                .high_bytes
-            };
-            let cap = arch.max_context.unwrap_or(1 << 20).max(p.context);
-            (
-                Some(largest(cap, |c| high(c, p.batch) <= budget)),
-                Some(largest(4096, |b| high(p.context, b) <= budget)),
+    let mut verdict = judge_estimate(&estimate(model, p), budget);
+    verdict.notes = notes;
+    if let Some(arch) = &model.arch {
+        let high = |context: u64, batch: u64| {
+            estimate(
+                model,
+                FitParams {
+                    context,
+                    batch,
+                    ..p
+                },
             )
-        }
-        None => (None, None),
-    };
-    Verdict {
-        budget_bytes: budget,
-        fit,
-        headroom_bytes: i128::from(budget) - i128::from(est.high_bytes),
-        max_context,
-        max_batch,
-        notes,
+            .high_bytes
+        };
+        let cap = arch.max_context.unwrap_or(1 << 20).max(p.context);
+        verdict.max_context = Some(largest(cap, |c| high(c, p.batch) <= budget));
+        verdict.max_batch = Some(largest(4096, |b| high(p.context, b) <= budget));
     }
+    verdict
 }
 
 #[cfg(test)]
