@@ -25,14 +25,25 @@ pub struct OpenedModel {
     pub arch_source: Option<String>,
 }
 
+/// Reads at most `limit` bytes of `path`: `Ok(None)` when the file is longer, so a huge file
+/// is refused without being read into memory.
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut text)?;
+    Ok((text.len() as u64 <= limit).then_some(text))
+}
+
 fn config_beside(dir: &Path) -> Result<Option<(crate::estimate::Architecture, String)>> {
     let path = dir.join("config.json");
-    match std::fs::read(&path) {
-        Ok(text) if text.len() <= 16 << 20 => {
+    match read_bounded(&path, 16 << 20) {
+        Ok(Some(text)) => {
             let a = config::from_config_json(&text).map_err(|e| e.at(&path))?;
             Ok(Some((a, path.display().to_string())))
         }
-        Ok(_) => Err(Error::parse(&path, None, "larger than 16 MiB")),
+        Ok(None) => Err(Error::parse(&path, None, "larger than 16 MiB")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::from_io(&path, e)),
     }
@@ -184,6 +195,19 @@ fn open_gguf(path: &Path) -> Result<OpenedModel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oversized_files_are_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.json");
+        std::fs::write(&p, b"0123456789").unwrap();
+        assert_eq!(read_bounded(&p, 10).unwrap().unwrap().len(), 10);
+        assert!(read_bounded(&p, 9).unwrap().is_none());
+        // A sparse 17 MiB config.json: refused with the limit in the message.
+        std::fs::File::create(&p).unwrap().set_len(17 << 20).unwrap();
+        let e = config_beside(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("larger than 16 MiB"), "{e}");
+    }
 
     #[test]
     fn split_gguf_names() {

@@ -112,10 +112,9 @@ pub fn read_file(path: &Path) -> Result<Summary> {
 /// As [`read_file`] for each shard; [`Error::Parse`] for a malformed index or a shard path that
 /// leaves the index's directory.
 pub fn read_index(index: &Path) -> Result<Summary> {
-    let text = std::fs::read(index).map_err(|e| Error::from_io(index, e))?;
-    if text.len() as u64 > MAX_HEADER {
-        return Err(Error::parse(index, None, "index larger than 100 MB"));
-    }
+    let text = super::model::read_bounded(index, MAX_HEADER)
+        .map_err(|e| Error::from_io(index, e))?
+        .ok_or_else(|| Error::parse(index, None, "index larger than 100 MB"))?;
     let v: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| Error::parse(index, None, format!("invalid JSON: {e}")))?;
     let map = v
