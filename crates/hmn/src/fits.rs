@@ -169,7 +169,12 @@ pub fn run(
         Some(free) => (vec![given_fit(free, model, params, &est)], Vec::new(), None),
         None => {
             let (devices, warnings, error) = candidates(probe, a.device);
-            let host_available = probe.host_memory().ok().map(|h| h.memory_available_bytes);
+            // Only an integrated GPU without its own free figure is judged against host RAM.
+            let host_available = devices
+                .iter()
+                .any(|d| d.memory.free_bytes.is_none() && d.integrated == Some(true))
+                .then(|| probe.host_memory().ok().map(|h| h.memory_available_bytes))
+                .flatten();
             let fits = devices
                 .iter()
                 .map(|d| device_fit(d, model, params, &est, host_available))

@@ -125,6 +125,18 @@ pub fn workload(path: &str) -> Workload {
     })
 }
 
+/// The workload process `pid` belongs to, from `<proc>/<pid>/cgroup`: its cgroup v2 path
+/// (unless that is the root, as on a hybrid host), else its v1 memory controller's path.
+/// `None` when the file cannot be read or names neither.
+pub fn process_workload(roots: &Roots, pid: u32) -> Option<Workload> {
+    let text = std::fs::read_to_string(roots.pid_file(pid, "cgroup")).ok()?;
+    let lines = parse_proc_cgroup(&text);
+    v2_path(&lines)
+        .filter(|p| *p != "/")
+        .or_else(|| v1_memory_path(&lines))
+        .map(workload)
+}
+
 /// `pod<uid>` with a 32-hex-digit UUID (dashes or, in systemd slice names, underscores).
 fn pod_uid(path: &str) -> Option<String> {
     path.match_indices("pod").find_map(|(i, _)| {
@@ -334,6 +346,30 @@ mod tests {
         assert_eq!(v2_path(&lines), Some("/system.slice/ollama.service"));
         assert_eq!(v1_memory_path(&lines), None);
         assert!(parse_proc_cgroup("garbage\n:x\n").is_empty());
+    }
+
+    #[test]
+    fn a_process_workload_from_its_cgroup_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let write = |pid: u32, text: &str| {
+            std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
+            std::fs::write(dir.path().join(format!("{pid}/cgroup")), text).unwrap();
+        };
+        write(10, "0::/system.slice/ollama.service\n");
+        // Hybrid host: the v2 line is the root, the v1 memory controller names the group.
+        write(11, "12:memory:/system.slice/vllm.service\n0::/\n");
+        write(12, "0::/\n");
+        assert_eq!(
+            process_workload(&roots, 10),
+            Some(Workload::Unit("ollama.service".into()))
+        );
+        assert_eq!(
+            process_workload(&roots, 11),
+            Some(Workload::Unit("vllm.service".into()))
+        );
+        assert_eq!(process_workload(&roots, 12), None);
+        assert_eq!(process_workload(&roots, 13), None, "no such process");
     }
 
     #[test]

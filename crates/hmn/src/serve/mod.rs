@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hypomnesis::cgroup::{parse_proc_cgroup, v1_memory_path, v2_path, workload};
+use hypomnesis::cgroup::process_workload;
 use hypomnesis::{Probe, ProbeOptions};
 
 use crate::cli::ServeArgs;
@@ -49,15 +49,8 @@ fn collect(probe: &Probe, top: usize) -> Collection {
         if workloads.contains_key(&p.pid) {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(probe.roots().pid_file(p.pid, "cgroup")) else {
-            continue;
-        };
-        let lines = parse_proc_cgroup(&text);
-        if let Some(path) = v2_path(&lines)
-            .filter(|p| *p != "/")
-            .or_else(|| v1_memory_path(&lines))
-        {
-            workloads.insert(p.pid, workload(path));
+        if let Some(w) = process_workload(probe.roots(), p.pid) {
+            workloads.insert(p.pid, w);
         }
     }
     Collection {

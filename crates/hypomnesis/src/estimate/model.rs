@@ -204,7 +204,10 @@ mod tests {
         assert_eq!(read_bounded(&p, 10).unwrap().unwrap().len(), 10);
         assert!(read_bounded(&p, 9).unwrap().is_none());
         // A sparse 17 MiB config.json: refused with the limit in the message.
-        std::fs::File::create(&p).unwrap().set_len(17 << 20).unwrap();
+        std::fs::File::create(&p)
+            .unwrap()
+            .set_len(17 << 20)
+            .unwrap();
         let e = config_beside(dir.path()).unwrap_err().to_string();
         assert!(e.contains("larger than 16 MiB"), "{e}");
     }
