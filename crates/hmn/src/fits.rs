@@ -476,10 +476,7 @@ fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
     };
     let mut line = format!("{}: {} — ", device_label(f), budget_words(f, v));
     line.push_str(&match v.fit {
-        Fit::Fits => format!(
-            "fits, {} headroom",
-            bytes(u64::try_from(v.headroom_bytes).unwrap_or(0))
-        ),
+        Fit::Fits => format!("fits, {} headroom", headroom(v)),
         Fit::Tight => "tight: the low end fits, the high end does not".to_string(),
         _ => format!("does not fit, short by {}", shortfall(v)),
     });
@@ -500,6 +497,10 @@ fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
     line
 }
 
+fn headroom(v: &Verdict) -> String {
+    bytes(u64::try_from(v.headroom_bytes).unwrap_or(0))
+}
+
 fn shortfall(v: &Verdict) -> String {
     bytes(u64::try_from(-v.headroom_bytes).unwrap_or(u64::MAX))
 }
@@ -518,7 +519,7 @@ fn verdict_line(f: &DeviceFit, est: &Estimate) -> String {
         Fit::Fits => format!(
             "fits — {budget} >= {} requested ({} headroom; {dev})",
             bytes(est.high_bytes),
-            bytes(u64::try_from(v.headroom_bytes).unwrap_or(0))
+            headroom(v)
         ),
         Fit::Tight => format!(
             "may not fit — {budget}: enough for the low end {} but not the high end {} ({dev})",
