@@ -6,12 +6,12 @@
 // Bench harness code: a failed step should stop with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/drm_probes.rs"]
+mod drm_probes;
+
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use hmn_testbed::{FakeGpu, SysFixture};
-use hypomnesis::{Probe, ProbeOptions, Roots};
 
 fn drm(c: &mut Criterion) {
     let era_d = include_str!("../tests/fixtures/fdinfo/amdgpu-eraD.txt");
@@ -20,20 +20,7 @@ fn drm(c: &mut Criterion) {
     });
 
     let dir = tempfile::tempdir().unwrap();
-    SysFixture::new(dir.path())
-        .unwrap()
-        .gpu(&FakeGpu::amdgpu("0000:03:00.0", 1, 128))
-        .unwrap();
-    let opts = |age: Duration| {
-        ProbeOptions::default()
-            .roots(Roots::system().with_sys(dir.path()))
-            .nvml_library(dir.path().join("no-nvml.so"))
-            .use_nvidia_smi(false)
-            .drm_index_max_age(age)
-    };
-    let full = Probe::with_options(opts(Duration::ZERO));
-    let cached = Probe::with_options(opts(Duration::from_secs(3600)));
-    cached.gpu_processes();
+    let (full, cached) = drm_probes::full_and_cached(dir.path());
     let mut g = c.benchmark_group("drm_query");
     g.bench_function("full_scan", |b| b.iter(|| black_box(full.gpu_processes())));
     g.bench_function("cached_index_tick", |b| {

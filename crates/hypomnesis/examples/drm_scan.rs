@@ -12,10 +12,9 @@
     clippy::print_stdout
 )]
 
-use std::time::Duration;
+#[path = "../benches/support/drm_probes.rs"]
+mod drm_probes;
 
-use hmn_testbed::{FakeGpu, SysFixture};
-use hypomnesis::{Probe, ProbeOptions, Roots};
 use nix::sys::resource::{UsageWho, getrusage};
 
 fn cpu_seconds() -> f64 {
@@ -30,18 +29,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(10);
     let dir = tempfile::tempdir().unwrap();
-    let sys = SysFixture::new(dir.path()).unwrap();
-    sys.gpu(&FakeGpu::amdgpu("0000:03:00.0", 1, 128)).unwrap();
-    let opts = |age: Duration| {
-        ProbeOptions::default()
-            .roots(Roots::system().with_sys(dir.path()))
-            .nvml_library(dir.path().join("no-nvml.so"))
-            .use_nvidia_smi(false)
-            .drm_index_max_age(age)
-    };
-    let full = Probe::with_options(opts(Duration::ZERO));
-    let cached = Probe::with_options(opts(Duration::from_secs(3600)));
-    cached.gpu_processes(); // builds the index once
+    let (full, cached) = drm_probes::full_and_cached(dir.path());
 
     let start = cpu_seconds();
     for _ in 0..queries {
