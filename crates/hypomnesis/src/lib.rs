@@ -143,7 +143,8 @@ pub use types::{
     Unknown, UnknownReason, Vendor, Warning,
 };
 
-/// Serialises the unit tests that measure this process's RSS (which every thread shares).
+/// Serialises the unit tests that measure this process's RSS (which every thread shares) with
+/// those that move it by megabytes.
 #[cfg(test)]
 pub(crate) static RSS_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

@@ -198,6 +198,10 @@ mod tests {
 
     #[test]
     fn oversized_files_are_refused_unread() {
+        // Reads 16 MiB into memory and frees it: serialised with the tests that measure RSS.
+        let _serial = crate::RSS_TEST_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.json");
         std::fs::write(&p, b"0123456789").unwrap();
