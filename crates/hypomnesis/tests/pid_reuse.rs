@@ -5,6 +5,9 @@
 //! seen as an unrelated process is followed (its RSS and VRAM counted), and an unrelated process
 //! that takes a member's pid does not pull its own children into the tree.
 
+// A test that cannot run here says so on stderr.
+#![allow(clippy::print_stderr)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
