@@ -125,12 +125,15 @@ impl Table {
     }
 }
 
-/// Quotes a CSV field per RFC 4180 when it needs it.
+/// A CSV field: control characters escaped as the table escapes them ([`sanitize`]: a CSV
+/// file is read in terminals and spreadsheets too, and a hostile name must not carry an escape
+/// sequence or break a record), then quoted per RFC 4180 when it needs it.
 pub fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
+    let text = sanitize(text);
+    if text.contains([',', '"']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
-        text.to_string()
+        text
     }
 }
 

@@ -40,10 +40,19 @@ use args::{Cli, Command};
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // Help and version go to stdout with exit 0; usage errors to stderr with exit 2.
+        Err(e) if !e.use_stderr() => {
+            // Help and version: stdout, exit 0.
             let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(0));
+        }
+        Err(e) => {
+            // A usage error: one `hmn: …` line on stderr, exit 2.
+            let _ = writeln!(
+                io::stderr().lock(),
+                "{}",
+                output::usage_error(&e.to_string(), &args::subcommand_of_argv())
+            );
+            return ExitCode::from(2);
         }
     };
     let stdout = io::stdout();
@@ -70,8 +79,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    if let Some(Command::CgroupExec(a)) = &cli.command {
-        return Ok(run::cgroup_exec(&a.procs, &a.command));
+    if let Some(Command::Exec(a)) = &cli.command {
+        return Ok(run::job::exec_helper(a));
     }
     let opts = cli.global.probe_options()?;
     match cli.command {
@@ -88,6 +97,6 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "top")]
         Some(Command::Top(args)) => top::run(opts, &args),
         Some(Command::Record(args)) => top::record::run(opts, &args),
-        Some(Command::CgroupExec(_)) => Ok(ExitCode::from(2)),
+        Some(Command::Exec(_)) => Ok(ExitCode::from(2)),
     }
 }

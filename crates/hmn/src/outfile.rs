@@ -1,5 +1,5 @@
 //! Every file `hmn` writes — `run --plot`, `run --timeline`, `serve --textfile` — and the one
-//! kernel file `__cgroup-exec` writes to: where each may go and how it is replaced.
+//! kernel file `__exec` writes to: where each may go and how it is replaced.
 //!
 //! The rules (docs/security.md):
 //! - `-` and `/dev/stdout` mean standard output, written directly (streamed, never renamed);

@@ -43,6 +43,39 @@ pub fn error(e: &anyhow::Error) {
     let _ = writeln!(io::stderr().lock(), "hmn: {e:#}");
 }
 
+/// A usage error as one line: clap's rendering (`error: MESSAGE`, an indented detail, a `tip:`,
+/// a usage block and a pointer to `--help`, over several lines) folded into `hmn: MESSAGE
+/// DETAIL; TIP (see 'hmn SUBCOMMAND --help')`, terminal-safe (pure).
+pub fn usage_error(rendered: &str, subcommand: &str) -> String {
+    let mut message = Vec::new();
+    let mut tips = Vec::new();
+    for (i, paragraph) in rendered.split("\n\n").enumerate() {
+        let words = paragraph
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if i == 0 {
+            message.push(words.strip_prefix("error: ").unwrap_or(&words).to_string());
+        } else if let Some(tip) = words.strip_prefix("tip: ") {
+            tips.push(tip.to_string());
+        }
+        // The usage block and "For more information" are replaced by the pointer to --help.
+    }
+    let mut line = message.join(" ");
+    for tip in tips {
+        line.push_str("; ");
+        line.push_str(&tip);
+    }
+    let help = if subcommand.is_empty() {
+        "hmn --help".to_string()
+    } else {
+        format!("hmn {subcommand} --help")
+    };
+    format!("hmn: {} (see '{help}')", sanitize(line.trim_end()))
+}
+
 /// `no GPU found (NVML: reason; nvidia-smi: reason)`.
 pub fn no_gpu_line(absent: &[(String, String)]) -> String {
     let reasons: Vec<String> = absent.iter().map(|(b, r)| format!("{b}: {r}")).collect();
@@ -67,6 +100,26 @@ mod tests {
         assert_eq!(
             no_gpu_line(&absent),
             "no GPU found (NVML: library not found; nvidia-smi: not on PATH)"
+        );
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let rendered = "error: unexpected argument '--jsn' found\n\n  tip: a similar argument exists: '--json'\n\nUsage: hmn ps --json\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_error(rendered, "ps"),
+            "hmn: unexpected argument '--jsn' found; a similar argument exists: '--json' (see 'hmn ps --help')"
+        );
+        let rendered = "error: the following required arguments were not provided:\n  <SIZE|PATH>\n\nUsage: hmn fits <SIZE|PATH>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_error(rendered, "fits"),
+            "hmn: the following required arguments were not provided: <SIZE|PATH> (see 'hmn fits --help')"
+        );
+        let rendered =
+            "error: unrecognized subcommand 'frob\x1b[2J'\n\nUsage: hmn [OPTIONS] [COMMAND]\n";
+        assert_eq!(
+            usage_error(rendered, ""),
+            "hmn: unrecognized subcommand 'frob\\x1b[2J' (see 'hmn --help')"
         );
     }
 

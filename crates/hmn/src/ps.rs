@@ -143,8 +143,8 @@ fn keep(p: &GpuProcess, a: &PsArgs) -> bool {
 /// row; a row without a name matches none).
 pub fn name_matches(p: &GpuProcess, patterns: &[String]) -> bool {
     patterns.is_empty()
-        || p.name.as_deref().is_some_and(|n| {
-            let n = n.to_lowercase();
+        || p.name.as_ref().is_some_and(|n| {
+            let n = n.to_string_lossy().to_lowercase();
             patterns.iter().any(|f| n.contains(&f.to_lowercase()))
         })
 }
@@ -222,7 +222,7 @@ fn table(rows: &[&GpuProcess], util: bool) -> String {
         let mut cells = vec![
             p.pid.to_string(),
             user_cell(p),
-            p.name_or_unknown().to_string(),
+            p.name_or_unknown(),
             p.device_index.to_string(),
             p.kind.to_string(),
             vram_cell(p),
@@ -248,7 +248,7 @@ fn write_csv(out: &mut dyn Write, rows: &[&GpuProcess]) -> std::io::Result<()> {
             p.pid,
             opt(p.user.clone()),
             opt(p.uid.map(|u| u.to_string())),
-            opt(p.name.clone()),
+            opt(p.name.as_ref().map(hypomnesis::ProcessName::escaped)),
             p.device_index,
             opt(p.device_uuid.clone()),
             p.kind,

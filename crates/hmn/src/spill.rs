@@ -7,11 +7,9 @@
 //! DRM clients are followed ([`TreeEviction`]): bytes evicted from VRAM and GTT growth, per
 //! device, added to the JSON after upstream's keys.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -23,7 +21,7 @@ use serde::Serialize;
 use crate::args::{GlobalArgs, SpillArgs};
 use crate::format::{bytes, sanitize};
 use crate::output;
-use crate::run::exec;
+use crate::run::{exec, job};
 
 /// One episode as upstream's JSON spells it.
 #[derive(Debug, Serialize)]
@@ -214,7 +212,13 @@ pub fn run(
         .any(|d| d.source == Source::Sysfs);
     let forwarder = exec::SignalForwarder::install().context("installing signal handlers")?;
     let mut child = match exec::resolve(program).and_then(|path| {
-        spawn(&path, program, rest).map_err(|e| exec::SpawnError::from_io(program, &e))
+        let launch = job::Launch {
+            path: &path,
+            argv0: program,
+            args: rest,
+            cgroup_procs: None,
+        };
+        job::Job::spawn(&launch).map_err(|e| exec::SpawnError::from_io(program, &e))
     }) {
         Ok(c) => c,
         Err(e) => {
@@ -277,21 +281,6 @@ pub fn run(
     text.push_str(&tree_lines(&tree_drm));
     output::report(&text)?;
     Ok(ExitCode::from(exit.upstream_code()))
-}
-
-/// Starts the command with inherited stdio, under its own name.
-fn spawn(
-    path: &std::path::Path,
-    program: &OsString,
-    rest: &[OsString],
-) -> std::io::Result<std::process::Child> {
-    Command::new(path)
-        .arg0(program)
-        .args(rest)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .spawn()
 }
 
 #[cfg(test)]

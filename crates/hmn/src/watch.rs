@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use hypomnesis::process::tree::{ProcessId, read_stat};
 use hypomnesis::sampler::{Sampler, SamplerOptions, SamplerReport, Target};
-use hypomnesis::{GpuProcess, Probe, SpillReport, SpillTracker};
+use hypomnesis::{GpuProcess, Probe, ProcessName, SpillReport, SpillTracker};
 use serde::Serialize;
 use serde_json::json;
 
@@ -42,7 +42,7 @@ fn signed(delta: i128) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Followed {
     id: ProcessId,
-    name: String,
+    name: ProcessName,
 }
 
 /// Auto-selection only: `--follow-new`, `--filter` and `--min` with explicit PIDs is a usage
@@ -140,7 +140,7 @@ fn criteria(args: &WatchArgs) -> String {
 fn set_change(before: &[Followed], now: &[Followed]) -> Option<String> {
     let list = |fs: Vec<&Followed>| {
         fs.iter()
-            .map(|f| format!("pid={} ({})", f.id.pid, sanitize(&f.name)))
+            .map(|f| format!("pid={} ({})", f.id.pid, f.name.escaped()))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -198,7 +198,12 @@ pub fn run(
         );
     }
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // SIGHUP (a closed terminal, a job scheduler) ends the watch like Ctrl+C: with its summary.
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     let ids = |fs: &[Followed]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
@@ -211,6 +216,9 @@ pub fn run(
     );
     start_record(g, args, &followed, spill_device, out)?;
     let started = Instant::now();
+    // `--duration` ends the watch on time: the last wait is cut short at the deadline, where
+    // the last sample is taken.
+    let deadline = args.duration.map(|d| started + d);
     let mut header = !g.json;
     let mut first = true;
     loop {
@@ -253,18 +261,19 @@ pub fn run(
                 i128::from(vram) - i128::from(v0),
             );
             if g.json {
-                output::json_line(
-                    out,
-                    &json!({"kind": "sample", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
-                    "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
-                    "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
-                    "spilling": spilling}),
-                )?;
+                let mut line = json!({"kind": "sample", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
+                "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
+                "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
+                "spilling": spilling});
+                if let (Some(hex), Some(o)) = (p.name.bytes_hex(), line.as_object_mut()) {
+                    o.insert("name_bytes_hex".to_string(), hex.into());
+                }
+                output::json_line(out, &line)?;
             } else {
                 table.row(vec![
                     format!("+{:.1}s", s.t_ms as f64 / 1000.0),
                     p.pid.to_string(),
-                    p.name.clone(),
+                    p.name.escaped(),
                     bytes(p.rss_bytes),
                     signed(dr),
                     bytes(vram),
@@ -287,8 +296,10 @@ pub fn run(
         out.flush()?;
         // A fixed set ends when every process has; a followed one waits for work.
         let gone = s.processes.is_empty() && !args.follow_new;
-        let over = args.duration.is_some_and(|d| started.elapsed() >= d);
-        if gone || over || wait(args.interval, &stop) {
+        let now = Instant::now();
+        let over = deadline.is_some_and(|d| now >= d);
+        let pause = deadline.map_or(args.interval, |d| args.interval.min(d - now));
+        if gone || over || wait(pause, &stop) {
             break;
         }
     }
@@ -405,7 +416,7 @@ fn closing_report(
     for p in &r.processes {
         t.row(vec![
             p.pid.to_string(),
-            p.name.clone(),
+            p.name.escaped(),
             bytes(p.baseline_rss_bytes),
             bytes(p.peak_rss_bytes),
             bytes(p.baseline_vram_bytes),
@@ -502,7 +513,7 @@ mod tests {
     fn set_changes_name_who_entered_and_left() {
         let f = |pid, name: &str| Followed {
             id: ProcessId { pid, start_time: 7 },
-            name: name.to_string(),
+            name: name.into(),
         };
         assert_eq!(set_change(&[f(1, "a")], &[f(1, "a")]), None);
         assert_eq!(

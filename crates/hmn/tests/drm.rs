@@ -253,6 +253,18 @@ fn an_unprivileged_user_sees_a_hidden_count() {
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
+    // A kernel thread and a zombie, whose fd directories are not listable either: neither can
+    // hold a DRM client (no files of their own), so neither is counted as hidden.
+    for (pid, state, flags) in [(802, 'S', 0x0020_8040_u64), (803, 'Z', 0x0040_4044)] {
+        let dir = w.world.proc.root().join(pid.to_string());
+        std::fs::create_dir_all(dir.join("fd")).unwrap();
+        std::fs::write(
+            dir.join("stat"),
+            format!("{pid} (k{pid}) {state} 2 0 0 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(dir.join("fd"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
     std::fs::set_permissions(w.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = {
         use std::os::unix::process::CommandExt;

@@ -7,11 +7,14 @@
 
 mod util;
 
+mod bounds;
 mod cli;
 mod drm;
 mod files;
 mod fits;
 mod fits_runtimes;
+mod jobs;
+mod names;
 mod nvml_failures;
 mod run;
 mod serve;

@@ -11,9 +11,14 @@
 //! Creating a group needs write access to the caller's own group (root, or a delegated
 //! subtree); on cgroup v2 the memory controller must be enabled for children of that group
 //! (it cannot be enabled from a group that holds processes, the "no internal processes" rule).
-//! Why a group could not be made or removed is a [`CgroupError`].
+//! Why a group could not be made or removed is a [`CgroupError`]. A group never outlives its
+//! run: [`PeakCgroup::remove_moving_leftovers`] and [`remove_stale`] (in `leftovers`).
+
+mod leftovers;
 
 use std::path::{Path, PathBuf};
+
+pub use leftovers::{StaleCgroup, remove_stale};
 
 use crate::error::Error;
 use crate::fsread::{self, Cap};

@@ -4,11 +4,12 @@
 //! Owns:
 //! - whole-file reads with a size [`Cap`] per kind of file ([`read_bytes`], [`read_string`],
 //!   [`read_parsed`]) and the bounded reader for user files ([`read_bounded`]);
-//! - one pid file into a pure parser, with the path attached to its [`ParseError`]
-//!   ([`read_pid_file`]);
+//! - one pid file into a pure parser of its text (decoded lossily) or bytes, with the path
+//!   attached to its [`ParseError`] ([`read_pid_file`], [`read_pid_bytes`]);
 //! - the numeric entries of a directory — the pids of a proc root — listed once
-//!   ([`list_pids`]), or over a directory kept open for `openat`-relative walks
-//!   ([`open_dir`], [`open_dir_at`], [`numeric_entries`]; the DRM fd walk);
+//!   ([`list_pids`], with their inode numbers [`list_pid_inodes`]), or over a directory kept
+//!   open for `openat`-relative walks ([`open_dir`], [`open_dir_at`], [`numeric_entries`]; the
+//!   DRM fd walk);
 //! - sysfs values: trimmed text, decimal `u64`, hex `u16` ([`read_trimmed`], [`read_u64`],
 //!   [`read_hex_u16`]);
 //! - opening a file for a streaming header reader ([`open_sized`]) or for repeated reads
@@ -233,7 +234,10 @@ pub(crate) fn read_parsed<T>(
     parse(&read_string(path, cap)?).map_err(|e| e.at(path))
 }
 
-/// Reads `<proc>/<pid>/<file>` into a pure parser.
+/// Reads `<proc>/<pid>/<file>` into a pure parser, as text decoded lossily: in a procfs file
+/// only what a process or user names — `status`'s `Name:`, a cgroup path — can be other than
+/// UTF-8, and such a name must not make the whole file (the owner, the RSS) unreadable. A
+/// parser that needs a name's exact bytes reads them with [`read_pid_bytes`].
 ///
 /// # Errors
 /// [`Error::NotFound`] when the process is gone, [`Error::PermissionDenied`] when its file is
@@ -244,7 +248,22 @@ pub(crate) fn read_pid_file<T>(
     file: &str,
     parse: impl FnOnce(&str) -> std::result::Result<T, ParseError>,
 ) -> Result<T, Error> {
-    read_parsed(&roots.pid_file(pid, file), Cap::of_pid_file(file), parse)
+    read_pid_bytes(roots, pid, file, |b| parse(&String::from_utf8_lossy(b)))
+}
+
+/// Reads `<proc>/<pid>/<file>` into a pure parser of its bytes (`stat`, whose `comm` is kept
+/// as bytes).
+///
+/// # Errors
+/// As [`read_pid_file`].
+pub(crate) fn read_pid_bytes<T>(
+    roots: &Roots,
+    pid: u32,
+    file: &str,
+    parse: impl FnOnce(&[u8]) -> std::result::Result<T, ParseError>,
+) -> Result<T, Error> {
+    let path = roots.pid_file(pid, file);
+    parse(&read_bytes(&path, Cap::of_pid_file(file))?).map_err(|e| e.at(&path))
 }
 
 /// A sysfs attribute's text, surrounding whitespace removed.
@@ -332,6 +351,20 @@ pub(crate) fn numeric_entries(dir: &mut Dir) -> Vec<u32> {
 /// As [`open_dir`].
 pub(crate) fn list_pids(dir: &Path) -> Result<Vec<u32>, Error> {
     Ok(numeric_entries(&mut open_dir(dir)?))
+}
+
+/// The numeric entries of a directory with the inode number each entry had in the listing
+/// (readdir's `d_ino`): for a proc root, a new process — even one with a reused pid — has a
+/// new inode. One readdir.
+///
+/// # Errors
+/// As [`open_dir`].
+pub(crate) fn list_pid_inodes(dir: &Path) -> Result<Vec<(u32, u64)>, Error> {
+    Ok(open_dir(dir)?
+        .iter()
+        .flatten()
+        .filter_map(|e| Some((parse_numeric(e.file_name().to_bytes())?, e.ino())))
+        .collect())
 }
 
 /// A name made only of ASCII digits, as a `u32`.

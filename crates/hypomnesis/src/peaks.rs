@@ -80,16 +80,21 @@ impl PeakRamSource {
     }
 
     /// Whether a figure from this source is floored by the largest single-process peak
-    /// ([`largest_process_peak_rss`]).
+    /// ([`largest_process_peak_rss`]): every source is.
     ///
-    /// The sampled sums are: a spike between two samples (or between two PSS reads, about a
-    /// second apart) is missed, but each process's `VmHWM`, and `ru_maxrss` of the children the
-    /// caller waited for, still hold it. The kernel's cgroup peak is continuous and taken as
-    /// it is.
+    /// The sampled sums miss a spike between two samples (or between two PSS reads, about a
+    /// second apart), but each process's `VmHWM`, and `ru_maxrss` of the children the caller
+    /// waited for, still hold it. The kernel's cgroup peak is continuous, but counts only what
+    /// was charged to the group: a page the command mapped that another group had already
+    /// brought in (a shared library, a model file in the page cache) is in its RSS and not in
+    /// the group's peak, and so is what the command touched before it joined the group. The
+    /// tree used at least what its largest process had resident.
     pub const fn floored(self) -> bool {
         match self {
-            PeakRamSource::CgroupV2MemoryPeak | PeakRamSource::CgroupV1MaxUsage => false,
-            PeakRamSource::SamplesPss | PeakRamSource::SamplesRss => true,
+            PeakRamSource::CgroupV2MemoryPeak
+            | PeakRamSource::CgroupV1MaxUsage
+            | PeakRamSource::SamplesPss
+            | PeakRamSource::SamplesRss => true,
         }
     }
 }
@@ -232,11 +237,13 @@ pub fn largest_process_peak_rss(
 /// The headline peak RAM of a tree.
 ///
 /// - With a transient cgroup that held the whole tree: the kernel's peak for it (cgroup v2
-///   `memory.peak`, v1 `memory.max_usage_in_bytes`), taken as it is.
+///   `memory.peak`, v1 `memory.max_usage_in_bytes`).
 /// - Otherwise the largest PSS sum when the sampler read one
 ///   ([`SamplerReport::peak_pss_sum_bytes`]): a page shared by forked processes counts once;
 ///   else the largest RSS sum ([`SamplerReport::peak_rss_bytes`]), which counts it in each.
-///   Either is floored by [`largest_process_peak_rss`], which catches spikes between samples.
+///
+/// Each is floored by [`largest_process_peak_rss`], which catches spikes between samples and
+/// pages resident in a process but charged to another cgroup.
 ///
 /// Which sources are floored is [`PeakRamSource::floored`].
 pub fn peak_ram(
@@ -334,19 +341,25 @@ mod tests {
     }
 
     #[test]
-    fn the_cgroup_peak_is_the_headline_as_it_is() {
+    fn the_cgroup_peak_is_the_headline_floored_by_the_largest_process() {
         let mut r = rss_only();
         r.peak_pss_sum_bytes = Some(90 * MIB);
-        r.max_process_peak_rss_bytes = Some(300 * MIB);
-        let v2 = peak_ram(&r, Some(400 * MIB), Some((250 * MIB, CgroupVersion::V2)));
+        r.max_process_peak_rss_bytes = Some(30 * MIB);
+        let v2 = peak_ram(&r, Some(40 * MIB), Some((250 * MIB, CgroupVersion::V2)));
         assert_eq!(
             v2,
-            PeakRam::new(250 * MIB, PeakRamSource::CgroupV2MemoryPeak)
+            PeakRam::new(250 * MIB, PeakRamSource::CgroupV2MemoryPeak),
+            "above the floor: as it is"
         );
         assert_eq!(v2.method(), PeakMethod::Cgroup);
-        let v1 = peak_ram(&r, None, Some((50 * MIB, CgroupVersion::V1)));
-        assert_eq!(v1, PeakRam::new(50 * MIB, PeakRamSource::CgroupV1MaxUsage));
+        // The command mapped 300 MiB another group had brought into the page cache: in its
+        // RSS (ru_maxrss), not in the group's peak.
+        let v1 = peak_ram(&r, Some(300 * MIB), Some((50 * MIB, CgroupVersion::V1)));
+        assert_eq!(v1, PeakRam::new(300 * MIB, PeakRamSource::CgroupV1MaxUsage));
         assert_eq!(v1.method(), PeakMethod::Cgroup);
+        r.max_process_peak_rss_bytes = Some(400 * MIB);
+        let hwm = peak_ram(&r, None, Some((50 * MIB, CgroupVersion::V2)));
+        assert_eq!(hwm.bytes, 400 * MIB, "VmHWM floors it too");
     }
 
     #[test]
@@ -391,9 +404,9 @@ mod tests {
     }
 
     #[test]
-    fn only_sampled_sources_are_floored() {
-        assert!(!PeakRamSource::CgroupV2MemoryPeak.floored());
-        assert!(!PeakRamSource::CgroupV1MaxUsage.floored());
+    fn every_source_is_floored() {
+        assert!(PeakRamSource::CgroupV2MemoryPeak.floored());
+        assert!(PeakRamSource::CgroupV1MaxUsage.floored());
         assert!(PeakRamSource::SamplesPss.floored());
         assert!(PeakRamSource::SamplesRss.floored());
     }

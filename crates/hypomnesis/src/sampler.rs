@@ -28,8 +28,7 @@ use crate::host::parse::{parse_smaps_rollup, parse_status};
 use crate::probe::Probe;
 use crate::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::roots::Roots;
-use crate::types::Telemetry;
-use crate::types::{Unknown, UnknownReason};
+use crate::types::{ProcessName, Telemetry, Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -81,8 +80,12 @@ pub struct ProcessSample {
     pub pid: u32,
     /// Start time (clock ticks after boot): with `pid`, the process's identity.
     pub start_time: u64,
-    /// Its `comm`.
-    pub name: String,
+    /// Its `comm`, as bytes (JSON: `name` and, when not UTF-8, `name_bytes_hex`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(flatten, serialize_with = "crate::types::name_serde::required")
+    )]
+    pub name: ProcessName,
     /// Resident set size.
     pub rss_bytes: u64,
     /// Device memory per device index (only devices where it holds memory).
@@ -128,8 +131,12 @@ pub struct Sample {
 pub struct ProcessPeaks {
     /// Process id.
     pub pid: u32,
-    /// Its `comm`.
-    pub name: String,
+    /// Its `comm`, as bytes (JSON: `name` and, when not UTF-8, `name_bytes_hex`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(flatten, serialize_with = "crate::types::name_serde::required")
+    )]
+    pub name: ProcessName,
     /// RSS at its first sample.
     pub baseline_rss_bytes: u64,
     /// Highest RSS seen.

@@ -109,9 +109,9 @@ impl GpuProcessBuilder {
             Source::Nvml,
         ))
     }
-    /// Sets the name.
+    /// Sets the name (text, or raw bytes as a [`crate::ProcessName`]).
     #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
+    pub fn name(mut self, name: impl Into<crate::ProcessName>) -> Self {
         self.0.name = Some(name.into());
         self
     }

@@ -107,7 +107,7 @@ fn every_amdgpu_era_reports_vram_resident() {
     assert_eq!(d.kind, ProcessKind::Graphics);
     assert_eq!(d.source, Source::Fdinfo);
     assert_eq!(d.drm_clients, vec![185]);
-    assert_eq!(d.name.as_deref(), Some("eraD"));
+    assert_eq!(d.name, Some("eraD".into()));
     let rocm = row(rows, 300).regions.unwrap();
     assert_eq!(rocm.system.unwrap().resident_bytes, Some(6200 * KIB));
     assert_eq!(rocm.vram.unwrap().evicted_bytes, Some(0));
@@ -419,8 +419,8 @@ fn rocm_compute_vram_from_kfd() {
     assert!(r.regions.is_some(), "the fdinfo regions stay");
     let k = row(&rows, 301);
     assert_eq!(
-        (k.used_bytes, k.source, k.name.as_deref()),
-        (Some(1 << 30), Source::Kfd, Some("hipcc"))
+        (k.used_bytes, k.source, k.name.clone()),
+        (Some(1 << 30), Source::Kfd, Some("hipcc".into()))
     );
 }
 

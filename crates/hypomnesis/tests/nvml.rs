@@ -81,7 +81,7 @@ fn normal_multi_gpu() {
         ]
     );
     let r4242 = &procs.processes[1];
-    assert_eq!(r4242.name.as_deref(), Some("python3"));
+    assert_eq!(r4242.name, Some("python3".into()));
     assert_eq!(r4242.user.as_deref(), Some("root"));
     assert_eq!(r4242.uid, Some(0));
     assert_eq!(r4242.device_uuid, d0.uuid);
@@ -90,7 +90,7 @@ fn normal_multi_gpu() {
         procs.processes[0].name, None,
         "pid 1000 is not in the proc root"
     );
-    assert_eq!(procs.processes[2].name.as_deref(), Some("pt_main_thread"));
+    assert_eq!(procs.processes[2].name, Some("pt_main_thread".into()));
 }
 
 #[test]
@@ -224,8 +224,8 @@ fn driver_not_loaded_falls_back_to_nvidia_smi() {
         (4242, Some(72_000 << 20), Source::NvidiaSmi)
     );
     assert_eq!(
-        row.name.as_deref(),
-        Some("/usr/bin/python3"),
+        row.name,
+        Some("/usr/bin/python3".into()),
         "smi's name when /proc has none"
     );
 }

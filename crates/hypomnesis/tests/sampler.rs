@@ -64,7 +64,7 @@ fn the_tree_is_followed_and_its_peak_kept() {
         report
             .processes
             .iter()
-            .all(|p| p.name.starts_with("python3")),
+            .all(|p| p.name.as_bytes().starts_with(b"python3")),
         "{:?}",
         report.processes
     );

@@ -18,6 +18,7 @@ mod estimate_llama_cpp;
 #[cfg(feature = "models")]
 mod estimate_vllm;
 mod nvml;
+mod pid_reuse;
 mod sampler;
 mod spill;
 mod upstream;

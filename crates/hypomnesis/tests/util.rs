@@ -54,6 +54,18 @@ pub fn in_child(
     bed: impl FnOnce() -> Bed,
     body: impl FnOnce(),
 ) -> Option<std::process::Output> {
+    in_child_under(&[], test, bed, body)
+}
+
+/// [`in_child`], the child started through `wrapper` (a program and its arguments, given the
+/// test binary and its arguments after them): `unshare --pid --fork --mount-proc` runs the body
+/// as pid 1 of a private PID namespace with its own `/proc`.
+pub fn in_child_under(
+    wrapper: &[&str],
+    test: &str,
+    bed: impl FnOnce() -> Bed,
+    body: impl FnOnce(),
+) -> Option<std::process::Output> {
     // `module_path!()` starts with this binary's crate name; the test filter does not.
     let name = test.split_once("::").map_or(test, |(_, rest)| rest);
     if std::env::var(CHILD_TEST).is_ok_and(|t| t == name) {
@@ -66,9 +78,15 @@ pub fn in_child(
     let bed = bed();
     let done = bed.path("child-done");
     let exe = std::env::current_exe().expect("this test binary's path");
-    let out = bed
-        .env
-        .command(exe)
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = bed.env.command(program);
+            c.args(args).arg(exe);
+            c
+        }
+        None => bed.env.command(exe),
+    };
+    let out = command
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_TEST, name)
         .env(CHILD_DONE, &done)

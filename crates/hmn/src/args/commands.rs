@@ -50,6 +50,20 @@ pub struct SpillArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+/// A `--user` value: a numeric UID as it is, or a user name this system knows (through the C
+/// library, so LDAP/SSSD users too) — a name that matches nobody is refused rather than
+/// matching no process.
+pub(super) fn parse_user(s: &str) -> Result<String, ArgError> {
+    if s.parse::<u32>().is_ok() {
+        return Ok(s.to_string());
+    }
+    match nix::unistd::User::from_name(s) {
+        Ok(Some(_)) => Ok(s.to_string()),
+        Ok(None) => Err(ArgError::NoSuchUser(s.to_string())),
+        Err(e) => Err(ArgError::UserLookup(s.to_string(), e.desc().to_string())),
+    }
+}
+
 /// `hmn spill --interval`: bare digits are milliseconds (upstream's `--interval MS`); anything
 /// else is a duration (`100ms`, `1s`).
 pub(super) fn parse_interval_ms(s: &str) -> Result<std::time::Duration, ArgError> {
@@ -181,13 +195,21 @@ pub struct ServeArgs {
     pub textfile: Option<PathBuf>,
 }
 
-/// `hmn __cgroup-exec` arguments.
+/// `hmn __exec` arguments: the first step of `hmn run`'s and `hmn spill`'s command
+/// (`run::job::exec_helper`).
 #[derive(Debug, Args)]
-pub struct CgroupExecArgs {
-    /// The cgroup's `cgroup.procs` file.
-    pub procs: PathBuf,
-    /// The command.
-    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+pub struct ExecArgs {
+    /// hmn's pid: the command is killed if hmn dies, and not started if it already has.
+    #[arg(long, value_name = "PID")]
+    pub parent: Option<u32>,
+    /// The transient cgroup's `cgroup.procs` file, joined first.
+    #[arg(long, value_name = "FILE")]
+    pub cgroup_procs: Option<PathBuf>,
+    /// The standard fd of the terminal whose foreground the command's group takes.
+    #[arg(long, value_name = "FD")]
+    pub tty: Option<i32>,
+    /// The program's path, its argv[0], then its arguments.
+    #[arg(required = true, num_args = 2.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<std::ffi::OsString>,
 }
 
@@ -209,7 +231,8 @@ pub struct PsArgs {
     pub device: Vec<u32>,
 
     /// Only processes of these users, by name or numeric UID (repeatable, or comma-separated).
-    #[arg(long, value_name = "USER", value_delimiter = ',')]
+    /// A name this system does not know is an error.
+    #[arg(long, value_name = "USER", value_delimiter = ',', value_parser = parse_user)]
     pub user: Vec<String>,
 
     /// Only processes whose name contains PATTERN, case-insensitively (repeatable: any

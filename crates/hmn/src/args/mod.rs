@@ -31,6 +31,27 @@ pub enum ArgError {
     /// Not a duration in (0, 24 h].
     #[error("invalid duration {0:?}: expected a positive number with ms, s, m or h")]
     Duration(String),
+    /// A positive duration under 1 ms: it would round to 0 ms in every report and make a
+    /// sampling loop spin.
+    #[error("invalid duration {0:?}: shorter than 1 ms, the shortest interval hmn samples at")]
+    DurationTooShort(String),
+    /// A `--user` name the system does not know.
+    #[error("no such user {0:?}")]
+    NoSuchUser(String),
+    /// A `--user` name that could not be looked up (the user database failed).
+    #[error("cannot look up user {0:?}: {1}")]
+    UserLookup(String, String),
+    /// A root flag naming a directory that cannot be listed, or that holds neither process
+    /// directories nor `meminfo` (an empty directory, a wrong path).
+    #[error("{flag} {}: {why}", path.display())]
+    NotAProcRoot {
+        /// The flag.
+        flag: &'static str,
+        /// What it named.
+        path: PathBuf,
+        /// Why it is refused.
+        why: String,
+    },
     /// A blank `--filter` pattern.
     #[error("invalid filter {0:?}: expected a non-blank name pattern")]
     BlankPattern(String),
@@ -125,8 +146,10 @@ pub enum Command {
             (VmHWM) as a floor. The report says which. VRAM peaks are sampled.\n\n\
             The command's stdin, stdout and stderr are untouched; the report goes to stderr (or \
             JSON to stdout with --json). Exit status: the command's (0–255); 128+N when it was \
-            killed by signal N; 127 when it cannot be found, 126 when it cannot be run. SIGINT, \
-            SIGTERM, SIGHUP and SIGQUIT sent to hmn are forwarded to the command, and the report \
+            killed by signal N; 127 when it cannot be found, 126 when it cannot be run. The command \
+            runs in a process group of its own (it takes the terminal when hmn has it; Ctrl+Z \
+            stops both) and is killed if hmn is. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to \
+            hmn, or to hmn's process group, are forwarded to the command once, and the report \
             is still written."
     )]
     Run(RunArgs),
@@ -225,9 +248,10 @@ pub enum Command {
     )]
     Record(RecordArgs),
 
-    /// Internal: join a cgroup, then run a command (used by `hmn run`).
-    #[command(hide = true, name = "__cgroup-exec")]
-    CgroupExec(CgroupExecArgs),
+    /// Internal: the first step of `hmn run`'s and `hmn spill`'s command (its cgroup, its
+    /// terminal, dying with hmn), then the command itself.
+    #[command(hide = true, name = "__exec")]
+    Exec(ExecArgs),
 }
 
 pub(super) fn parse_pattern(s: &str) -> Result<String, ArgError> {
@@ -271,8 +295,8 @@ pub fn parse_size(text: &str) -> Result<u64, ArgError> {
     Ok(bytes as u64)
 }
 
-/// Parses a duration: a number with `ms`, `s`, `m` or `h` (a bare number is seconds), greater
-/// than zero and at most a day.
+/// Parses a duration: a number with `ms`, `s`, `m` or `h` (a bare number is seconds), at least
+/// 1 ms (a shorter one would round to zero: a busy loop) and at most a day.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, ArgError> {
     let (num, unit) = split_number(text);
     let bad = || ArgError::Duration(text.to_string());
@@ -287,7 +311,11 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, ArgError> {
     if !(seconds > 0.0 && seconds <= 86_400.0) {
         return Err(bad());
     }
-    Ok(std::time::Duration::from_secs_f64(seconds))
+    let d = std::time::Duration::from_secs_f64(seconds);
+    if d < std::time::Duration::from_millis(1) {
+        return Err(ArgError::DurationTooShort(text.to_string()));
+    }
+    Ok(d)
 }
 
 /// Splits trimmed `text` into its leading digits and dots and the trimmed rest (the unit).
@@ -306,6 +334,52 @@ pub(super) fn parse_duration_arg(s: &str) -> Result<std::time::Duration, ArgErro
 
 pub(super) fn parse_size_arg(s: &str) -> Result<u64, ArgError> {
     parse_size(s)
+}
+
+/// Refuses a proc root that cannot be listed, or that is not one: neither a process directory
+/// nor `meminfo` in it (an empty directory, a mistyped path). Otherwise every command would
+/// report "0 processes" as if the machine ran none.
+fn check_proc_root(p: &Path) -> Result<(), ArgError> {
+    let refuse = |why: String| ArgError::NotAProcRoot {
+        flag: "--proc-root",
+        path: p.to_path_buf(),
+        why,
+    };
+    let entries = std::fs::read_dir(p).map_err(|e| refuse(format!("cannot be listed: {e}")))?;
+    let looks_like_proc = entries.flatten().any(|e| {
+        let name = e.file_name();
+        name == "meminfo"
+            || name
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if looks_like_proc {
+        Ok(())
+    } else {
+        Err(refuse(
+            "not a proc root (no process directories and no meminfo)".to_string(),
+        ))
+    }
+}
+
+/// The subcommand named on the command line (`ps`, `run`, …), or empty: for the pointer to its
+/// `--help` in a usage error, which clap reports before any subcommand is known.
+pub fn subcommand_of_argv() -> String {
+    use clap::CommandFactory as _;
+    let cmd = Cli::command();
+    let names: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(clap::Command::get_name)
+        .collect();
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .find_map(|a| {
+            let a = a.to_str()?;
+            names.iter().find(|n| **n == a).map(|n| (*n).to_string())
+        })
+        .unwrap_or_default()
 }
 
 impl GlobalArgs {
@@ -329,6 +403,7 @@ impl GlobalArgs {
         let mut roots = Roots::system();
         if let Some(p) = nonempty(&self.proc_root) {
             check_dir("--proc-root", &p)?;
+            check_proc_root(&p)?;
             roots = roots.with_proc(p);
         }
         if let Some(p) = nonempty(&self.sys_root) {

@@ -104,6 +104,20 @@ fn durations() {
     ] {
         assert!(parse_duration(bad).is_err(), "{bad:?}");
     }
+    // Positive, but rounding to zero (nanoseconds, or milliseconds in every report): refused
+    // rather than sampled in a busy loop.
+    assert_eq!(parse_duration("1ms").unwrap(), Duration::from_millis(1));
+    for tiny in ["0.0000000001s", "0.0000001", "0.5ms", "0.999ms", "0.00001m"] {
+        assert_eq!(
+            parse_duration(tiny),
+            Err(ArgError::DurationTooShort(tiny.into())),
+            "{tiny:?}"
+        );
+    }
+    assert_eq!(
+        ArgError::DurationTooShort("0.5ms".into()).to_string(),
+        "invalid duration \"0.5ms\": shorter than 1 ms, the shortest interval hmn samples at"
+    );
 }
 
 #[test]
@@ -145,9 +159,68 @@ fn a_root_that_is_not_a_directory_is_refused() {
         err.to_string(),
         "--proc-root /definitely/not/here: not a directory"
     );
-    let a = parse(&["--proc-root", "/", "--sys-root", "/"]).unwrap();
+    let a = parse(&["--proc-root", "/proc", "--sys-root", "/"]).unwrap();
     let opts = a.global.probe_options().unwrap();
-    assert_eq!(opts.roots.proc, PathBuf::from("/"));
+    assert_eq!(opts.roots.proc, PathBuf::from("/proc"));
+    assert_eq!(opts.roots.sys, PathBuf::from("/"));
+}
+
+#[test]
+fn a_proc_root_must_look_like_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display().to_string();
+    let refused = |p: &str| {
+        parse(&["--proc-root", p])
+            .unwrap()
+            .global
+            .probe_options()
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refused(&path),
+        format!("--proc-root {path}: not a proc root (no process directories and no meminfo)"),
+        "an empty directory"
+    );
+    std::fs::write(dir.path().join("notes.txt"), "").unwrap();
+    assert!(refused(&path).ends_with("not a proc root (no process directories and no meminfo)"));
+    // A fixture with only meminfo, or only a pid, is one.
+    std::fs::write(dir.path().join("meminfo"), "").unwrap();
+    assert!(
+        parse(&["--proc-root", &path])
+            .unwrap()
+            .global
+            .probe_options()
+            .is_ok()
+    );
+    std::fs::remove_file(dir.path().join("meminfo")).unwrap();
+    std::fs::create_dir(dir.path().join("42")).unwrap();
+    assert!(
+        parse(&["--proc-root", &path])
+            .unwrap()
+            .global
+            .probe_options()
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_user_must_exist() {
+    assert_eq!(commands::parse_user("root").unwrap(), "root");
+    assert_eq!(
+        commands::parse_user("4242").unwrap(),
+        "4242",
+        "a UID as it is"
+    );
+    let err = commands::parse_user("surely-no-such-user-hmn").unwrap_err();
+    assert_eq!(err, ArgError::NoSuchUser("surely-no-such-user-hmn".into()));
+    assert_eq!(err.to_string(), "no such user \"surely-no-such-user-hmn\"");
+    let err = parse(&["ps", "--user", "root,surely-no-such-user-hmn"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no such user \"surely-no-such-user-hmn\""),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Running the command, for `hmn run` and `hmn spill`: finding it on `PATH` (so "not found" is
-//! 127 and "not executable" 126, as shells do), joining the cgroup before exec, forwarding
-//! signals, and the exit status (a shell's, or upstream `hmn spill`'s).
+//! 127 and "not executable" 126, as shells do), forwarding signals, and the exit status (a
+//! shell's, or upstream `hmn spill`'s). Starting it as a job of its own: [`super::job`].
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
@@ -107,21 +107,6 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
     }
 }
 
-/// `hmn __cgroup-exec PROCS -- CMD…`: joins the cgroup, then becomes the command. If joining
-/// fails the command still runs (the parent notices the cgroup stayed empty).
-pub fn cgroup_exec(procs: &Path, command: &[OsString]) -> std::process::ExitCode {
-    use std::os::unix::process::CommandExt;
-    // The kernel's file, written in place: never created, truncated or followed as a link.
-    let _ = crate::outfile::write_kernel_file(procs, std::process::id().to_string().as_bytes());
-    let Some((program, rest)) = command.split_first() else {
-        return std::process::ExitCode::from(2);
-    };
-    let e = std::process::Command::new(program).args(rest).exec();
-    let err = SpawnError::from_io(program, &e);
-    let _ = crate::output::note(&format!("run: {err}"));
-    std::process::ExitCode::from(err.exit_code())
-}
-
 /// The command's status as a shell reports it: its exit code, or 128 + the signal that
 /// killed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,9 +150,11 @@ pub fn children_max_rss_bytes() -> Option<u64> {
 }
 
 /// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to hmn by another process (`kill`, a job
-/// scheduler) to the command. Signals the kernel sends — Ctrl+C at a terminal, which reaches
-/// the command too through its process group — are not forwarded a second time; hmn only
-/// survives them so it can write the report.
+/// scheduler, a signal to hmn's process group) to the command, once: the command is in a
+/// process group of its own ([`super::job`]), so a signal to hmn's group does not reach it
+/// directly as well. Signals the kernel sends (a terminal's Ctrl+C reaches the command's group,
+/// which holds the terminal) are not forwarded; hmn only survives them so it can write the
+/// report.
 pub struct SignalForwarder {
     handle: Handle,
     child: Arc<AtomicU32>,

@@ -2,14 +2,14 @@
 //! process tree. See `hmn run --help` and `docs/run-and-watch.md`.
 
 pub mod exec;
+pub mod job;
 #[cfg(feature = "plot")]
 mod plot;
 mod report;
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -21,11 +21,32 @@ use hypomnesis::{Probe, ProbeOptions};
 
 use crate::args::{GlobalArgs, RunArgs};
 use crate::outfile::{Dest, Sink};
-pub use exec::cgroup_exec;
 use report::RunReport;
 
 /// Environment variable that disables the cgroup (as `--no-cgroup`).
 const ENV_NO_CGROUP: &str = "HMN_NO_CGROUP";
+/// The transient cgroup's name: this prefix and hmn's pid.
+const CGROUP_PREFIX: &str = "hmn-run-";
+
+/// Removes the transient cgroups of earlier runs whose hmn was killed (one line each on stderr
+/// when it held processes, or could not be removed).
+fn remove_stale_cgroups(roots: &hypomnesis::Roots) -> anyhow::Result<()> {
+    for stale in hypomnesis::cgroup::remove_stale(roots, CGROUP_PREFIX) {
+        match stale {
+            Ok(s) if s.moved == 0 => {}
+            Ok(s) => crate::output::note(&format!(
+                "run: removed {} (its hmn, pid {}, is gone); moved the {} process{} left in it \
+                 to hmn's own cgroup",
+                s.dir.display(),
+                s.owner,
+                s.moved,
+                if s.moved == 1 { "" } else { "es" }
+            ))?,
+            Err(e) => crate::output::note(&format!("run: a stale cgroup stays: {e}"))?,
+        }
+    }
+    Ok(())
+}
 
 pub fn run(
     opts: ProbeOptions,
@@ -67,7 +88,11 @@ pub fn run(
     let cgroup = if no_cgroup {
         None
     } else {
-        match PeakCgroup::create(&opts.roots, &format!("hmn-run-{}", std::process::id())) {
+        remove_stale_cgroups(&opts.roots)?;
+        match PeakCgroup::create(
+            &opts.roots,
+            &format!("{CGROUP_PREFIX}{}", std::process::id()),
+        ) {
             Ok(c) => Some(c),
             Err(e) => {
                 warnings.push(format!("no transient cgroup, so peak RAM is sampled ({e})"));
@@ -77,8 +102,14 @@ pub fn run(
     };
     let forwarder = exec::SignalForwarder::install().context("installing signal handlers")?;
     let started = Instant::now();
-    let mut cmd = build_command(&resolved, program, rest, cgroup.as_ref())?;
-    let mut child = match cmd.spawn() {
+    let procs = cgroup.as_ref().map(PeakCgroup::procs_file);
+    let launch = job::Launch {
+        path: &resolved,
+        argv0: program,
+        args: rest,
+        cgroup_procs: procs.as_deref(),
+    };
+    let mut child = match job::Job::spawn(&launch) {
         Ok(c) => c,
         Err(e) => {
             let err = exec::SpawnError::from_io(program, &e);
@@ -119,18 +150,27 @@ pub fn run(
         }
     };
     let interval = args.interval;
+    // The chart keeps only what it draws, in bounded memory (plot::PlotSeries).
+    #[cfg(feature = "plot")]
+    let series = Arc::new(Mutex::new(plot::PlotSeries::default()));
     let handle = root.map(|root: ProcessId| {
         let sampler = Sampler::new(
             Probe::with_options(opts.clone()),
             Target::Tree(root),
             SamplerOptions::default()
                 .interval(interval)
-                .keep_timeline(args.plot.is_some()),
+                .keep_timeline(false),
         );
         let timeline = Arc::clone(&timeline);
+        #[cfg(feature = "plot")]
+        let series = args.plot.is_some().then(|| Arc::clone(&series));
         sampler.start(move |s| {
             if let Ok(mut t) = timeline.lock() {
                 t.write(s);
+            }
+            #[cfg(feature = "plot")]
+            if let Some(Ok(mut p)) = series.as_ref().map(|p| p.lock()) {
+                p.push(s);
             }
         })
     });
@@ -145,10 +185,14 @@ pub fn run(
     let cgroup_peak = cgroup.as_ref().and_then(PeakCgroup::peak_bytes);
     let cgroup_version = cgroup.as_ref().map(PeakCgroup::version);
     if let Some(c) = cgroup {
-        if let Err(e) = c.remove() {
-            warnings.push(format!(
-                "the cgroup was left behind: {e} (a process of the command is still running?)"
-            ));
+        match c.remove_moving_leftovers() {
+            Ok(0) => {}
+            Ok(n) => warnings.push(format!(
+                "{n} process{} the command left running moved out of the transient cgroup (to \
+                 hmn's own), which was removed",
+                if n == 1 { "" } else { "es" }
+            )),
+            Err(e) => warnings.push(format!("the cgroup was left behind: {e}")),
         }
     }
     let exit = exec::exit_code(status);
@@ -175,7 +219,11 @@ pub fn run(
     }
     #[cfg(feature = "plot")]
     if let (Some(p), Some(sink)) = (&args.plot, plot_sink) {
-        if let Err(e) = plot::write_svg(sink, &samples.timeline) {
+        let drawn = match series.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        if let Err(e) = plot::write_svg(sink, &drawn) {
             file_errors.push(format!("run: --plot {}: {e:#}", p.display()));
         }
     }
@@ -271,36 +319,4 @@ impl TimelineOut {
             (None, None) => Ok(()),
         }
     }
-}
-
-/// The command to spawn: directly, or through `hmn __cgroup-exec` so the process joins the
-/// cgroup before it runs anything (the kernel then charges every allocation of the tree).
-fn build_command(
-    resolved: &Path,
-    program: &OsString,
-    rest: &[OsString],
-    cgroup: Option<&PeakCgroup>,
-) -> anyhow::Result<Command> {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = match cgroup {
-        Some(c) => {
-            let me = std::env::current_exe().context("locating the hmn binary")?;
-            let mut cmd = Command::new(me);
-            cmd.arg("__cgroup-exec")
-                .arg(c.procs_file())
-                .arg("--")
-                .arg(resolved);
-            cmd
-        }
-        None => {
-            let mut cmd = Command::new(resolved);
-            cmd.arg0(program);
-            cmd
-        }
-    };
-    cmd.args(rest)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    Ok(cmd)
 }

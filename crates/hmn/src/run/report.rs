@@ -107,7 +107,7 @@ impl RunReport {
         ));
         let how = match self.peak_ram.method() {
             PeakMethod::Cgroup => format!(
-                "kernel peak of a transient cgroup, {}; includes page cache",
+                "kernel peak of a transient cgroup, {}; includes page cache; floored by the largest single process",
                 self.peak_ram.source.as_str()
             ),
             _ if self.peak_ram.source == PeakRamSource::SamplesPss => format!(
@@ -270,11 +270,25 @@ hmn: warning: w
             let t = r.text();
             assert!(
                 t.contains(&format!(
-                    "  peak RAM      400 MiB (kernel peak of a transient cgroup, {source}; includes page cache)\n                300 MiB largest RSS sum of the tree (sampled)\n"
+                    "  peak RAM      400 MiB (kernel peak of a transient cgroup, {source}; includes page cache; floored by the largest single process)\n                300 MiB largest RSS sum of the tree (sampled)\n"
                 )),
                 "{t}"
             );
         }
+    }
+
+    #[test]
+    fn a_cgroup_peak_below_the_largest_process_is_floored() {
+        // The group was charged 400 MiB; the command had 500 MiB resident (ru_maxrss), part of
+        // it pages another group had brought in.
+        let r = report(
+            &sampled(),
+            Some(500 * MIB),
+            Some((400 * MIB, CgroupVersion::V1)),
+        );
+        assert_eq!(r.peak_ram.bytes, 500 * MIB);
+        assert_eq!(r.peak_ram.source, PeakRamSource::CgroupV1MaxUsage);
+        assert_eq!(r.cgroup_peak_bytes, Some(400 * MIB), "its own figure kept");
     }
 
     #[test]

@@ -316,7 +316,13 @@ fn processes(
         if i < c.top_processes {
             let mut pl = l.clone();
             pl.push(("pid", p.pid.to_string()));
-            pl.push(("comm", p.name.clone().unwrap_or_default()));
+            pl.push((
+                "comm",
+                p.name
+                    .as_ref()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            ));
             set(proc_mem, pl, Some(u as f64));
         } else {
             other = Some(other.unwrap_or(0) + u);

@@ -157,7 +157,7 @@ impl Collector {
         let k = self.known.entry((pid, start)).or_insert_with(|| {
             let id = users.identify(roots, pid);
             Known {
-                name: id.name.map(|n| cut(n, TEXT_MAX)),
+                name: id.name.map(|n| cut(n.escaped(), TEXT_MAX)),
                 uid: id.uid,
                 user: id.user.map(|n| cut(n, TEXT_MAX)),
                 workload: hypomnesis::cgroup::process_workload(roots, pid).map(|w| WorkloadView {
@@ -243,7 +243,7 @@ impl Collector {
                 snap.ancestors.push(Ancestor {
                     pid,
                     ppid: next,
-                    name: st.map(|s| cut(s.comm, TEXT_MAX)),
+                    name: st.map(|s| cut(s.comm.escaped(), TEXT_MAX)),
                 });
             }
         }

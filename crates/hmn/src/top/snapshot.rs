@@ -343,7 +343,7 @@ impl ProcessRow {
             pid: p.pid,
             start_time: None,
             ppid: None,
-            name: p.name.clone().map(|n| cut(n, TEXT_MAX)),
+            name: p.name.clone().map(|n| cut(n.escaped(), TEXT_MAX)),
             user: p.user.clone().map(|n| cut(n, TEXT_MAX)),
             uid: p.uid,
             device_index: p.device_index,

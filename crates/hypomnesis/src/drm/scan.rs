@@ -3,8 +3,11 @@
 //! DRM or accel node (`/dev/dri/…`, `/dev/accel/…`). Classifying by link text, not by `stat`,
 //! keeps the walk to the minimum syscalls and lets fixture trees stand in for `/proc`.
 //!
-//! A process whose `fd/` cannot be listed is *hidden* (counted, not reported one by one); a
-//! process or fd that vanishes during the walk is skipped silently.
+//! A process whose `fd/` cannot be listed is *hidden* (counted, not reported one by one) when it
+//! could hold a DRM client at all ([`could_hold_a_client`]): a kernel thread has no file
+//! descriptors of its own and a zombie has closed them, so an unprivileged user's count is not
+//! inflated by every kernel thread on the machine. A process or fd that vanishes during the walk
+//! is skipped silently.
 
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
@@ -56,7 +59,9 @@ pub(crate) fn build_index(roots: &Roots) -> FdIndex {
         let mut fd_dir = match fsread::open_dir_at(&proc_dir, &roots.proc, &path) {
             Ok(d) => d,
             Err(Error::PermissionDenied { .. }) => {
-                index.hidden += 1;
+                if could_hold_a_client(roots, pid) {
+                    index.hidden += 1;
+                }
                 continue;
             }
             Err(_) => continue, // vanished (ENOENT/ESRCH) or not a process directory
@@ -75,6 +80,15 @@ pub(crate) fn build_index(roots: &Roots) -> FdIndex {
         }
     }
     index
+}
+
+/// Whether a process whose `fd/` this user may not list could hold a DRM client, from its
+/// `stat` (readable by every user): not a kernel thread (`PF_KTHREAD`: no file descriptors of
+/// its own) and not exited (a zombie's files are closed). When `stat` cannot be read either,
+/// it could.
+pub(crate) fn could_hold_a_client(roots: &Roots, pid: u32) -> bool {
+    crate::process::tree::read_stat(roots, pid)
+        .map_or(true, |st| !st.is_kernel_thread() && !st.has_exited())
 }
 
 /// What reading one fdinfo gave.
@@ -119,6 +133,26 @@ mod tests {
         assert_eq!(node_of(b"/dev/null"), None);
         assert_eq!(node_of(b"socket:[12345]"), None);
         assert_eq!(node_of(b"/dev/nvidia0"), None);
+    }
+
+    #[test]
+    fn kernel_threads_and_zombies_hold_no_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = |pid: u32, state: char, flags: u64| {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            let text =
+                format!("{pid} (p) {state} 2 0 0 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n");
+            std::fs::write(d.join("stat"), text).unwrap();
+        };
+        stat(2, 'S', 0x0020_8040); // kthreadd
+        stat(3, 'Z', 0x0040_4044); // a zombie
+        stat(4, 'S', 0x0040_0100); // a user process
+        let roots = Roots::system().with_proc(dir.path());
+        assert!(!could_hold_a_client(&roots, 2));
+        assert!(!could_hold_a_client(&roots, 3));
+        assert!(could_hold_a_client(&roots, 4));
+        assert!(could_hold_a_client(&roots, 5), "no stat: it could");
     }
 
     #[test]

@@ -15,8 +15,9 @@ const COMM_MAX: usize = 15;
 
 /// Whether `pid` is a running process (not a thread of one); `None` when `/proc` cannot tell.
 pub(crate) fn exists(roots: &Roots, pid: u32) -> Option<bool> {
-    match fsread::read_string(&roots.pid_file(pid, "status"), Cap::STATUS) {
-        Ok(text) => Some(tgid_of(&text).is_none_or(|tgid| tgid == pid)),
+    // Lossily: the `Name:` line is whatever the process named itself.
+    match fsread::read_bytes(&roots.pid_file(pid, "status"), Cap::STATUS) {
+        Ok(b) => Some(tgid_of(&String::from_utf8_lossy(&b)).is_none_or(|tgid| tgid == pid)),
         Err(e) if e.is_not_found() => Some(false),
         Err(_) => None,
     }
@@ -30,32 +31,38 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// `pid`'s name (see the module docs); `None` when its `comm` cannot be read or is empty.
+/// `pid`'s name (see the module docs), lossy UTF-8 as upstream's `String`; `None` when its
+/// `comm` cannot be read or is empty.
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
-    let comm = String::from_utf8_lossy(&comm);
-    let comm = comm.trim_end_matches('\n');
+    let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
     if comm.is_empty() {
         return None;
     }
     if comm.len() < COMM_MAX {
-        return Some(comm.to_string());
+        return Some(String::from_utf8_lossy(comm).into_owned());
     }
     let exe = std::fs::read_link(roots.pid_file(pid, "exe"))
         .ok()
-        .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()));
+        .and_then(|p| Some(p.file_name()?.as_bytes().to_vec()));
     let cmdline = fsread::read_prefix(&roots.pid_file(pid, "cmdline"), Cap::CMDLINE_PREFIX)
         .unwrap_or_default();
     Some(extended(comm, exe.as_deref(), &cmdline))
 }
 
 /// A cut `comm` extended by the executable's file name (without the kernel's ` (deleted)`
-/// mark) or, failing that, by `argv[0]`'s base name, whichever first continues it (pure).
-pub(crate) fn extended(comm: &str, exe: Option<&str>, cmdline: &[u8]) -> String {
-    let exe = exe.map(|e| e.strip_suffix(" (deleted)").unwrap_or(e));
+/// mark) or, failing that, by `argv[0]`'s base name, whichever first continues it (pure; bytes
+/// in, lossy UTF-8 out).
+pub(crate) fn extended(comm: &[u8], exe: Option<&[u8]>, cmdline: &[u8]) -> String {
+    let exe = exe.map(|e| e.strip_suffix(b" (deleted)").unwrap_or(e));
     match exe {
-        Some(e) if e.len() > comm.len() && e.starts_with(comm) => e.to_string(),
-        _ => crate::process::display_name(comm, cmdline),
+        Some(e) if e.len() > comm.len() && e.starts_with(comm) => {
+            String::from_utf8_lossy(e).into_owned()
+        }
+        _ => crate::process::display_name(comm, cmdline)
+            .to_string_lossy()
+            .into_owned(),
     }
 }
 
@@ -73,30 +80,30 @@ mod tests {
 
     #[test]
     fn a_cut_comm_is_extended_by_the_executable_first() {
-        let comm = "integration-0a1";
+        let comm = b"integration-0a1";
         assert_eq!(
-            extended(comm, Some("integration-0a1b2c3d4e5f6789"), b"/x/other\0"),
+            extended(comm, Some(b"integration-0a1b2c3d4e5f6789"), b"/x/other\0"),
             "integration-0a1b2c3d4e5f6789"
         );
         assert_eq!(
-            extended(comm, Some("integration-0a1b2c (deleted)"), b""),
+            extended(comm, Some(b"integration-0a1b2c (deleted)"), b""),
             "integration-0a1b2c"
         );
         // The executable does not continue the comm: argv[0] may.
         assert_eq!(
             extended(
-                "python3.11-conf",
-                Some("python3.11"),
+                b"python3.11-conf",
+                Some(b"python3.11"),
                 b"/usr/bin/python3.11-config\0--libs\0"
             ),
             "python3.11-config"
         );
         // Neither continues it (a thread-renamed process): the comm stands.
         assert_eq!(
-            extended("pt_main_thread1", Some("python3"), b"python3\0"),
+            extended(b"pt_main_thread1", Some(b"python3"), b"python3\0"),
             "pt_main_thread1"
         );
-        assert_eq!(extended("abcdefghijklmno", None, b""), "abcdefghijklmno");
+        assert_eq!(extended(b"abcdefghijklmno", None, b""), "abcdefghijklmno");
     }
 
     #[test]

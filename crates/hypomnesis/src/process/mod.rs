@@ -6,7 +6,11 @@
 //! `pt_main_thread` stays itself, but `python3.11-confi` becomes `python3.11-config`). The owner
 //! is the effective UID from `status` (what `ps -o user` shows), resolved to a user name through
 //! the C library (so LDAP/SSSD users resolve too); a UID without a name stays numeric.
+//!
+//! A name is bytes ([`ProcessName`]): `comm` and `argv[0]` need not be UTF-8, and a process is
+//! never left out — nor its owner unknown — because of its name.
 
+pub mod table;
 pub mod tree;
 
 use std::collections::HashMap;
@@ -15,6 +19,7 @@ use crate::error::Error;
 use crate::fsread::{self, Cap};
 use crate::host::parse;
 use crate::roots::Roots;
+pub use crate::types::ProcessName;
 
 /// The kernel's limit on `comm` (16 bytes including the terminating NUL).
 const COMM_MAX: usize = 15;
@@ -24,25 +29,24 @@ const COMM_MAX: usize = 15;
 #[non_exhaustive]
 pub struct ProcessIdentity {
     /// The process name (see the module docs).
-    pub name: Option<String>,
+    pub name: Option<ProcessName>,
     /// The effective UID.
     pub uid: Option<u32>,
     /// The user name of `uid`, when it resolves.
     pub user: Option<String>,
 }
 
-/// Picks the display name from `comm` and the raw `cmdline` bytes (pure).
-pub fn display_name(comm: &str, cmdline: &[u8]) -> String {
+/// Picks the display name from `comm` and the raw `cmdline` bytes (pure; bytes in, bytes out).
+pub fn display_name(comm: &[u8], cmdline: &[u8]) -> ProcessName {
     if comm.len() < COMM_MAX {
-        return comm.to_string();
+        return ProcessName::from(comm);
     }
     let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    let argv0 = String::from_utf8_lossy(argv0);
-    let base = argv0.rsplit('/').next().unwrap_or_default();
+    let base = argv0.rsplit(|b| *b == b'/').next().unwrap_or_default();
     if base.len() > comm.len() && base.starts_with(comm) {
-        base.to_string()
+        ProcessName::from(base)
     } else {
-        comm.to_string()
+        ProcessName::from(comm)
     }
 }
 
@@ -51,15 +55,14 @@ pub fn display_name(comm: &str, cmdline: &[u8]) -> String {
 /// # Errors
 /// [`Error::NotFound`] when the process does not exist, [`Error::PermissionDenied`] when its
 /// files are hidden from this user.
-pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<String>, Error> {
+pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<ProcessName>, Error> {
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM)?;
-    let comm = String::from_utf8_lossy(&comm);
-    let comm = comm.strip_suffix('\n').unwrap_or(&comm);
+    let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
     if comm.is_empty() {
         return Ok(None);
     }
     if comm.len() < COMM_MAX {
-        return Ok(Some(comm.to_string()));
+        return Ok(Some(ProcessName::from(comm)));
     }
     // Only the start of the command line is read (it can be hundreds of MB); an argv[0] cut
     // by that limit is not used, as its basename would be wrong.
@@ -114,7 +117,7 @@ mod tests {
     #[test]
     fn short_comm_is_the_name() {
         assert_eq!(
-            display_name("python3", b"/usr/bin/python3\0train.py\0"),
+            display_name(b"python3", b"/usr/bin/python3\0train.py\0"),
             "python3"
         );
     }
@@ -122,12 +125,12 @@ mod tests {
     #[test]
     fn cut_comm_is_extended_from_argv0() {
         assert_eq!(
-            display_name("python3.11-conf", b"/usr/bin/python3.11-config\0--libs\0"),
+            display_name(b"python3.11-conf", b"/usr/bin/python3.11-config\0--libs\0"),
             "python3.11-config"
         );
         // setproctitle-style names without a slash.
         assert_eq!(
-            display_name("postgres: check", b"postgres: checkpointer\0\0"),
+            display_name(b"postgres: check", b"postgres: checkpointer\0\0"),
             "postgres: checkpointer"
         );
     }
@@ -136,10 +139,10 @@ mod tests {
     fn unrelated_argv0_does_not_replace_comm() {
         // A thread-renamed process: comm is not a prefix of argv[0].
         assert_eq!(
-            display_name("pt_main_thread1", b"/usr/bin/python3\0"),
+            display_name(b"pt_main_thread1", b"/usr/bin/python3\0"),
             "pt_main_thread1"
         );
-        assert_eq!(display_name("abcdefghijklmno", b""), "abcdefghijklmno");
+        assert_eq!(display_name(b"abcdefghijklmno", b""), "abcdefghijklmno");
     }
 
     #[test]
@@ -164,13 +167,37 @@ mod tests {
         write(8, "python3.11-conf", long.as_bytes(), long.len() as u64);
         let roots = Roots::system().with_proc(dir.path());
         assert_eq!(
-            process_name(&roots, 7).unwrap().as_deref(),
-            Some("python3.11-config")
+            process_name(&roots, 7).unwrap().unwrap(),
+            "python3.11-config"
         );
-        assert_eq!(
-            process_name(&roots, 8).unwrap().as_deref(),
-            Some("python3.11-conf")
-        );
+        assert_eq!(process_name(&roots, 8).unwrap().unwrap(), "python3.11-conf");
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_keeps_its_bytes_and_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("9");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("comm"), b"gpu\xff\xfejob\n").unwrap();
+        // `status` shows the name's bytes as they are (only whitespace and `\\` are escaped).
+        std::fs::write(
+            d.join("status"),
+            b"Name:\tgpu\xff\xfejob\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t0\t0\t0\t0\nVmRSS:\t 1024 kB\n",
+        )
+        .unwrap();
+        // A 15-byte comm cut mid-character, extended by argv[0].
+        let e = dir.path().join("10");
+        std::fs::create_dir_all(&e).unwrap();
+        std::fs::write(e.join("comm"), b"worker-abcdef-\xc3\n").unwrap();
+        std::fs::write(e.join("cmdline"), b"/srv/worker-abcdef-\xc3\xa9\xff\0-x\0").unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let id = IdentityCache::new().identify(&roots, 9);
+        assert_eq!(id.name.unwrap().as_bytes(), b"gpu\xff\xfejob");
+        assert_eq!(id.uid, Some(0), "the owner is read despite the name");
+        assert_eq!(id.user.as_deref(), Some("root"));
+        let name = process_name(&roots, 10).unwrap().unwrap();
+        assert_eq!(name.as_bytes(), b"worker-abcdef-\xc3\xa9\xff");
+        assert_eq!(name.escaped(), "worker-abcdef-é\\xff");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //!
 //! A pid is reused by the kernel after its process exits, so a process is identified by
 //! [`ProcessId`] = (pid, start time in clock ticks since boot): two records with the same pid
-//! and different start times are different processes and are never merged.
+//! and different start times are different processes and are never merged. A parent link is
+//! the same: a process is the child of the process holding its `ppid` only if that process
+//! started no later than it did ([`ProcessId::may_parent`]) — an older process cannot be the
+//! child of a newer one, so a cached `ppid` that now names another process links nothing.
 //!
 //! [`tree`] re-discovers a tree on every call from its root: through
 //! `/proc/<pid>/task/<tid>/children` where the kernel provides it (`CONFIG_PROC_CHILDREN`; cost
@@ -10,17 +13,18 @@
 //! root and a read of every process's `stat` (cost proportional to the machine).
 //!
 //! A caller that asks again and again (the [sampler](crate::sampler)) keeps a
-//! [`ProcessTable`]: each refresh is one readdir, with `stat` read only for the pids it has not
-//! seen, and [`ProcessTable::members`] re-reads the `stat` of the [`Target`]'s processes only.
-//! Processes that re-parent away from the tree (daemons that double-fork) leave it; a cgroup is
-//! the only way to keep them (see `hmn run`).
+//! [`ProcessTable`] (see its module, [`super::table`], for how it stays exact under pid
+//! reuse). Processes that re-parent away from the tree (daemons that double-fork) leave it; a
+//! cgroup is the only way to keep them (see `hmn run`).
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 
 use crate::error::{Error, ParseError};
 use crate::fsread::{self, Cap};
 use crate::roots::Roots;
+use crate::types::ProcessName;
+
+pub use super::table::{ProcessTable, descendants};
 
 /// A process, identified across pid reuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,23 +35,38 @@ pub struct ProcessId {
     pub start_time: u64,
 }
 
+impl ProcessId {
+    /// Whether this process can be the parent of `child`, whose `ppid` is this pid: a parent
+    /// starts no later than its child (same clock tick allowed). A process that took the pid
+    /// after the child started cannot be its parent.
+    pub fn may_parent(&self, child: &ProcessId) -> bool {
+        self.start_time <= child.start_time
+    }
+}
+
 /// The fields of `/proc/<pid>/stat` this crate uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stat {
     /// Field 1.
     pub pid: u32,
-    /// Field 2, the `comm` between the parentheses (it may itself contain spaces and `)`).
-    pub comm: String,
+    /// Field 2, the `comm` between the parentheses (it may itself contain spaces and `)`),
+    /// as bytes: a process may name itself anything.
+    pub comm: ProcessName,
     /// Field 3 (`R`, `S`, `Z`, …).
     pub state: char,
     /// Field 4.
     pub ppid: u32,
+    /// Field 9, the kernel's `PF_*` flags.
+    pub flags: u64,
     /// Field 22, clock ticks after boot.
     pub start_time: u64,
     /// Field 24, resident set size in pages (the same counter as `statm`'s second field).
     pub rss_pages: u64,
 }
+
+/// `PF_KTHREAD`: the process is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl Stat {
     /// This process's identity.
@@ -57,28 +76,50 @@ impl Stat {
             start_time: self.start_time,
         }
     }
+
+    /// Whether it is a kernel thread (`PF_KTHREAD`): it has no file descriptors of its own.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
+    /// Whether it is a zombie (`Z`) or dead (`X`): exited, its files closed.
+    pub fn has_exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
 }
 
-/// Parses `/proc/<pid>/stat`. The command name is everything between the first `(` and the
-/// *last* `)`, since a process may name itself `a) b (c`.
+/// Parses `/proc/<pid>/stat` text. See [`parse_stat_bytes`].
 pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
+    parse_stat_bytes(text.as_bytes())
+}
+
+/// Parses `/proc/<pid>/stat` as the kernel writes it: bytes, since the command name is whatever
+/// the process set (not necessarily UTF-8). The command name is everything between the first
+/// `(` and the *last* `)`, since a process may name itself `a) b (c`; every other field is
+/// ASCII.
+pub fn parse_stat_bytes(bytes: &[u8]) -> Result<Stat, ParseError> {
     let bad = |what: &str| ParseError::new(format!("stat: {what}"));
-    let open = text.find('(').ok_or_else(|| bad("no '('"))?;
-    let close = text.rfind(')').ok_or_else(|| bad("no ')'"))?;
+    let open = bytes
+        .iter()
+        .position(|b| *b == b'(')
+        .ok_or_else(|| bad("no '('"))?;
+    let close = bytes
+        .iter()
+        .rposition(|b| *b == b')')
+        .ok_or_else(|| bad("no ')'"))?;
     if close < open {
         return Err(bad("')' before '('"));
     }
-    let pid = text
+    let pid = bytes
         .get(..open)
+        .and_then(|p| std::str::from_utf8(p).ok())
         .map(str::trim)
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| bad("malformed pid"))?;
-    let comm = text.get(open + 1..close).unwrap_or_default().to_string();
-    let rest: Vec<&str> = text
-        .get(close + 1..)
-        .unwrap_or_default()
-        .split_ascii_whitespace()
-        .collect();
+    let comm = ProcessName::from(bytes.get(open + 1..close).unwrap_or_default());
+    let rest = std::str::from_utf8(bytes.get(close + 1..).unwrap_or_default())
+        .map_err(|_| bad("not ASCII after the name"))?;
+    let rest: Vec<&str> = rest.split_ascii_whitespace().collect();
     // `rest[0]` is field 3 (state); field N is `rest[N - 3]`.
     let field = |n: usize| {
         rest.get(n - 3)
@@ -87,6 +128,7 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
     };
     let state = field(3)?.chars().next().ok_or_else(|| bad("empty state"))?;
     let ppid = field(4)?.parse().map_err(|_| bad("malformed ppid"))?;
+    let flags = field(9)?.parse().map_err(|_| bad("malformed flags"))?;
     let start_time = field(22)?
         .parse()
         .map_err(|_| bad("malformed start time"))?;
@@ -96,6 +138,7 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
         comm,
         state,
         ppid,
+        flags,
         start_time,
         rss_pages,
     })
@@ -106,7 +149,7 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
 /// # Errors
 /// [`Error::NotFound`] when the process is gone; [`Error::Parse`] on a malformed file.
 pub fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, Error> {
-    fsread::read_pid_file(roots, pid, "stat", parse_stat)
+    fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes)
 }
 
 /// The boot time, seconds since the Unix epoch: the `btime` line of `/proc/stat` (pure).
@@ -163,16 +206,27 @@ pub fn tree(roots: &Roots, root: ProcessId) -> Vec<ProcessId> {
 fn walk_children(roots: &Roots, root: ProcessId, direct: Vec<u32>) -> Vec<ProcessId> {
     let mut out = vec![root];
     let mut seen: BTreeSet<u32> = BTreeSet::from([root.pid]);
-    let mut queue = direct;
-    while let Some(pid) = queue.pop() {
+    // (child pid, its parent as listed): a pid read after its process exited and the pid was
+    // taken by an unrelated process is refused by its parent and start time.
+    let mut queue: Vec<(u32, ProcessId)> = direct.into_iter().map(|c| (c, root)).collect();
+    while let Some((pid, parent)) = queue.pop() {
         if !seen.insert(pid) {
             continue;
         }
         let Ok(st) = read_stat(roots, pid) else {
             continue; // exited meanwhile
         };
+        if st.ppid != parent.pid || !parent.may_parent(&st.id()) {
+            continue; // not the child that was listed: the pid was reused
+        }
         out.push(st.id());
-        queue.extend(children(roots, pid).unwrap_or_default());
+        let id = st.id();
+        queue.extend(
+            children(roots, pid)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c, id)),
+        );
     }
     out.sort();
     out
@@ -186,7 +240,7 @@ fn scan_tree(roots: &Roots, root: ProcessId) -> Vec<ProcessId> {
     }
     Some(root)
         .into_iter()
-        .chain(table.descendants(root.pid))
+        .chain(table.descendants(root))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect()
@@ -202,109 +256,6 @@ pub enum Target {
     Processes(Vec<ProcessId>),
 }
 
-/// The `stat` of every process on the machine, kept between refreshes: the incremental
-/// parent map behind [`tree`]'s scan and the [sampler](crate::sampler). See the
-/// [module docs](self).
-#[derive(Debug, Clone, Default)]
-pub struct ProcessTable {
-    /// By pid: the `stat` read when the pid was first seen, or at its last re-read as a member.
-    stats: HashMap<u32, Stat>,
-}
-
-impl ProcessTable {
-    /// An empty table.
-    pub fn new() -> ProcessTable {
-        ProcessTable::default()
-    }
-
-    /// One readdir of the proc root: forgets the processes that are gone and reads the `stat`
-    /// of each pid not seen before (a process that vanishes meanwhile is skipped).
-    ///
-    /// # Errors
-    /// When the proc root cannot be listed; the table is then left as it was.
-    pub fn refresh(&mut self, roots: &Roots) -> Result<(), Error> {
-        let live: HashSet<u32> = fsread::list_pids(&roots.proc)?.into_iter().collect();
-        self.stats.retain(|pid, _| live.contains(pid));
-        for pid in live {
-            if let Entry::Vacant(slot) = self.stats.entry(pid) {
-                if let Ok(st) = read_stat(roots, pid) {
-                    slot.insert(st);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The `stat` the table holds for `pid`.
-    pub fn get(&self, pid: u32) -> Option<&Stat> {
-        self.stats.get(&pid)
-    }
-
-    /// How many processes the table holds.
-    pub fn len(&self) -> usize {
-        self.stats.len()
-    }
-
-    /// Whether the table holds no process.
-    pub fn is_empty(&self) -> bool {
-        self.stats.is_empty()
-    }
-
-    /// Every descendant of `pid`, by the parents the table holds.
-    pub fn descendants(&self, pid: u32) -> Vec<ProcessId> {
-        let mut by_parent: BTreeMap<u32, Vec<ProcessId>> = BTreeMap::new();
-        for st in self.stats.values() {
-            by_parent.entry(st.ppid).or_default().push(st.id());
-        }
-        descendants(&by_parent, pid)
-    }
-
-    /// The target's processes now, each with a fresh `stat` (re-read, so its RSS is current and
-    /// a reused pid shows its new start time): a tree's root and its descendants by the
-    /// table's parents, or the listed processes. A process whose start time differs from its
-    /// identity's, or that is gone, is left out. Call [`ProcessTable::refresh`] first.
-    pub fn members(&mut self, roots: &Roots, target: &Target) -> Vec<Stat> {
-        let wanted: Vec<ProcessId> = match target {
-            Target::Processes(ids) => ids.clone(),
-            Target::Tree(root) => std::iter::once(*root)
-                .chain(self.descendants(root.pid))
-                .collect(),
-        };
-        let mut out = Vec::new();
-        for id in wanted {
-            match read_stat(roots, id.pid) {
-                Ok(st) if st.start_time == id.start_time => {
-                    self.stats.insert(id.pid, st.clone());
-                    out.push(st);
-                }
-                Ok(st) => {
-                    self.stats.insert(id.pid, st);
-                }
-                Err(_) => {
-                    self.stats.remove(&id.pid);
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Every descendant of `pid` in a parent → children map (pure).
-pub fn descendants(by_parent: &BTreeMap<u32, Vec<ProcessId>>, pid: u32) -> Vec<ProcessId> {
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::from([pid]);
-    let mut queue = vec![pid];
-    while let Some(p) = queue.pop() {
-        for child in by_parent.get(&p).into_iter().flatten() {
-            if seen.insert(child.pid) {
-                out.push(*child);
-                queue.push(child.pid);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,9 +267,34 @@ mod tests {
         assert_eq!(st.pid, 4242);
         assert_eq!(st.comm, "a) b (c");
         assert_eq!(st.state, 'S');
+        assert!(!st.is_kernel_thread(), "flags 0x400100");
         assert_eq!(st.ppid, 1);
         assert_eq!(st.start_time, 987_654);
         assert_eq!(st.rss_pages, 250);
+    }
+
+    #[test]
+    fn stat_with_a_name_that_is_not_utf8() {
+        // A process renamed with prctl(PR_SET_NAME) to bytes that are not UTF-8; kthreadd's
+        // flags (PF_KTHREAD set).
+        let mut text =
+            b"77 (gpu\xff\xfe) job) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 ".to_vec();
+        text.extend_from_slice(
+            b"5 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 3\n",
+        );
+        let st = parse_stat_bytes(&text).unwrap();
+        assert_eq!(st.pid, 77);
+        assert_eq!(st.comm.as_bytes(), b"gpu\xff\xfe) job");
+        assert_eq!(st.comm.escaped(), "gpu\\xff\\xfe) job");
+        assert_eq!((st.state, st.ppid, st.start_time), ('S', 2, 5));
+        assert!(st.is_kernel_thread());
+        assert!(!st.has_exited());
+        let mut bad = b"77 (x) S 2 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 \xff".to_vec();
+        bad.push(b'\n');
+        assert!(
+            parse_stat_bytes(&bad).is_err(),
+            "only the name may be other than ASCII"
+        );
     }
 
     #[test]
@@ -359,98 +335,6 @@ mod tests {
         );
     }
 
-    /// A fixture `stat` (the fields this crate reads: pid, comm, state, ppid, start, rss).
-    fn write_stat(proc: &std::path::Path, pid: u32, ppid: u32, start: u64) {
-        let dir = proc.join(pid.to_string());
-        std::fs::create_dir_all(&dir).unwrap();
-        let middle = ["0"; 17].join(" ");
-        let text = format!("{pid} (p{pid}) S {ppid} {middle} {start} 1000 {pid}\n");
-        std::fs::write(dir.join("stat"), text).unwrap();
-    }
-
-    fn pids(stats: &[Stat]) -> Vec<u32> {
-        let mut p: Vec<u32> = stats.iter().map(|s| s.pid).collect();
-        p.sort_unstable();
-        p
-    }
-
-    #[test]
-    fn a_table_follows_a_tree_and_reads_only_new_pids() {
-        let dir = tempfile::tempdir().unwrap();
-        let proc = dir.path();
-        let roots = Roots::system().with_proc(proc);
-        for (pid, ppid, start) in [
-            (1, 0, 1),
-            (10, 1, 100),
-            (11, 10, 110),
-            (12, 11, 120),
-            (20, 1, 200),
-        ] {
-            write_stat(proc, pid, ppid, start);
-        }
-        std::fs::write(proc.join("meminfo"), "").unwrap();
-        std::fs::create_dir(proc.join("self")).unwrap();
-        let root = ProcessId {
-            pid: 10,
-            start_time: 100,
-        };
-        let ids = |v: Vec<ProcessId>| v.iter().map(|p| p.pid).collect::<Vec<_>>();
-        assert_eq!(
-            ids(tree(&roots, root)),
-            vec![10, 11, 12],
-            "no children files: a scan"
-        );
-        let mut t = ProcessTable::new();
-        t.refresh(&roots).unwrap();
-        assert_eq!(t.len(), 5);
-        assert_eq!(
-            pids(&t.members(&roots, &Target::Tree(root))),
-            vec![10, 11, 12]
-        );
-
-        // 12 exits, 13 starts under 11, and 20 (not a member) changes on disk.
-        std::fs::remove_dir_all(proc.join("12")).unwrap();
-        write_stat(proc, 13, 11, 130);
-        write_stat(proc, 20, 10, 201);
-        t.refresh(&roots).unwrap();
-        assert!(t.get(12).is_none(), "a vanished pid is forgotten");
-        assert_eq!(t.get(13).map(|s| s.ppid), Some(11), "a new pid is read");
-        assert_eq!(
-            t.get(20).map(|s| s.start_time),
-            Some(200),
-            "a known pid's stat is not read again"
-        );
-        assert_eq!(
-            pids(&t.members(&roots, &Target::Tree(root))),
-            vec![10, 11, 13]
-        );
-
-        // 11's pid is reused: a member with another start time is left out, its re-read kept.
-        write_stat(proc, 11, 10, 999);
-        let members = t.members(&roots, &Target::Tree(root));
-        assert!(!members.iter().any(|s| s.pid == 11), "{members:?}");
-        assert_eq!(t.get(11).map(|s| s.start_time), Some(999));
-        let listed = Target::Processes(vec![
-            ProcessId {
-                pid: 20,
-                start_time: 201,
-            },
-            ProcessId {
-                pid: 11,
-                start_time: 110,
-            },
-            ProcessId {
-                pid: 77,
-                start_time: 1,
-            },
-        ]);
-        assert_eq!(pids(&t.members(&roots, &listed)), vec![20]);
-
-        let unlistable = roots.clone().with_proc(proc.join("nope"));
-        assert!(t.refresh(&unlistable).unwrap_err().is_not_found());
-        assert!(!t.is_empty(), "a failed refresh keeps the table");
-    }
-
     #[test]
     fn boot_time_and_start_times() {
         let stat = "cpu  1 2 3 4\nintr 5\nctxt 99\nbtime 1700000000\nprocesses 12\n";
@@ -462,14 +346,5 @@ mod tests {
             1_700_000_002_500_000
         );
         assert_eq!(start_unix_us(250, 1_700_000_000, 0), 1_700_000_250_000_000);
-    }
-
-    #[test]
-    fn descendants_follow_the_parent_map() {
-        let id = |pid| ProcessId { pid, start_time: 1 };
-        let map = BTreeMap::from([(1, vec![id(2), id(3)]), (3, vec![id(4)]), (9, vec![id(10)])]);
-        let mut d: Vec<u32> = descendants(&map, 1).iter().map(|p| p.pid).collect();
-        d.sort();
-        assert_eq!(d, vec![2, 3, 4]);
     }
 }

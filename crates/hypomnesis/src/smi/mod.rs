@@ -240,7 +240,7 @@ fn to_row(app: SmiApp, device: &Device, warnings: &mut Vec<Warning>) -> GpuProce
         Source::NvidiaSmi,
     );
     row.device_uuid.clone_from(&device.uuid);
-    row.name = app.name.ok();
+    row.name = app.name.ok().map(crate::types::ProcessName::from);
     match (app.used, device.memory.total_bytes) {
         (Ok(used), Some(total)) if used > total => {
             warnings.push(Warning::device(

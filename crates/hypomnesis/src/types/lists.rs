@@ -214,8 +214,10 @@ pub struct ProcessList {
     pub devices: Vec<Device>,
     /// One row per (pid, device), sorted by device then pid.
     pub processes: Vec<GpuProcess>,
-    /// Processes that may hold GPU memory but could not be inspected (other users' processes
-    /// seen without privileges).
+    /// Processes that may hold GPU memory but could not be inspected: listed DRM devices are
+    /// present, and the process's `fd/` (or a DRM fd's `fdinfo`) cannot be read by this user
+    /// (another user's process, seen without privileges), and it is neither a kernel thread nor
+    /// a zombie. NVML lists every process whatever the privileges, so NVIDIA devices add none.
     pub hidden_processes: u32,
     /// Devices whose process list could not be read.
     pub failed_devices: Vec<u32>,

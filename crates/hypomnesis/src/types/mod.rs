@@ -26,6 +26,7 @@ macro_rules! spelled_as_str {
 }
 
 mod lists;
+mod name;
 mod usage;
 
 use std::borrow::Cow;
@@ -36,6 +37,9 @@ pub use lists::{
     Backend, BackendState, BackendStatus, DeviceList, ProcessList, Warning, absent_reasons,
     failed_reasons,
 };
+pub use name::ProcessName;
+#[cfg(feature = "serde")]
+pub(crate) use name::serde_fields as name_serde;
 pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 use crate::pci::PciBusId;
@@ -426,8 +430,14 @@ impl ProcessKind {
 pub struct GpuProcess {
     /// Process id (in the namespace of the proc root; NVML reports host PIDs).
     pub pid: u32,
-    /// Process name: `comm`, or the basename of `argv[0]` when `comm` was cut at 15 bytes.
-    pub name: Option<String>,
+    /// Process name: `comm`, or the basename of `argv[0]` when `comm` was cut at 15 bytes; kept
+    /// as bytes (JSON: `name`, lossy UTF-8, and `name_bytes_hex` when it is not UTF-8; see
+    /// [`ProcessName`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(flatten, serialize_with = "name_serde::optional")
+    )]
+    pub name: Option<ProcessName>,
     /// Owner's user name (effective UID), when it resolves.
     pub user: Option<String>,
     /// Owner's effective UID.
@@ -489,9 +499,11 @@ impl GpuProcess {
         }
     }
 
-    /// The name, or `"?"`.
-    pub fn name_or_unknown(&self) -> &str {
-        self.name.as_deref().unwrap_or("?")
+    /// The name for a terminal (escaped, see [`ProcessName::escaped`]), or `"?"`.
+    pub fn name_or_unknown(&self) -> String {
+        self.name
+            .as_ref()
+            .map_or_else(|| "?".to_string(), ProcessName::escaped)
     }
 
     /// Bytes of this row's buffers resident in GTT — system memory mapped for the GPU, where the

@@ -1,0 +1,248 @@
+//! The command of `hmn run` and `hmn spill` as a job of its own.
+//!
+//! - **Its own process group.** A signal another process sends to hmn's process group
+//!   (`kill -TERM -PGID`, `timeout`, a shell's `kill %1`) reaches hmn only, which forwards it
+//!   once ([`super::exec::SignalForwarder`]); in a shared group the command would get it twice,
+//!   from the sender and from hmn.
+//! - **The terminal, when hmn has it.** When hmn is the foreground job of a terminal, the
+//!   command's group takes the terminal's foreground (as a shell gives it to a job), so Ctrl+C,
+//!   Ctrl+\ and terminal reads reach the command directly, once, and hmn keeps running to write
+//!   its report. When the command is stopped by the terminal (Ctrl+Z, a read from the
+//!   background), hmn takes the terminal back and stops its own group, so the shell sees the job
+//!   stop; when the shell continues hmn (`fg`, `bg`), hmn gives the terminal back if it is in
+//!   the foreground and continues the command's group. The terminal is hmn's again when the
+//!   command has ended.
+//! - **It does not outlive hmn.** The first step of the child is `hmn __exec`, which asks the
+//!   kernel to kill it if hmn dies (`PR_SET_PDEATHSIG`, `SIGKILL`: what a signal to the shared
+//!   group did before), joins the transient cgroup, takes the terminal, then executes the
+//!   command with its own `argv[0]` (the name it was given, not the path it was found at).
+//!   Processes the command starts are not killed with it; the cgroup keeps account of them.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd as _, BorrowedFd};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getpgrp, getppid, isatty, setpgid, tcgetpgrp, tcsetpgrp};
+
+use crate::args::ExecArgs;
+
+/// What to start: the program found on `PATH`, the name it was given (its `argv[0]`), its
+/// arguments, and the cgroup to join first.
+pub struct Launch<'a> {
+    pub path: &'a Path,
+    pub argv0: &'a OsStr,
+    pub args: &'a [OsString],
+    pub cgroup_procs: Option<&'a Path>,
+}
+
+/// The running command. See the [module docs](self).
+#[derive(Debug)]
+pub struct Job {
+    pid: Pid,
+    /// The terminal (a standard fd) whose foreground hmn held when it started the command.
+    tty: Option<i32>,
+    done: Option<ExitStatus>,
+}
+
+/// The standard fd (0, 1, 2) of the terminal whose foreground process group is hmn's, if any.
+fn foreground_tty() -> Option<i32> {
+    [0, 1, 2].into_iter().find(|fd| {
+        with_fd(*fd, |f| {
+            isatty(f).unwrap_or(false) && tcgetpgrp(f).is_ok_and(|g| g == getpgrp())
+        })
+    })
+}
+
+/// Calls `f` with standard fd `fd` (0, 1 or 2; another number is taken as 2).
+fn with_fd<R>(fd: i32, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
+    match fd {
+        0 => f(std::io::stdin().as_fd()),
+        1 => f(std::io::stdout().as_fd()),
+        _ => f(std::io::stderr().as_fd()),
+    }
+}
+
+/// The terminal's foreground process group.
+fn foreground_of(fd: i32) -> Option<Pid> {
+    with_fd(fd, |f| tcgetpgrp(f).ok())
+}
+
+/// Makes `pgrp` the terminal's foreground group, with `SIGTTOU` blocked on this thread: a
+/// process that is not in the foreground group may do so then (the shell's way), instead of
+/// being stopped.
+fn give_terminal(fd: i32, pgrp: Pid) {
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let mut old = SigSet::empty();
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old)).is_err() {
+        return;
+    }
+    let _ = with_fd(fd, |f| tcsetpgrp(f, pgrp));
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+}
+
+impl Job {
+    /// Starts the command through `hmn __exec` (see the [module docs](self)); directly, in its
+    /// own process group still, when hmn's own binary cannot be found.
+    ///
+    /// # Errors
+    /// When it cannot be started.
+    pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Job> {
+        let tty = foreground_tty();
+        let mut cmd = match std::env::current_exe() {
+            Ok(me) => {
+                let mut cmd = Command::new(me);
+                cmd.arg("__exec")
+                    .arg("--parent")
+                    .arg(std::process::id().to_string());
+                if let Some(procs) = launch.cgroup_procs {
+                    cmd.arg("--cgroup-procs").arg(procs);
+                }
+                if let Some(fd) = tty {
+                    cmd.arg("--tty").arg(fd.to_string());
+                }
+                cmd.arg("--")
+                    .arg(launch.path)
+                    .arg(launch.argv0)
+                    .args(launch.args);
+                cmd
+            }
+            Err(_) => {
+                let mut cmd = Command::new(launch.path);
+                cmd.arg0(launch.argv0).args(launch.args);
+                cmd
+            }
+        };
+        let child = cmd
+            .process_group(0)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        // As a shell does, from both sides: whichever runs first, the group and the terminal
+        // are the command's before it can touch either (an error means the child already did).
+        let _ = setpgid(pid, pid);
+        if let Some(fd) = tty {
+            give_terminal(fd, pid);
+        }
+        // The child is waited for here, by pid (`std`'s handle cannot report stops).
+        drop(child);
+        Ok(Job {
+            pid,
+            tty,
+            done: None,
+        })
+    }
+
+    /// The command's pid.
+    pub fn id(&self) -> u32 {
+        u32::try_from(self.pid.as_raw()).unwrap_or(0)
+    }
+
+    /// The command's status if it has ended; a stop is handled (see the [module docs](self)).
+    ///
+    /// # Errors
+    /// When it cannot be waited for.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.wait_with(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)
+    }
+
+    /// Waits for the command to end, handling stops on the way.
+    ///
+    /// # Errors
+    /// When it cannot be waited for.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.wait_with(WaitPidFlag::WUNTRACED)? {
+                return Ok(status);
+            }
+        }
+    }
+
+    fn wait_with(&mut self, flags: WaitPidFlag) -> std::io::Result<Option<ExitStatus>> {
+        if let Some(done) = self.done {
+            return Ok(Some(done));
+        }
+        let status = match waitpid(self.pid, Some(flags)) {
+            Ok(WaitStatus::Exited(_, code)) => ExitStatus::from_raw((code & 0xff) << 8),
+            Ok(WaitStatus::Signaled(_, sig, core)) => {
+                ExitStatus::from_raw(sig as i32 | if core { 0x80 } else { 0 })
+            }
+            Ok(WaitStatus::Stopped(_, sig)) => {
+                self.stopped(sig);
+                return Ok(None);
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => return Ok(None),
+            Err(e) => return Err(std::io::Error::from(e)),
+        };
+        self.done = Some(status);
+        self.restore_terminal();
+        Ok(Some(status))
+    }
+
+    /// The command was stopped. By job control (`SIGTSTP`, `SIGTTIN`, `SIGTTOU`): hmn stops
+    /// its own group the same way, so its shell sees the job stop, then continues the command
+    /// when it is continued itself. By `SIGSTOP` (someone's deliberate choice): it stays
+    /// stopped until they continue it.
+    fn stopped(&self, sig: Signal) {
+        if !matches!(sig, Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU) {
+            return;
+        }
+        let own = getpgrp();
+        if let Some(fd) = self.tty {
+            if foreground_of(fd) == Some(self.pid) {
+                give_terminal(fd, own);
+            }
+        }
+        // Returns once hmn has been continued (or at once if its group is orphaned, where the
+        // kernel does not stop it).
+        let _ = kill(Pid::from_raw(0), sig);
+        if let Some(fd) = self.tty {
+            if foreground_of(fd) == Some(own) {
+                give_terminal(fd, self.pid);
+            }
+        }
+        let _ = kill(Pid::from_raw(-self.pid.as_raw()), Signal::SIGCONT);
+    }
+
+    /// The terminal back to hmn's group once the command has ended.
+    fn restore_terminal(&self) {
+        if let Some(fd) = self.tty {
+            if foreground_of(fd) == Some(self.pid) {
+                give_terminal(fd, getpgrp());
+            }
+        }
+    }
+}
+
+/// `hmn __exec [--parent PID] [--cgroup-procs FILE] [--tty FD] -- PATH ARGV0 ARGS…`: the
+/// command's first step (see the [module docs](self)), then `exec`. If joining the cgroup
+/// fails the command still runs (hmn notices the cgroup stayed empty).
+pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
+    if let Some(parent) = a.parent {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        // hmn died before the request took effect: nothing is left to run the command for.
+        if u32::try_from(getppid().as_raw()).ok() != Some(parent) {
+            return std::process::ExitCode::from(125);
+        }
+    }
+    if let Some(procs) = &a.cgroup_procs {
+        // The kernel's file, written in place: never created, truncated or followed as a link.
+        let _ = crate::outfile::write_kernel_file(procs, std::process::id().to_string().as_bytes());
+    }
+    if let Some(fd) = a.tty.filter(|fd| (0..=2).contains(fd)) {
+        give_terminal(fd, getpgrp());
+    }
+    let [path, argv0, rest @ ..] = a.command.as_slice() else {
+        return std::process::ExitCode::from(2);
+    };
+    let e = Command::new(path).arg0(argv0).args(rest).exec();
+    let err = super::exec::SpawnError::from_io(argv0, &e);
+    let _ = crate::output::note(&format!("run: {err}"));
+    std::process::ExitCode::from(err.exit_code())
+}
