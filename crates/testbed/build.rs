@@ -1,5 +1,6 @@
-//! Builds the fake NVML library (`fake-nvml/lib.rs`) with plain `rustc`, in two variants, so
-//! `cargo test` from a clean clone needs no manual step.
+//! Builds the fake NVML library (`fake-nvml/lib.rs`) with plain `rustc`, in four variants
+//! (driver generations: see `fake-nvml/lib.rs`), so `cargo test` from a clean clone needs no
+//! manual step.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,10 +13,21 @@ fn main() {
         std::process::exit(1);
     };
     let source = PathBuf::from("fake-nvml").join("lib.rs");
-    for (variant, cfg, env) in [
-        ("modern", None, "HMN_FAKE_NVML_MODERN"),
-        ("legacy", Some("legacy_driver"), "HMN_FAKE_NVML_LEGACY"),
-    ] {
+    let variants: [(&str, &[&str], &str); 4] = [
+        ("modern", &[], "HMN_FAKE_NVML_MODERN"),
+        ("legacy", &["legacy_driver"], "HMN_FAKE_NVML_LEGACY"),
+        (
+            "pre_r470",
+            &["legacy_driver", "no_mps", "no_profile_v"],
+            "HMN_FAKE_NVML_PRE_R470",
+        ),
+        (
+            "pre_mig",
+            &["legacy_driver", "no_mps", "no_profile_v", "no_mig"],
+            "HMN_FAKE_NVML_PRE_MIG",
+        ),
+    ];
+    for (variant, cfgs, env) in variants {
         let dir = out_dir.join(variant);
         if let Err(e) = std::fs::create_dir_all(&dir) {
             println!("cargo:warning=cannot create {}: {e}", dir.display());
@@ -43,7 +55,7 @@ fn main() {
         .arg("-o")
         .arg(&lib)
         .arg(&source);
-        if let Some(cfg) = cfg {
+        for cfg in cfgs {
             cmd.args(["--cfg", cfg]);
         }
         if let Ok(target) = std::env::var("TARGET") {

@@ -5,7 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use hypomnesis::{BackendStatus, Device, HostMemory, Probe, Source, Vendor, Warning};
+use hypomnesis::select::CudaView;
+use hypomnesis::{
+    BackendStatus, Device, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
+};
 use serde::Serialize;
 
 use crate::args::GlobalArgs;
@@ -20,11 +23,15 @@ struct DevicesJson<'a> {
     devices: &'a [Device],
     warnings: &'a [Warning],
     backends: &'a [BackendStatus],
+    /// With `--cuda-order`: the devices CUDA would see, in its order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda: Option<&'a CudaView>,
 }
 
 pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let host = probe.host_memory().context("reading host memory")?;
     let list = probe.devices();
+    let cuda = crate::select::cuda(g, &list.devices);
     if g.json {
         output::json_line(
             out,
@@ -34,14 +41,21 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
                 devices: &list.devices,
                 warnings: &list.warnings,
                 backends: &list.backends,
+                cuda: cuda.as_ref(),
             },
         )?;
     } else {
         for dev in &list.devices {
             writeln!(out, "{}", device_line(dev))?;
+            for m in dev.mig.iter().flat_map(|m| &m.instances) {
+                writeln!(out, "{}", mig_line(m))?;
+            }
         }
         writeln!(out, "{}", host_line(&host))?;
         output::warnings(&list.warnings)?;
+        if let Some(v) = &cuda {
+            crate::select::note_cuda("", v, &list.devices)?;
+        }
     }
     out.flush()?;
     // Upstream's contract: exit 2 when GPUs may exist that nothing can show — a backend that is
@@ -114,11 +128,72 @@ pub fn device_line(dev: &Device) -> String {
     if dev.source == Source::NvidiaSmi {
         line.push_str(" (via nvidia-smi)");
     }
+    line.push_str(&mig_suffix(dev));
     let shown_elsewhere = dev.integrated == Some(true) || dev.is_suspended();
     if m.total_bytes.is_none() && !shown_elsewhere {
         if let Some(u) = dev.unknown.iter().find(|u| u.field == "memory.total_bytes") {
             line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
         }
+    }
+    line
+}
+
+/// `, MIG on (2 MIG devices)`, `, MIG on, no MIG device configured`, `, MIG off; on after the
+/// next GPU reset` — nothing for a GPU without MIG, or with MIG off and nothing pending.
+fn mig_suffix(dev: &Device) -> String {
+    let Some(m) = &dev.mig else {
+        return String::new();
+    };
+    let mut s = match (m.enabled(), m.instances.len()) {
+        (true, 0) if m.unknown.iter().any(|u| u.field == "mig.instances") => {
+            ", MIG on (MIG devices could not be listed)".to_string()
+        }
+        (true, 0) => ", MIG on, no MIG device configured".to_string(),
+        (true, 1) => ", MIG on (1 MIG device)".to_string(),
+        (true, n) => format!(", MIG on ({n} MIG devices)"),
+        (false, _) if m.change_pending() => ", MIG off".to_string(),
+        (false, _) => String::new(),
+    };
+    if m.change_pending() {
+        s.push_str(&format!(
+            "; {} after the next GPU reset (hmn never resets a GPU)",
+            if m.pending == MigMode::Enabled {
+                "on"
+            } else {
+                "off"
+            }
+        ));
+    }
+    s
+}
+
+/// `  MIG 1g.10gb  device 0, GI 11 CI 0: free X / Y, MIG-…` (the GPU instance's profile too
+/// when it differs, as for a `+me` or subdivided instance).
+pub fn mig_line(m: &MigDevice) -> String {
+    let id = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let mut line = format!(
+        "  {}{}  device {}, GI {} CI {}: free {} / {}",
+        sanitize(&m.label()),
+        if m.profile_approximate {
+            " (approximate)"
+        } else {
+            ""
+        },
+        m.index,
+        id(m.gpu_instance_id),
+        id(m.compute_instance_id),
+        opt_bytes(m.memory.free_bytes),
+        opt_bytes(m.memory.total_bytes)
+    );
+    if let Some(p) = m
+        .gpu_instance_profile
+        .as_deref()
+        .filter(|p| Some(*p) != m.profile.as_deref())
+    {
+        line.push_str(&format!(" (GPU instance {})", sanitize(p)));
+    }
+    if let Some(u) = &m.uuid {
+        line.push_str(&format!(", {}", sanitize(u)));
     }
     line
 }
@@ -161,6 +236,40 @@ mod tests {
         assert_eq!(
             device_line(&dev),
             "GPU 0 [NVIDIA H100 80GB HBM3]: free 78.1 GiB / 79.6 GiB, 540 MiB reserved, driver 550.54.15"
+        );
+    }
+
+    #[test]
+    fn mig_lines_name_profile_instance_and_memory() {
+        use hypomnesis::{DeviceMemory, MigState};
+        let mut m = MigDevice::new(1, 0);
+        m.profile = Some("1g.10gb".into());
+        m.gpu_instance_profile = Some("1g.10gb+me".into());
+        m.gpu_instance_id = Some(11);
+        m.compute_instance_id = Some(0);
+        m.uuid = Some("MIG-8443".into());
+        m.memory = DeviceMemory::new(Some(9984 << 20), Some(15 << 20), Some(9969 << 20), None);
+        assert_eq!(
+            mig_line(&m),
+            "  MIG 1g.10gb  device 1, GI 11 CI 0: free 9.7 GiB / 9.8 GiB (GPU instance 1g.10gb+me), MIG-8443"
+        );
+        m.profile_approximate = true;
+        m.gpu_instance_id = None;
+        m.memory = DeviceMemory::default();
+        assert!(
+            mig_line(&m)
+                .starts_with("  MIG 1g.10gb (approximate)  device 1, GI ? CI 0: free ? / ?"),
+            "{}",
+            mig_line(&m)
+        );
+        let mut dev = DeviceBuilder::new(0).build();
+        assert_eq!(mig_suffix(&dev), "");
+        dev.mig = Some(MigState::new(MigMode::Disabled, MigMode::Disabled));
+        assert_eq!(mig_suffix(&dev), "", "MIG-capable, off, nothing pending");
+        dev.mig = Some(MigState::new(MigMode::Enabled, MigMode::Disabled));
+        assert_eq!(
+            mig_suffix(&dev),
+            ", MIG on, no MIG device configured; off after the next GPU reset (hmn never resets a GPU)"
         );
     }
 

@@ -15,6 +15,7 @@
 //! (`offload::estimate_split`). This module gathers the devices; `text` and `json` format.
 
 mod json;
+mod mig;
 mod text;
 
 use std::ffi::OsStr;
@@ -176,6 +177,9 @@ struct DeviceFit {
     kind: &'static str,
     /// This device's part when the model is split over several (llama.cpp layers).
     share: Option<Estimate>,
+    /// The MIG device judged (its own GPU instance's memory), when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mig_uuid: Option<String>,
     /// vLLM's `gpu_memory_utilization`, for the words of its budget.
     #[serde(skip)]
     util: Utilization,
@@ -205,6 +209,7 @@ impl DeviceFit {
             error,
             kind: if index.is_some() { "gpu" } else { "given" },
             share: None,
+            mig_uuid: None,
             util: Utilization::default(),
         }
     }
@@ -236,7 +241,7 @@ pub fn run(
         Input::Size(_) => None,
     };
     // The devices first: without a GPU, a model is judged as llama.cpp on the CPU.
-    let mut gathered = gather(probe, a, model.is_some());
+    let mut gathered = gather(probe, g, a, model.is_some());
     let cpu = gathered.cpu;
     let params = params(a, model, cpu)?;
     let est = match (model, params) {
@@ -289,7 +294,7 @@ struct Gathered {
     cpu_note: Option<String>,
 }
 
-fn gather(probe: &Probe, a: &FitsArgs, model: bool) -> Gathered {
+fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathered {
     let mut g = Gathered {
         devices: Vec::new(),
         warnings: Vec::new(),
@@ -306,14 +311,32 @@ fn gather(probe: &Probe, a: &FitsArgs, model: bool) -> Gathered {
         let list = probe.devices();
         let empty = list.devices.is_empty();
         let err = empty.then(|| crate::output::no_gpu_line(&list.absent_reasons()));
-        (list.devices, list.warnings, err, empty)
+        let (devices, mut warnings) = mig::expand(list.devices);
+        warnings.extend(list.warnings);
+        (devices, warnings, err, empty)
     } else {
-        let index = match a.device {
-            Some(DeviceSel::Index(i)) => i,
-            _ => 0,
+        let sel = match &a.device {
+            Some(DeviceSel::One(s)) => s.clone(),
+            _ => hypomnesis::select::DeviceSelector::Index(0),
+        };
+        let Some(index) = crate::select::plain_index(cli, &sel) else {
+            let (devices, warnings, error, no_gpu) = mig::one(probe, cli, &sel);
+            if no_gpu && model && a.device.is_none() {
+                g.cpu = true;
+                g.cpu_note = error
+                    .map(|e| format!("{e}: judged as llama.cpp without a GPU, against host RAM"));
+                return g;
+            }
+            g.devices = devices;
+            g.warnings = warnings;
+            g.error = error;
+            return g;
         };
         match probe.device(index) {
-            Ok(d) => (vec![d], Vec::new(), None, false),
+            Ok(d) => {
+                let w = mig::parent_note(&d);
+                (vec![d], w, None, false)
+            }
             Err(e @ hypomnesis::Error::NoGpu { .. }) => {
                 (Vec::new(), Vec::new(), Some(e.to_string()), true)
             }
@@ -326,7 +349,7 @@ fn gather(probe: &Probe, a: &FitsArgs, model: bool) -> Gathered {
         }
     };
     // No GPU at all and a model to judge (not an explicit index): CPU only.
-    if no_gpu && model && !matches!(a.device, Some(DeviceSel::Index(_))) {
+    if no_gpu && model && !matches!(a.device, Some(DeviceSel::One(_))) {
         g.cpu = true;
         g.cpu_note =
             error.map(|e| format!("{e}: judged as llama.cpp without a GPU, against host RAM"));
@@ -486,13 +509,15 @@ fn judge_all(
 }
 
 fn device_fit(d: &Device, judged: Result<Verdict, NoBudget>) -> DeviceFit {
-    DeviceFit::new(
+    let mut f = DeviceFit::new(
         Some(d.index),
         d.name.clone(),
         d.memory.free_bytes,
         d.memory.total_bytes,
         judged,
-    )
+    );
+    f.mig_uuid = d.uuid.clone().filter(|u| u.starts_with("MIG-"));
+    f
 }
 
 /// The device with a verdict and the most headroom (fits before the rest).

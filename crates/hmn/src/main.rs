@@ -11,8 +11,9 @@
 //! | [`output`] | JSON lines, stderr notes and warnings, the "no GPU" line |
 //! | [`outfile`] | every file hmn writes: stdout or a regular file replaced atomically |
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
+//! | [`select`] | `--device` values resolved (the library's selectors), `--cuda-order` |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], `serve` | one subcommand each |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
 
 mod args;
@@ -23,11 +24,13 @@ mod outfile;
 mod output;
 mod ps;
 mod run;
+mod select;
 #[cfg(feature = "serve")]
 mod serve;
 mod spill;
 mod top;
 mod watch;
+mod watch_gpu;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

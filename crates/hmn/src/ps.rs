@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::io::Write;
 use std::process::ExitCode;
 
+use hypomnesis::select::Selected;
 use hypomnesis::{Error, GpuProcess, Probe, ProcessList, Warning};
 use serde::Serialize;
 
@@ -37,10 +38,22 @@ pub fn run(
     } else {
         probe.gpu_processes()
     };
-    for d in &args.device {
-        list.device(*d).map_err(device_error)?;
+    let selected = crate::select::resolve(
+        "ps",
+        g,
+        &list.devices,
+        || list.absent_reasons(),
+        &args.device,
+    )?;
+    for s in &selected {
+        list.device(s.device_index).map_err(device_error)?;
     }
-    let mut rows: Vec<&GpuProcess> = list.processes.iter().filter(|p| keep(p, args)).collect();
+    let wanted: Vec<u32> = selected.iter().map(|s| s.device_index).collect();
+    let mut rows: Vec<&GpuProcess> = list
+        .processes
+        .iter()
+        .filter(|p| keep(p, args, &selected))
+        .collect();
     sort_rows(&mut rows, args.sort);
 
     if g.json {
@@ -59,7 +72,7 @@ pub fn run(
         write_csv(out, &rows)?;
         output::warnings(&list.warnings)?;
     } else {
-        out.write_all(table(&rows, args.util).as_bytes())?;
+        out.write_all(table(&rows, args.util, &list).as_bytes())?;
         output::warnings(&list.warnings)?;
     }
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
@@ -71,14 +84,14 @@ pub fn run(
     for (backend, reason) in &failed {
         output::note(&format!("ps failed to count devices: {backend}: {reason}"))?;
     }
-    let nothing_queried = nothing_could_be_queried(&list, args, !failed.is_empty());
+    let nothing_queried = nothing_could_be_queried(&list, &wanted, !failed.is_empty());
     if nothing_queried {
         output::note("ps: no device could be queried, so nothing could be listed")?;
     } else if list.devices.is_empty() && failed.is_empty() {
         output::note(&output::no_gpu_line(&list.absent_reasons()))?;
     }
 
-    let undetermined = list.hidden_processes > 0 || relevant_failures(&list, args);
+    let undetermined = list.hidden_processes > 0 || relevant_failures(&list, &wanted);
     let code = match (args.exit_status, rows.is_empty(), undetermined) {
         _ if nothing_queried || !failed.is_empty() => 2,
         (false, _, _) | (true, false, _) => 0,
@@ -90,12 +103,12 @@ pub fn run(
 
 /// Whether every device `ps` tried failed (or a broken backend left none to try): nothing was
 /// listed, and that says nothing about what runs on the GPUs.
-fn nothing_could_be_queried(list: &ProcessList, args: &PsArgs, backend_failed: bool) -> bool {
+fn nothing_could_be_queried(list: &ProcessList, wanted: &[u32], backend_failed: bool) -> bool {
     let tried: Vec<u32> = list
         .devices
         .iter()
         .map(|d| d.index)
-        .filter(|i| args.device.is_empty() || args.device.contains(i))
+        .filter(|i| wanted.is_empty() || wanted.contains(i))
         .collect();
     if tried.is_empty() {
         return backend_failed;
@@ -118,15 +131,15 @@ fn device_error(e: Error) -> anyhow::Error {
 }
 
 /// Whether a failed device could have held rows this query would show.
-fn relevant_failures(list: &ProcessList, args: &PsArgs) -> bool {
+fn relevant_failures(list: &ProcessList, wanted: &[u32]) -> bool {
     list.failed_devices
         .iter()
-        .any(|d| args.device.is_empty() || args.device.contains(d))
+        .any(|d| wanted.is_empty() || wanted.contains(d))
 }
 
-fn keep(p: &GpuProcess, a: &PsArgs) -> bool {
+fn keep(p: &GpuProcess, a: &PsArgs, selected: &[Selected]) -> bool {
     let pid_ok = a.pid.is_empty() || a.pid.contains(&p.pid);
-    let dev_ok = a.device.is_empty() || a.device.contains(&p.device_index);
+    let dev_ok = selected.is_empty() || selected.iter().any(|s| s.matches(p));
     let user_ok = a.user.is_empty()
         || a.user.iter().any(|u| {
             p.user.as_deref() == Some(u.as_str())
@@ -193,8 +206,23 @@ fn vram_cell(p: &GpuProcess) -> String {
     }
 }
 
-/// The UTIL cell: the busiest engine class, or `-` when the driver gave no figure.
-fn util_cell(p: &GpuProcess) -> String {
+/// The UTIL cell: NVML's SM and memory percent (`?` when NVML gives none, as under MIG), or
+/// the busiest DRM engine class, or `-` when the driver gave no figure. The hook for `hmn top`:
+/// the same cell for the same row (`GpuProcess::utilization`, filled by every `Probe` query with
+/// the time since the previous one).
+pub fn util_cell(p: &GpuProcess) -> String {
+    if let Some(u) = p.utilization {
+        let mut cell = format!("{}% sm {}% mem", u.sm_percent, u.memory_percent);
+        for (v, name) in [(u.encoder_percent, "enc"), (u.decoder_percent, "dec")] {
+            if v > 0 {
+                cell.push_str(&format!(" {v}% {name}"));
+            }
+        }
+        return cell;
+    }
+    if p.unknown.iter().any(|u| u.field == "utilization") {
+        return "?".to_string();
+    }
     p.engines
         .iter()
         .max_by(|a, b| a.1.busy_percent.total_cmp(&b.1.busy_percent))
@@ -204,8 +232,31 @@ fn util_cell(p: &GpuProcess) -> String {
         )
 }
 
-/// The text table: `PID USER NAME DEVICE KIND VRAM` (and `UTIL` with `--util`).
-fn table(rows: &[&GpuProcess], util: bool) -> String {
+/// The MIG cell: `1g.10gb GI 11 CI 0`-style, from the row's MIG device (`-` outside MIG);
+/// also for `hmn top`.
+pub fn mig_cell(p: &GpuProcess, list: &ProcessList) -> String {
+    let Some(m) = p.mig_index else {
+        return "-".to_string();
+    };
+    let profile = list
+        .devices
+        .iter()
+        .find(|d| d.index == p.device_index)
+        .and_then(|d| d.mig_instance(m))
+        .and_then(|i| i.profile.clone())
+        .unwrap_or_else(|| format!("#{m}"));
+    let id = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    format!(
+        "{profile} GI {} CI {}",
+        id(p.gpu_instance_id),
+        id(p.compute_instance_id)
+    )
+}
+
+/// The text table: `PID USER NAME DEVICE KIND VRAM` (and `MIG` when a row is in a MIG
+/// instance, `UTIL` with `--util`).
+fn table(rows: &[&GpuProcess], util: bool, list: &ProcessList) -> String {
+    let mig = rows.iter().any(|p| p.mig_index.is_some());
     let mut headers = vec![
         ("PID", Align::Right),
         ("USER", Align::Left),
@@ -214,6 +265,9 @@ fn table(rows: &[&GpuProcess], util: bool) -> String {
         ("KIND", Align::Left),
         ("VRAM", Align::Right),
     ];
+    if mig {
+        headers.push(("MIG", Align::Left));
+    }
     if util {
         headers.push(("UTIL", Align::Left));
     }
@@ -227,6 +281,9 @@ fn table(rows: &[&GpuProcess], util: bool) -> String {
             p.kind.to_string(),
             vram_cell(p),
         ];
+        if mig {
+            cells.push(mig_cell(p, list));
+        }
         if util {
             cells.push(util_cell(p));
         }
@@ -266,8 +323,16 @@ fn totals_line(rows: &[&GpuProcess], hidden: u32) -> String {
     let mut line = format!("{n} GPU process{} found", if n == 1 { "" } else { "es" });
     let mut parts = Vec::new();
     if n > 0 {
-        let total: u64 = rows.iter().filter_map(|p| p.used_bytes).sum();
+        // An MPS server that may hold its clients' memory is not added again.
+        let total: u64 = rows
+            .iter()
+            .filter(|p| !p.may_include_clients)
+            .filter_map(|p| p.used_bytes)
+            .sum();
         parts.push(format!("{} total", bytes(total)));
+        if rows.iter().any(|p| p.may_include_clients) {
+            parts.push("the MPS server's figure left out: it may include its clients'".into());
+        }
         let unknown = rows.iter().filter(|p| p.used_bytes.is_none()).count();
         if unknown > 0 {
             parts.push(format!("{unknown} with unknown usage"));
@@ -298,6 +363,32 @@ mod tests {
         assert_eq!(
             totals_line(&[&a, &b], 3),
             "2 GPU processes found (1 GiB total; 1 with unknown usage; 3 hidden — run as root to see all)"
+        );
+    }
+
+    #[test]
+    fn util_cells_say_unknown_and_never_zero_for_it() {
+        use hypomnesis::{ProcessUtilization, Unknown, UnknownReason};
+        let mut p = GpuProcessBuilder::new(1, 0).build();
+        assert_eq!(util_cell(&p), "-", "no figure at all");
+        p.unknown.push(Unknown::new(
+            "utilization",
+            UnknownReason::Unsupported,
+            "MIG",
+        ));
+        assert_eq!(util_cell(&p), "?");
+        p.utilization = Some(ProcessUtilization::new(37, 12, 0, 5, true, 0));
+        assert_eq!(util_cell(&p), "37% sm 12% mem 5% dec");
+        p.utilization = Some(ProcessUtilization::idle(0));
+        assert_eq!(util_cell(&p), "0% sm 0% mem");
+        let list = ProcessList::default();
+        assert_eq!(mig_cell(&p, &list), "-");
+        p.mig_index = Some(2);
+        p.gpu_instance_id = Some(13);
+        assert_eq!(
+            mig_cell(&p, &list),
+            "#2 GI 13 CI ?",
+            "the device not listed: its index"
         );
     }
 

@@ -203,13 +203,24 @@ pub fn run(
         anyhow::bail!("spill: no command given");
     };
     let probe = Probe::with_options(opts);
-    let mut tracker = SpillTracker::with_probe(&probe, args.device);
+    let listed = probe.devices();
+    // An index needs no lookup (a missing device is "not measurable", as upstream); any other
+    // selector must name a device (a MIG device tracks its GPU).
+    let device = match crate::select::plain_index(g, &args.device) {
+        Some(i) => i,
+        None => crate::select::resolve(
+            "spill",
+            g,
+            &listed.devices,
+            || listed.absent_reasons(),
+            std::slice::from_ref(&args.device),
+        )?
+        .first()
+        .map_or(0, |s| s.device_index),
+    };
+    let mut tracker = SpillTracker::with_probe(&probe, device);
     // The tree is followed only where a DRM device could report its clients.
-    let drm = probe
-        .devices()
-        .devices
-        .iter()
-        .any(|d| d.source == Source::Sysfs);
+    let drm = listed.devices.iter().any(|d| d.source == Source::Sysfs);
     let forwarder = exec::SignalForwarder::install().context("installing signal handlers")?;
     let mut child = match exec::resolve(program).and_then(|path| {
         let launch = job::Launch {
@@ -257,7 +268,6 @@ pub fn run(
     forwarder.finish();
     let exit = exec::exit_code(status);
 
-    let device = args.device;
     let reason = tracker.unmeasurable_reason().map(str::to_string);
     let report = tracker.into_report();
     let tree_drm = followed.eviction.devices();

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use hypomnesis::process::tree::{ProcessId, read_stat};
 use hypomnesis::sampler::{Sampler, SamplerOptions, SamplerReport, Target};
+use hypomnesis::select::{DeviceSelector, Selected};
 use hypomnesis::{GpuProcess, Probe, ProcessName, SpillReport, SpillTracker};
 use serde::Serialize;
 use serde_json::json;
@@ -79,12 +80,17 @@ fn explicit(probe: &Probe, pids: &[u32]) -> anyhow::Result<Vec<Followed>> {
         .collect()
 }
 
-/// The rows auto-selection may pick, best first: on `--device` (if given), at least `--min`,
-/// matching `--filter`, by GPU memory (unknown last), then name, then pid.
-fn candidates<'a>(rows: &'a [GpuProcess], args: &WatchArgs) -> Vec<&'a GpuProcess> {
+/// The rows auto-selection may pick, best first: on `--device` (if given; a MIG device keeps
+/// its own rows), at least `--min`, matching `--filter`, by GPU memory (unknown last), then
+/// name, then pid.
+fn candidates<'a>(
+    rows: &'a [GpuProcess],
+    args: &WatchArgs,
+    on: Option<Selected>,
+) -> Vec<&'a GpuProcess> {
     let mut rows: Vec<&GpuProcess> = rows
         .iter()
-        .filter(|r| args.device.is_none_or(|d| r.device_index == d))
+        .filter(|r| on.is_none_or(|s| s.matches(r)))
         .filter(|r| {
             args.min
                 .is_none_or(|m| m == 0 || footprint_bytes(r).is_some_and(|f| f >= m))
@@ -101,10 +107,10 @@ fn candidates<'a>(rows: &'a [GpuProcess], args: &WatchArgs) -> Vec<&'a GpuProces
 }
 
 /// The top `--top` processes of the candidates (a process on several devices once).
-fn auto_select(probe: &Probe, args: &WatchArgs) -> Vec<Followed> {
+fn auto_select(probe: &Probe, args: &WatchArgs, on: Option<Selected>) -> Vec<Followed> {
     let list = probe.gpu_processes();
     let mut out: Vec<Followed> = Vec::new();
-    for r in candidates(&list.processes, args) {
+    for r in candidates(&list.processes, args, on) {
         if out.len() >= args.top as usize {
             break;
         }
@@ -123,8 +129,10 @@ fn auto_select(probe: &Probe, args: &WatchArgs) -> Vec<Followed> {
 /// `(top N on GPU d, matching "a", "b", at least X)`: the auto-selection's criteria.
 fn criteria(args: &WatchArgs) -> String {
     let mut parts = vec![format!("top {}", args.top)];
-    if let Some(d) = args.device {
-        parts.push(format!("on GPU {d}"));
+    match &args.device {
+        Some(DeviceSelector::Index(d)) => parts.push(format!("on GPU {d}")),
+        Some(d) => parts.push(format!("on {}", sanitize(&d.to_string()))),
+        None => {}
     }
     if !args.filter.is_empty() {
         let quoted: Vec<String> = args.filter.iter().map(|f| format!("{f:?}")).collect();
@@ -178,15 +186,14 @@ pub fn run(
     if let Some((backend, reason)) = devices.failed_reasons().first() {
         bail!("watch failed to count devices: {backend}: {reason}");
     }
-    if let Some(d) = args.device {
-        if let Err(e) = devices.device(d) {
-            bail!("watch: GPU {d}: {e}");
-        }
-    }
-    let spill_device = args.device.unwrap_or(0);
+    let on = match &args.device {
+        Some(sel) => Some(crate::watch_gpu::device(g, &devices, sel)?),
+        None => None,
+    };
+    let spill_device = on.map_or(0, |s| s.device_index);
     let mut tracker = SpillTracker::with_probe(&probe, spill_device);
     let mut followed = if args.pids.is_empty() {
-        auto_select(&probe, args)
+        auto_select(&probe, args, on)
     } else {
         explicit(&probe, &args.pids)?
     };
@@ -214,7 +221,12 @@ pub fn run(
             .interval(args.interval)
             .keep_timeline(false),
     );
-    start_record(g, args, &followed, spill_device, out)?;
+    start_record(g, args, &followed, spill_device, on, out)?;
+    if !g.json {
+        for n in crate::watch_gpu::mig_notes(&devices) {
+            output::note(&n)?;
+        }
+    }
     let started = Instant::now();
     // `--duration` ends the watch on time: the last wait is cut short at the deadline, where
     // the last sample is taken.
@@ -224,7 +236,7 @@ pub fn run(
     loop {
         let t = started.elapsed().as_secs_f64();
         if args.follow_new && !first {
-            let now = auto_select(sampler.probe(), args);
+            let now = auto_select(sampler.probe(), args, on);
             if let Some(change) = set_change(&followed, &now) {
                 output::report(&format!(
                     "hmn watch: +{t:.1}s followed set changed: {change}\n"
@@ -246,6 +258,7 @@ pub fn run(
             ("ΔRSS", Align::Right),
             ("VRAM", Align::Right),
             ("ΔVRAM", Align::Right),
+            ("SM", Align::Right),
         ]);
         for p in &s.processes {
             let vram: u64 = p.vram_bytes.values().sum();
@@ -264,7 +277,7 @@ pub fn run(
                 let mut line = json!({"kind": "sample", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
                 "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
                 "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
-                "spilling": spilling});
+                "spilling": spilling, "utilization_by_device": p.utilization});
                 if let (Some(hex), Some(o)) = (p.name.bytes_hex(), line.as_object_mut()) {
                     o.insert("name_bytes_hex".to_string(), hex.into());
                 }
@@ -278,6 +291,7 @@ pub fn run(
                     signed(dr),
                     bytes(vram),
                     signed(dv),
+                    crate::watch_gpu::sm_cell(p),
                 ]);
             }
         }
@@ -305,8 +319,9 @@ pub fn run(
     }
     let reason = tracker.unmeasurable_reason().map(str::to_string);
     let spill = tracker.into_report();
+    // With the driver's accounting records (peak memory, utilization over each life).
     closing_report(
-        &sampler.report(),
+        &sampler.finish(),
         &spill,
         reason.as_deref(),
         spill_device,
@@ -322,6 +337,7 @@ fn start_record(
     args: &WatchArgs,
     followed: &[Followed],
     spill_device: u32,
+    on: Option<Selected>,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let pids: Vec<u32> = followed.iter().map(|f| f.id.pid).collect();
@@ -331,7 +347,9 @@ fn start_record(
             &json!({"kind": "start", "schema": 1, "pids": pids,
             "interval_ms": args.interval.as_millis(), "duration_ms": args.duration.map(|d| d.as_millis()),
             "follow_new": args.follow_new, "filters": args.filter, "min_bytes": args.min,
-            "device": args.device, "spill_device": spill_device}),
+            "device": on.map(|s| s.device_index), "spill_device": spill_device,
+            "device_selector": args.device.as_ref().map(ToString::to_string),
+            "mig_index": on.and_then(|s| s.mig_index)}),
         );
     }
     let every = format!(
@@ -397,7 +415,7 @@ fn closing_report(
         output::json_line(
             out,
             &json!({"kind": "summary", "samples": r.samples, "elapsed_ms": r.elapsed_ms,
-            "per_pid": r.processes, "spill": SpillJson {
+            "per_pid": r.processes, "accounting": r.vram_accounting, "spill": SpillJson {
                 report: SpillFields::new(spill),
                 device: spill_device,
                 unmeasurable_reason: reason,
@@ -430,6 +448,9 @@ fn closing_report(
     );
     for line in t.render().lines() {
         let _ = writeln!(text, "  {}", sanitize(line));
+    }
+    for line in crate::watch_gpu::accounting_lines(&r.vram_accounting) {
+        let _ = writeln!(text, "  {line}");
     }
     text.push_str(&match reason {
         None => text_block("hmn watch", spill),
@@ -490,7 +511,11 @@ mod tests {
             row(5, 0, Some(1 << 20), "Xorg"),
         ];
         let pids = |a: &WatchArgs| {
-            candidates(&rows, a)
+            let on = a.device.as_ref().map(|d| match d {
+                DeviceSelector::Index(i) => Selected::device(*i),
+                other => panic!("{other:?}"),
+            });
+            candidates(&rows, a, on)
                 .iter()
                 .map(|r| r.pid)
                 .collect::<Vec<u32>>()

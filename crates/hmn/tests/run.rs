@@ -534,7 +534,7 @@ fn watch_top_by_vram_and_bad_pids() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
-        ["TIME", "PID", "NAME", "RSS", "ΔRSS", "VRAM", "ΔVRAM"]
+        ["TIME", "PID", "NAME", "RSS", "ΔRSS", "VRAM", "ΔVRAM", "SM"]
     );
     assert!(
         lines[1].contains("sleep") && lines[1].contains("3 GiB"),

@@ -32,6 +32,12 @@ pub struct AccountedProcess {
     pub start_unix_us: u64,
     /// Whether the process was still running when asked.
     pub running: bool,
+    /// Percent of the process's life a kernel of it ran on the GPU; `None` when the driver
+    /// answered "not available".
+    pub gpu_utilization_percent: Option<u32>,
+    /// Percent of its life device memory was read or written for it; `None` when not
+    /// available.
+    pub memory_utilization_percent: Option<u32>,
 }
 
 /// The accounting state and records of one device.

@@ -39,6 +39,7 @@
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks ([`cgroup::CgroupError`]) |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
+//! | [`select`] | device selectors (index, `GPU-`/`MIG-` UUID, PCI bus id) and `CUDA_VISIBLE_DEVICES` in CUDA's order |
 //! | [`error`] | [`HypomnesisError`] (upstream), [`Error`] (truthful) and [`Result`] |
 //! | `nvml` | the NVML backend (feature `nvml`) |
 //! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`), and upstream's per-id queries for the compatible API |
@@ -93,6 +94,7 @@ pub mod ram;
 pub mod report;
 pub mod roots;
 pub mod sampler;
+pub mod select;
 mod smi;
 pub mod snapshot;
 pub mod spill;
@@ -180,8 +182,9 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineUsage, Engines, GpuProcess, ProcessKind, ProcessList, ProcessName, ProcessRegions,
-    RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    EngineUsage, Engines, GpuProcess, MigDevice, MigMode, MigPlacement, MigState, ProcessKind,
+    ProcessList, ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus,
+    Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 
 /// Serialises the unit tests that measure this process's RSS (which every thread shares) with

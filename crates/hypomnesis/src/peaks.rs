@@ -188,6 +188,9 @@ pub struct DevicePeak {
     pub vram_accounting_detail: Option<String>,
     /// Device-wide used memory (every process), highest sample.
     pub peak_device_used_bytes: Option<u64>,
+    /// The MIG devices (`MIG-…` UUIDs) the tree ran in, on a GPU in MIG mode.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub mig_devices: Vec<String>,
 }
 
 /// The headline figures of a tree: [`peak_ram`], [`largest_process_peak_rss`] and
@@ -280,6 +283,11 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
                 vram_accounting: state,
                 vram_accounting_detail: detail,
                 peak_device_used_bytes: report.peak_device_used_bytes.get(&index).copied(),
+                mig_devices: report
+                    .mig_devices
+                    .get(&index)
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default(),
             }
         })
         .collect()

@@ -272,6 +272,12 @@ impl Probe {
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
+                            // A MIG device that vanished or a slot that failed: one warning.
+                            for u in dev.mig.iter().flat_map(|m| &m.unknown) {
+                                if u.field == "mig.instances" {
+                                    list.warnings.push(Warning::device(index, u.detail.clone()));
+                                }
+                            }
                             list.devices.push(dev);
                         }
                         list.backends.push(BackendStatus::new(
@@ -410,9 +416,18 @@ impl Probe {
                         out.failed_devices.push(dev.index);
                         continue;
                     }
-                    let got = nvml.processes(dev, &mut out.warnings);
+                    let mut got = nvml.processes(dev, &mut out.warnings);
                     if got.failed {
                         out.failed_devices.push(dev.index);
+                    }
+                    if crate::nvml::mps::has_clients(&got.rows) {
+                        // MPS clients listed: name the server among the compute rows.
+                        crate::nvml::mps::classify(&mut got.rows, |r| {
+                            crate::process::process_name(&self.options.roots, r.pid)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|n| crate::nvml::mps::is_server_name(n.as_bytes()))
+                        });
                     }
                     out.processes.extend(got.rows);
                 }
@@ -475,10 +490,11 @@ impl Probe {
             .collect())
     }
 
-    /// Fills name, uid and user from the proc root.
+    /// Fills name, uid and user from the proc root (and, with the names known, marks an MPS
+    /// server even where no client is listed, as before Volta).
     fn identify(&self, rows: &mut [GpuProcess]) {
         let mut cache = IdentityCache::new();
-        for row in rows {
+        for row in rows.iter_mut() {
             let id = cache.identify(&self.options.roots, row.pid);
             if id.name.is_some() {
                 row.name = id.name;
@@ -486,6 +502,12 @@ impl Probe {
             row.uid = id.uid;
             row.user = id.user;
         }
+        #[cfg(feature = "nvml")]
+        crate::nvml::mps::classify(rows, |r| {
+            r.name
+                .as_ref()
+                .is_some_and(|n| crate::nvml::mps::is_server_name(n.as_bytes()))
+        });
     }
 
     /// The machine's RAM.

@@ -17,7 +17,7 @@
 //! peaks where NVIDIA accounting mode is on ([`crate::accounting`]), matched to the target's
 //! processes by pid and start time.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,7 +28,8 @@ use crate::host::parse::{parse_smaps_rollup, parse_status};
 use crate::probe::Probe;
 use crate::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::roots::Roots;
-use crate::types::{ProcessName, Telemetry, Unknown, UnknownReason};
+use crate::types::{ProcessName, ProcessUtilization, Telemetry};
+use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -90,6 +91,10 @@ pub struct ProcessSample {
     pub rss_bytes: u64,
     /// Device memory per device index (only devices where it holds memory).
     pub vram_bytes: BTreeMap<u32, u64>,
+    /// Per device index: its utilization since the previous sample (NVIDIA, where NVML gives
+    /// one; see [`ProcessUtilization`]).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub utilization: BTreeMap<u32, ProcessUtilization>,
 }
 
 /// One device at one sample.
@@ -180,6 +185,9 @@ pub struct SamplerReport {
     /// Per NVML device: the accounting state and the records matched to the target's processes
     /// (empty before [`Sampler::finish`] and without NVML).
     pub vram_accounting: Vec<DeviceAccounting>,
+    /// Per GPU in MIG mode: the MIG devices (`MIG-…` UUIDs) the target's processes ran in.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub mig_devices: BTreeMap<u32, BTreeSet<String>>,
     /// Per process.
     pub processes: Vec<ProcessPeaks>,
     /// Every sample, in order (when kept).
@@ -270,17 +278,31 @@ impl Sampler {
                 name: m.comm.clone(),
                 rss_bytes: m.rss_pages.saturating_mul(page),
                 vram_bytes: BTreeMap::new(),
+                utilization: BTreeMap::new(),
             })
             .collect();
         let mut tree_vram: BTreeMap<u32, u64> = BTreeMap::new();
         for row in &gpu.processes {
-            let (Some(&i), Some(used)) = (pids.get(&row.pid), row.used_bytes) else {
+            let Some(&i) = pids.get(&row.pid) else {
+                continue;
+            };
+            if let (Some(p), Some(u)) = (processes.get_mut(i), row.utilization) {
+                p.utilization.insert(row.device_index, u);
+            }
+            if let Some(m) = &row.mig_uuid {
+                let used = self.report.mig_devices.entry(row.device_index).or_default();
+                used.insert(m.clone());
+            }
+            let Some(used) = row.used_bytes else {
                 continue;
             };
             if let Some(p) = processes.get_mut(i) {
                 *p.vram_bytes.entry(row.device_index).or_default() += used;
             }
-            *tree_vram.entry(row.device_index).or_default() += used;
+            // An MPS server that may hold its clients' memory is not added to the tree's sum.
+            if !row.may_include_clients {
+                *tree_vram.entry(row.device_index).or_default() += used;
+            }
         }
         let devices: Vec<DeviceSample> = gpu
             .devices

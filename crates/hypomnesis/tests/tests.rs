@@ -18,6 +18,8 @@ mod estimate_llama_cpp;
 #[cfg(feature = "models")]
 mod estimate_vllm;
 mod nvml;
+mod nvml_mig;
+mod nvml_mps_util;
 mod pid_reuse;
 mod sampler;
 mod spill;

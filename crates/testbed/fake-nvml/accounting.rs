@@ -1,5 +1,7 @@
 //! Accounting-mode symbols of the fake NVML: the device's mode and per-process records
-//! (`nvmlAccountingStats_t`) for processes that have been listed.
+//! (`nvmlAccountingStats_t`) for processes that have been listed. On a GPU in MIG mode the
+//! driver forces accounting off (`nvml.h`, `nvmlDeviceSetAccountingMode`): the mode reads 0 and
+//! the records NOT_SUPPORTED.
 
 use super::*;
 
@@ -20,8 +22,9 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingMode(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
+        let on = d.accounting_mode && !st.mig_on(i);
         // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
-        unsafe { out(mode, c_uint::from(d.accounting_mode)) }
+        unsafe { out(mode, c_uint::from(on)) }
     })
 }
 
@@ -37,7 +40,7 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingStats(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        if !d.accounting_mode {
+        if !d.accounting_mode || st.mig_on(i) {
             // What a driver answers while accounting is off.
             return NOT_SUPPORTED;
         }
@@ -73,8 +76,8 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingStats(
         // SAFETY: NVML contract: `stats` points to a writable nvmlAccountingStats_t (56 bytes);
         // every write is inside it.
         unsafe {
-            put(stats, 0, 0u32);
-            put(stats, 4, 0u32);
+            put(stats, 0, p.accounting_util[0]);
+            put(stats, 4, p.accounting_util[1]);
             put(stats, 8, max);
             put(stats, 16, 0u64);
             put(stats, 24, p.accounting_start_us.unwrap_or(first_us));

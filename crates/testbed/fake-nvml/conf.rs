@@ -1,15 +1,23 @@
 //! Parser for `fake-nvml.conf`, the scenario file read by the fake NVML library.
 //!
 //! The format is INI-like: `key = value` lines, `#` starts a comment (at the start of a
-//! line or after whitespace), `[device]` and `[process]` start new sections. Anything the
+//! line or after whitespace), `[device]`, `[process]`, `[gpu_instance]`, `[compute_instance]`
+//! and `[sample]` start new sections (the last three in `conf_mig.rs`). Anything the
 //! parser does not understand is an error, which makes `nvmlInit*` return
 //! `NVML_ERROR_UNKNOWN` (999) so that a typo in a test scenario is noticed at once.
+
+use crate::conf_mig::{
+    assign_slots, compute_instance_key, gpu_instance_key, sample_key, ComputeInstance,
+    GpuInstance, Sample,
+};
 
 /// Which process list an entry belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum List {
     Compute = 0,
     Graphics = 1,
+    /// `nvmlDeviceGetMPSComputeRunningProcesses*`: MPS clients.
+    Mps = 2,
 }
 
 /// A parsed PCI address.
@@ -45,6 +53,21 @@ pub struct Device {
     pub errors: Vec<(String, u32)>,
     /// `nvmlDeviceGetAccountingMode`: accounting on (off by default, as on a real driver).
     pub accounting_mode: bool,
+    /// `nvmlDeviceGetMigMode` current mode; `None`: NOT_SUPPORTED (no MIG on this device).
+    pub mig_mode: Option<u32>,
+    /// Pending mode (after the next reset); `None`: the current one.
+    pub mig_pending: Option<u32>,
+    /// `nvmlDeviceGetMaxMigDeviceCount` while MIG is on.
+    pub mig_max_devices: u32,
+    /// GPU-instance profiles (`…GetGpuInstanceProfileInfo(V)`).
+    pub mig_profiles: &'static [crate::conf_mig::Profile],
+    /// Whether the caller may use the "Requires privileged user" calls and the whole-GPU
+    /// memory and process queries under MIG.
+    pub privileged: bool,
+    /// Whether the MPS process list is supported (Volta+).
+    pub mps_supported: bool,
+    /// Whether MIG-handle process records carry the GI/CI ids (else 0xFFFFFFFF).
+    pub mig_record_ids: bool,
 }
 
 impl Device {
@@ -74,6 +97,13 @@ impl Device {
             handle_error: None,
             errors: Vec::new(),
             accounting_mode: false,
+            mig_mode: None,
+            mig_pending: None,
+            mig_max_devices: 7,
+            mig_profiles: &[],
+            privileged: true,
+            mps_supported: true,
+            mig_record_ids: true,
         }
     }
 }
@@ -103,6 +133,8 @@ pub struct Process {
     /// Accounting record's `startTime` (µs since the epoch); by default the time the process
     /// was first listed.
     pub accounting_start_us: Option<u64>,
+    /// Accounting record's `gpuUtilization` and `memoryUtilization` (percent).
+    pub accounting_util: [u32; 2],
 }
 
 /// The whole scenario.
@@ -118,12 +150,18 @@ pub struct Config {
     pub errors: Vec<(String, u32)>,
     pub devices: Vec<Device>,
     pub processes: Vec<Process>,
+    pub gpu_instances: Vec<GpuInstance>,
+    pub compute_instances: Vec<ComputeInstance>,
+    pub samples: Vec<Sample>,
 }
 
 enum Section {
     Global,
     Device,
     Process,
+    GpuInstance,
+    ComputeInstance,
+    Sample,
 }
 
 /// A `[process]` section while it is being read (`pid` is mandatory).
@@ -140,6 +178,7 @@ struct ProcessDraft {
     until_tick: u64,
     accounting_max: Option<u64>,
     accounting_start_us: Option<u64>,
+    accounting_util: [u32; 2],
 }
 
 impl ProcessDraft {
@@ -157,6 +196,7 @@ impl ProcessDraft {
             until_tick: u64::MAX,
             accounting_max: None,
             accounting_start_us: None,
+            accounting_util: [0; 2],
         }
     }
 
@@ -175,11 +215,12 @@ impl ProcessDraft {
             until_tick: self.until_tick,
             accounting_max: self.accounting_max,
             accounting_start_us: self.accounting_start_us,
+            accounting_util: self.accounting_util,
         })
     }
 }
 
-fn parse_u64(v: &str) -> Result<u64, String> {
+pub fn parse_u64(v: &str) -> Result<u64, String> {
     let r = if let Some(hex) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         u64::from_str_radix(hex, 16)
     } else {
@@ -188,7 +229,7 @@ fn parse_u64(v: &str) -> Result<u64, String> {
     r.map_err(|_| format!("not a number: {v:?}"))
 }
 
-fn parse_u32(v: &str) -> Result<u32, String> {
+pub fn parse_u32(v: &str) -> Result<u32, String> {
     let n = parse_u64(v)?;
     u32::try_from(n).map_err(|_| format!("out of range for u32: {v:?}"))
 }
@@ -198,7 +239,7 @@ fn parse_i32(v: &str) -> Result<i32, String> {
 }
 
 /// `1,2,3` or `max` or `1,max`; never returns an empty vector.
-fn parse_seq(v: &str) -> Result<Vec<u64>, String> {
+pub fn parse_seq(v: &str) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
     for part in v.split(',') {
         let part = part.trim();
@@ -228,7 +269,7 @@ fn parse_hex_bytes(v: &str) -> Result<Vec<u8>, String> {
 }
 
 /// `SymbolName:code`.
-fn parse_error(v: &str) -> Result<(String, u32), String> {
+pub fn parse_error(v: &str) -> Result<(String, u32), String> {
     let (sym, code) = v
         .rsplit_once(':')
         .ok_or_else(|| format!("error must be Symbol:code, got {v:?}"))?;
@@ -294,6 +335,14 @@ fn global_key(cfg: &mut Config, key: &str, v: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn zero_one(key: &str, v: &str) -> Result<u32, String> {
+    match v {
+        "0" => Ok(0),
+        "1" => Ok(1),
+        _ => Err(format!("{key} must be 0 or 1, got {v:?}")),
+    }
+}
+
 fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
     match key {
         "name" => d.name = v.as_bytes().to_vec(),
@@ -325,6 +374,14 @@ fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
             }
         }
         "error" => d.errors.push(parse_error(v)?),
+        "mig_mode" if v == "unsupported" => d.mig_mode = None,
+        "mig_mode" => d.mig_mode = Some(zero_one(key, v)?),
+        "mig_pending" => d.mig_pending = Some(zero_one(key, v)?),
+        "mig_max_devices" => d.mig_max_devices = parse_u32(v)?,
+        "mig_profiles" => d.mig_profiles = crate::conf_mig::profile_table(v)?,
+        "privileged" => d.privileged = zero_one(key, v)? == 1,
+        "mps_supported" => d.mps_supported = zero_one(key, v)? == 1,
+        "mig_record_ids" => d.mig_record_ids = zero_one(key, v)? == 1,
         _ => return Err(format!("unknown [device] key {key:?}")),
     }
     Ok(())
@@ -337,7 +394,8 @@ fn process_key(p: &mut ProcessDraft, key: &str, v: &str) -> Result<(), String> {
             p.list = match v {
                 "compute" => List::Compute,
                 "graphics" => List::Graphics,
-                _ => return Err(format!("list must be compute or graphics, got {v:?}")),
+                "mps" => List::Mps,
+                _ => return Err(format!("list must be compute, graphics or mps, got {v:?}")),
             }
         }
         "pid" if v == "child_of_caller" => {
@@ -357,6 +415,8 @@ fn process_key(p: &mut ProcessDraft, key: &str, v: &str) -> Result<(), String> {
         "accounting_max" if v.eq_ignore_ascii_case("max") => p.accounting_max = Some(u64::MAX),
         "accounting_max" => p.accounting_max = Some(parse_u64(v)?),
         "accounting_start_us" => p.accounting_start_us = Some(parse_u64(v)?),
+        "accounting_gpu_util" => p.accounting_util[0] = parse_u32(v)?,
+        "accounting_mem_util" => p.accounting_util[1] = parse_u32(v)?,
         _ => return Err(format!("unknown [process] key {key:?}")),
     }
     Ok(())
@@ -375,6 +435,9 @@ pub fn parse(text: &str) -> Result<Config, String> {
         errors: Vec::new(),
         devices: Vec::new(),
         processes: Vec::new(),
+        gpu_instances: Vec::new(),
+        compute_instances: Vec::new(),
+        samples: Vec::new(),
     };
     let mut section = Section::Global;
     let mut draft: Option<ProcessDraft> = None;
@@ -397,6 +460,18 @@ pub fn parse(text: &str) -> Result<Config, String> {
                     draft = Some(ProcessDraft::new());
                     Section::Process
                 }
+                "[gpu_instance]" => {
+                    cfg.gpu_instances.push(GpuInstance::new());
+                    Section::GpuInstance
+                }
+                "[compute_instance]" => {
+                    cfg.compute_instances.push(ComputeInstance::new());
+                    Section::ComputeInstance
+                }
+                "[sample]" => {
+                    cfg.samples.push(Sample::new());
+                    Section::Sample
+                }
                 _ => return Err(format!("unknown section {line:?}")),
             };
             continue;
@@ -415,10 +490,23 @@ pub fn parse(text: &str) -> Result<Config, String> {
                 Some(p) => process_key(p, key, value)?,
                 None => return Err(String::from("internal: no current process")),
             },
+            Section::GpuInstance => match cfg.gpu_instances.last_mut() {
+                Some(g) => gpu_instance_key(g, key, value)?,
+                None => return Err(String::from("internal: no current GPU instance")),
+            },
+            Section::ComputeInstance => match cfg.compute_instances.last_mut() {
+                Some(c) => compute_instance_key(c, key, value)?,
+                None => return Err(String::from("internal: no current compute instance")),
+            },
+            Section::Sample => match cfg.samples.last_mut() {
+                Some(s) => sample_key(s, key, value)?,
+                None => return Err(String::from("internal: no current sample")),
+            },
         }
     }
     if let Some(p) = draft.take() {
         cfg.processes.push(p.finish()?);
     }
+    assign_slots(&mut cfg.compute_instances)?;
     Ok(cfg)
 }

@@ -1,9 +1,15 @@
 //! A fake `libnvidia-ml.so.1` for tests that run without a GPU.
 //!
-//! Built by `crates/testbed/build.rs` with plain `rustc` (no Cargo, no crates) in two
-//! variants: the default "modern" one (an R535+ driver) and, with `--cfg legacy_driver`,
-//! a pre-R510 driver that lacks `nvmlDeviceGetMemoryInfo_v2`, the `_v3` process-list
-//! functions and `nvmlDeviceGetPciInfo_v3`.
+//! Built by `crates/testbed/build.rs` with plain `rustc` (no Cargo, no crates) in four
+//! variants: the default "modern" one (an R535+ driver); with `--cfg legacy_driver`, a
+//! pre-R510 driver that lacks `nvmlDeviceGetMemoryInfo_v2`, the `_v3` process-list functions
+//! and `nvmlDeviceGetPciInfo_v3`; adding `--cfg no_mps --cfg no_profile_v`, an R450/R460-like
+//! driver without the MPS process lists and `nvmlDeviceGetGpuInstanceProfileInfoV`; adding
+//! `--cfg no_mig`, a pre-MIG (R440-like) driver without any MIG symbol.
+//!
+//! Handles are opaque numbers, never pointers: a GPU is `index + 1`, a MIG device
+//! `0x0100_0000 | parent << 8 | slot`, a GPU instance `0x0200_0000 | parent << 8 | id`. A MIG
+//! handle counts every call made with it (`gone_after_calls` in `conf_mig.rs`).
 //!
 //! The library finds its scenario without environment variables: it asks the dynamic
 //! loader (`dladdr`) for the path of its own file and reads `fake-nvml.conf` from the same
@@ -20,14 +26,23 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![allow(non_snake_case, non_camel_case_types)]
+// The older variants leave the MIG parts of the scenario unread.
+#![cfg_attr(any(no_mig, no_profile_v), allow(dead_code))]
 // Exported functions are `unsafe extern "C"`; their contract is NVML's documentation.
 #![allow(clippy::missing_safety_doc)]
 
 mod accounting;
 mod conf;
+mod conf_mig;
+mod handles;
+mod memory;
+#[cfg(not(no_mig))]
+mod mig;
 mod processes;
 mod telemetry;
+mod utilization;
 
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -35,6 +50,9 @@ use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
 use conf::{Config, List};
+#[cfg(not(no_mig))]
+use handles::mig_handle;
+use handles::{with_device, with_handle};
 
 type nvmlReturn_t = c_uint;
 type nvmlDevice_t = *mut c_void;
@@ -43,6 +61,7 @@ const SUCCESS: nvmlReturn_t = 0;
 const UNINITIALIZED: nvmlReturn_t = 1;
 const INVALID_ARGUMENT: nvmlReturn_t = 2;
 const NOT_SUPPORTED: nvmlReturn_t = 3;
+const NO_PERMISSION: nvmlReturn_t = 4;
 const NOT_FOUND: nvmlReturn_t = 6;
 const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 #[cfg(not(legacy_driver))]
@@ -53,7 +72,22 @@ const UNKNOWN: nvmlReturn_t = 999;
 #[cfg(not(legacy_driver))]
 const MEMORY_V2_VERSION: u32 = 0x0200_0028;
 
-/// Per (device, list) counters for the process-list functions.
+/// Tag of a MIG device handle (bits 24..32).
+const MIG_TAG: usize = 0x0100_0000;
+/// Tag of a GPU-instance handle.
+#[cfg(not(no_mig))]
+const GI_TAG: usize = 0x0200_0000;
+
+/// What a device handle names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// A physical GPU (configured device index).
+    Physical(usize),
+    /// A MIG device: its parent's index and the compute instance's index in the config.
+    Mig { parent: usize, ci: usize },
+}
+
+/// Per (handle, list) counters for the process-list functions.
 #[derive(Clone, Copy, Default)]
 struct ListState {
     /// Number of process-list calls on this (device, list) that returned SUCCESS.
@@ -68,8 +102,16 @@ struct State {
     refs: u32,
     /// Per device: number of successful memory-info calls (v1 and v2 share it).
     mem_calls: Vec<u64>,
-    /// Per device: [compute, graphics].
-    lists: Vec<[ListState; 2]>,
+    /// Per GPU instance: number of memory-info calls answered with its figures.
+    gi_mem_calls: Vec<u64>,
+    /// Per handle (its raw value): [compute, graphics, MPS].
+    lists: BTreeMap<usize, [ListState; 3]>,
+    /// Per compute instance: calls made with its MIG handle.
+    ci_calls: Vec<u64>,
+    /// Per compute instance: lookups of its slot (`nvmlDeviceGetMigDeviceHandleByIndex`).
+    ci_fetches: Vec<u64>,
+    /// Per device: answered `nvmlDeviceGetProcessUtilization` rounds.
+    util_rounds: Vec<u64>,
     /// Per configured process: the pid it was listed under (resolved for `child_of_caller`)
     /// and when it was first listed (µs since the epoch), for its accounting record.
     listed: Vec<Option<(u32, u64)>>,
@@ -160,12 +202,17 @@ fn init(sym: &str) -> nvmlReturn_t {
     }
     let n = cfg.devices.len();
     let listed = vec![None; cfg.processes.len()];
+    let (gis, cis) = (cfg.gpu_instances.len(), cfg.compute_instances.len());
     *g = Some(State {
         cfg,
         refs: 1,
         mem_calls: vec![0; n],
-        lists: vec![[ListState::default(); 2]; n],
+        gi_mem_calls: vec![0; gis],
+        lists: BTreeMap::new(),
         listed,
+        ci_calls: vec![0; cis],
+        ci_fetches: vec![0; cis],
+        util_rounds: vec![0; n],
     });
     SUCCESS
 }
@@ -181,32 +228,6 @@ fn with_state(sym: &str, f: impl FnOnce(&mut State) -> nvmlReturn_t) -> nvmlRetu
         return code;
     }
     f(st)
-}
-
-/// Runs `f` with the device index behind `dev`, after validating the handle and applying
-/// the injected errors for `sym` (the device's own first, then global ones).
-fn with_device(
-    sym: &str,
-    dev: nvmlDevice_t,
-    f: impl FnOnce(&mut State, usize) -> nvmlReturn_t,
-) -> nvmlReturn_t {
-    hang_while_flagged();
-    let mut g = lock();
-    let Some(st) = g.as_mut() else {
-        return UNINITIALIZED;
-    };
-    let raw = dev as usize;
-    if raw == 0 || raw > st.cfg.devices.len() {
-        return INVALID_ARGUMENT;
-    }
-    let idx = raw - 1;
-    let Some(d) = st.cfg.devices.get(idx) else {
-        return INVALID_ARGUMENT;
-    };
-    if let Some(code) = find_error(&d.errors, sym).or_else(|| find_error(&st.cfg.errors, sym)) {
-        return code;
-    }
-    f(st, idx)
 }
 
 /// Copies `s` plus a NUL into `buf` of `len` bytes.
@@ -419,10 +440,26 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetName", device, |st, i| match st.cfg.devices.get(i) {
-        // SAFETY: NVML contract: `name` is valid for `length` bytes (or null).
-        Some(d) => unsafe { write_cstr(name, length, &d.name) },
-        None => INVALID_ARGUMENT,
+    with_handle("nvmlDeviceGetName", device, |st, t| {
+        let text = match t {
+            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.name.clone()),
+            Target::Mig { parent, ci } => {
+                match (st.cfg.devices.get(parent), st.cfg.compute_instances.get(ci)) {
+                    (Some(d), Some(c)) => {
+                        let mut n = d.name.clone();
+                        n.extend_from_slice(b" MIG ");
+                        n.extend_from_slice(c.name.as_bytes());
+                        Some(n)
+                    }
+                    _ => None,
+                }
+            }
+        };
+        match text {
+            // SAFETY: NVML contract: `name` is valid for `length` bytes (or null).
+            Some(n) => unsafe { write_cstr(name, length, &n) },
+            None => INVALID_ARGUMENT,
+        }
     })
 }
 
@@ -432,10 +469,20 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetUUID", device, |st, i| match st.cfg.devices.get(i) {
-        // SAFETY: NVML contract: `uuid` is valid for `length` bytes (or null).
-        Some(d) => unsafe { write_cstr(uuid, length, &d.uuid) },
-        None => INVALID_ARGUMENT,
+    with_handle("nvmlDeviceGetUUID", device, |st, t| {
+        let text = match t {
+            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.uuid.clone()),
+            Target::Mig { ci, .. } => st
+                .cfg
+                .compute_instances
+                .get(ci)
+                .map(|c| c.uuid.as_bytes().to_vec()),
+        };
+        match text {
+            // SAFETY: NVML contract: `uuid` is valid for `length` bytes (or null).
+            Some(u) => unsafe { write_cstr(uuid, length, &u) },
+            None => INVALID_ARGUMENT,
+        }
     })
 }
 
@@ -508,76 +555,3 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo(
     pci_info("nvmlDeviceGetPciInfo", device, pci)
 }
 
-// ---------------------------------------------------------------------------------------
-// Memory
-// ---------------------------------------------------------------------------------------
-
-/// (total, reserved, used) for the current memory-info call; advances the call counter.
-fn memory_numbers(st: &mut State, i: usize) -> Option<(u64, u64, u64)> {
-    let d = st.cfg.devices.get(i)?;
-    let calls = st.mem_calls.get_mut(i)?;
-    let at = usize::try_from(*calls).unwrap_or(usize::MAX);
-    let used = d
-        .memory_used
-        .get(at)
-        .or_else(|| d.memory_used.last())
-        .copied()
-        .unwrap_or(0);
-    *calls = calls.saturating_add(1);
-    Some((d.memory_total, d.memory_reserved, used))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
-    device: nvmlDevice_t,
-    memory: *mut c_void,
-) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetMemoryInfo", device, |st, i| {
-        if memory.is_null() {
-            return INVALID_ARGUMENT;
-        }
-        let Some((total, reserved, used)) = memory_numbers(st, i) else {
-            return INVALID_ARGUMENT;
-        };
-        let free = total.saturating_sub(reserved).saturating_sub(used);
-        // SAFETY: NVML contract: `memory` points to a writable 24-byte nvmlMemory_t.
-        unsafe {
-            put(memory, 0, total);
-            put(memory, 8, free);
-            put(memory, 16, used.saturating_add(reserved));
-        }
-        SUCCESS
-    })
-}
-
-#[cfg(not(legacy_driver))]
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
-    device: nvmlDevice_t,
-    memory: *mut c_void,
-) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetMemoryInfo_v2", device, |st, i| {
-        if memory.is_null() {
-            return INVALID_ARGUMENT;
-        }
-        // SAFETY: NVML contract: `memory` points to an nvmlMemory_v2_t whose first field is
-        // the u32 version the caller filled in.
-        let version = unsafe { memory.cast::<u32>().read_unaligned() };
-        if version != MEMORY_V2_VERSION {
-            return ARGUMENT_VERSION_MISMATCH;
-        }
-        let Some((total, reserved, used)) = memory_numbers(st, i) else {
-            return INVALID_ARGUMENT;
-        };
-        let free = total.saturating_sub(reserved).saturating_sub(used);
-        // SAFETY: the version check proves the caller passed a 40-byte nvmlMemory_v2_t
-        // ({u32 version; u64 total, reserved, free, used}); all writes are inside it.
-        unsafe {
-            put(memory, 8, total);
-            put(memory, 16, reserved);
-            put(memory, 24, free);
-            put(memory, 32, used);
-        }
-        SUCCESS
-    })
-}

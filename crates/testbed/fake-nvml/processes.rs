@@ -1,5 +1,7 @@
 //! Process-list symbols of the fake NVML: the sizing/fill protocol, the three record layouts,
-//! ticks and the `late_processes` growth race.
+//! ticks and the `late_processes` growth race, for the compute, graphics and MPS lists of GPUs
+//! and MIG devices. A MIG device lists the processes of its (GI, CI) and no graphics list; a
+//! GPU in MIG mode lists every instance's processes to a privileged caller only.
 
 use super::*;
 
@@ -35,10 +37,32 @@ fn process_list(
     list: List,
     layout: Layout,
 ) -> nvmlReturn_t {
-    with_device(sym, device, |st, i| {
+    with_handle(sym, device, |st, t| {
         if info_count.is_null() {
             return INVALID_ARGUMENT;
         }
+        let (i, instance) = match t {
+            Target::Physical(i) => (i, None),
+            Target::Mig { parent, ci } => {
+                let Some(c) = st.cfg.compute_instances.get(ci) else {
+                    return INVALID_ARGUMENT;
+                };
+                (parent, Some((c.gi, c.id)))
+            }
+        };
+        let Some(d) = st.cfg.devices.get(i) else {
+            return INVALID_ARGUMENT;
+        };
+        if list == List::Mps && !d.mps_supported {
+            return NOT_SUPPORTED;
+        }
+        if instance.is_some() && list == List::Graphics {
+            return NOT_SUPPORTED;
+        }
+        if instance.is_none() && st.mig_on(i) && !d.privileged {
+            return NO_PERMISSION;
+        }
+        let record_ids = d.mig_record_ids;
         // SAFETY: non-null; NVML contract: points to a readable and writable uint.
         let capacity = unsafe { info_count.read_unaligned() };
         let stride: usize = match layout {
@@ -47,13 +71,8 @@ fn process_list(
             Layout::V3 => st.cfg.process_stride as usize,
         };
         let late = st.cfg.late_processes as usize;
-        let Some(ls) = st
-            .lists
-            .get_mut(i)
-            .and_then(|l| l.get_mut(list as usize))
-        else {
-            return INVALID_ARGUMENT;
-        };
+        let key = device as usize;
+        let ls = &mut st.lists.entry(key).or_default()[list as usize];
         let tick = ls.tick;
         let first = !ls.called;
         ls.called = true;
@@ -64,6 +83,11 @@ fn process_list(
             .iter()
             .enumerate()
             .filter(|(_, p)| p.device as usize == i && p.list == list)
+            .filter(|(_, p)| {
+                instance.is_none_or(|(gi, ci)| {
+                    p.gpu_instance_id == gi && p.compute_instance_id == ci
+                })
+            })
             .collect();
         let shown = if first {
             configured.len().saturating_sub(late)
@@ -86,14 +110,19 @@ fn process_list(
                 Some((*k, pid))
             })
             .collect();
+        let hide_ids = instance.is_some() && !record_ids;
         let entries: Vec<Entry> = listed
             .iter()
             .filter_map(|(k, pid)| Some((st.cfg.processes.get(*k)?, *pid)))
             .map(|(p, pid)| Entry {
                 pid,
                 used: p.used.get(at).or_else(|| p.used.last()).copied().unwrap_or(0),
-                gpu_instance_id: p.gpu_instance_id,
-                compute_instance_id: p.compute_instance_id,
+                gpu_instance_id: if hide_ids { u32::MAX } else { p.gpu_instance_id },
+                compute_instance_id: if hide_ids {
+                    u32::MAX
+                } else {
+                    p.compute_instance_id
+                },
             })
             .collect();
         let n = u32::try_from(entries.len()).unwrap_or(u32::MAX);
@@ -135,15 +164,11 @@ fn process_list(
                 }
             }
         }
-        ls_tick_advance(st, i, list);
+        if let Some(ls) = st.lists.get_mut(&key) {
+            ls[list as usize].tick = ls[list as usize].tick.saturating_add(1);
+        }
         SUCCESS
     })
-}
-
-fn ls_tick_advance(st: &mut State, i: usize, list: List) {
-    if let Some(ls) = st.lists.get_mut(i).and_then(|l| l.get_mut(list as usize)) {
-        ls.tick = ls.tick.saturating_add(1);
-    }
 }
 
 #[cfg(not(legacy_driver))]
@@ -244,9 +269,60 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
     )
 }
 
+#[cfg(not(any(legacy_driver, no_mps)))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+        device,
+        info_count,
+        infos,
+        List::Mps,
+        Layout::V3,
+    )
+}
+
+#[cfg(not(no_mps))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v2(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+        device,
+        info_count,
+        infos,
+        List::Mps,
+        Layout::V2,
+    )
+}
+
+#[cfg(not(no_mps))]
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses(
+    device: nvmlDevice_t,
+    info_count: *mut c_uint,
+    infos: *mut c_void,
+) -> nvmlReturn_t {
+    process_list(
+        "nvmlDeviceGetMPSComputeRunningProcesses",
+        device,
+        info_count,
+        infos,
+        List::Mps,
+        Layout::V1,
+    )
+}
+
 /// A child of the process that loaded this library: the first `/proc/<pid>/stat` whose parent
 /// is this process.
-fn child_of_caller() -> Option<u32> {
+pub(crate) fn child_of_caller() -> Option<u32> {
     let me = std::process::id();
     let dir = std::fs::read_dir("/proc").ok()?;
     let mut found: Vec<u32> = dir

@@ -1,22 +1,6 @@
-//! Telemetry symbols of the fake NVML: utilization, temperature, power, energy, clocks, and
-//! per-process utilization (always "no data").
+//! Telemetry symbols of the fake NVML: utilization, temperature, power, energy, clocks.
 
 use super::*;
-
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
-    device: nvmlDevice_t,
-    _utilization: *mut c_void,
-    sample_count: *mut c_uint,
-    _last_seen_timestamp: c_ulonglong,
-) -> nvmlReturn_t {
-    with_device("nvmlDeviceGetProcessUtilization", device, |_, _| {
-        if sample_count.is_null() {
-            return INVALID_ARGUMENT;
-        }
-        NOT_FOUND
-    })
-}
 
 // ---------------------------------------------------------------------------------------
 // Telemetry

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | [`mod@env`] | the environment wiring: roots, backend paths, `HMN_*` variables, commands |
 //! | [`gguf`] | a minimal GGUF writer for model-file tests |
-//! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files |
+//! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files; MIG, MPS and utilization samples in `nvml_mig`, the file's text in `nvml_conf` |
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`sandbox`] | [`Sandbox`]: a temporary directory with fixture trees and its [`Env`], the base of both crates' harnesses |
 //! | [`procfs`] | fixture `/proc` trees modelled on real Linux 6.x files |
@@ -15,6 +15,8 @@
 pub mod env;
 pub mod gguf;
 pub mod nvml;
+mod nvml_conf;
+mod nvml_mig;
 pub mod procfs;
 pub mod sandbox;
 pub mod smi;
@@ -24,8 +26,8 @@ pub mod world;
 pub use env::Env;
 pub use gguf::{GgufWriter, ggml};
 pub use nvml::{
-    Driver, FakeDevice, FakeNvml, FakeProcess, ProcessListKind, Used, fake_nvml_path,
-    nvml_hang_flag,
+    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
+    FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_hang_flag,
 };
 pub use procfs::{FakeProc, ProcFixture};
 pub use sandbox::Sandbox;

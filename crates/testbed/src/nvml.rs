@@ -5,8 +5,9 @@
 //! with the scenario; the library finds the scenario next to itself (through `dladdr`), so
 //! tests running in parallel in one process never share state.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+pub use crate::nvml_mig::{DeviceExtras, FakeComputeInstance, FakeGpuInstance, FakeSample};
 
 /// Which driver generation the fake imitates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -17,6 +18,11 @@ pub enum Driver {
     /// A pre-R510 driver: no `nvmlDeviceGetMemoryInfo_v2`, no `_v3` process lists, no
     /// `nvmlDeviceGetPciInfo_v3`.
     Legacy,
+    /// An R450/R460-like driver: [`Driver::Legacy`] without the MPS process lists and
+    /// `nvmlDeviceGetGpuInstanceProfileInfoV` (MIG devices, but no profile names).
+    PreR470,
+    /// A pre-MIG (R440-like) driver: [`Driver::PreR470`] without any MIG symbol.
+    PreMig,
 }
 
 /// The path of the built fake library for `driver`.
@@ -24,6 +30,8 @@ pub fn fake_nvml_path(driver: Driver) -> &'static Path {
     match driver {
         Driver::Modern => Path::new(env!("HMN_FAKE_NVML_MODERN")),
         Driver::Legacy => Path::new(env!("HMN_FAKE_NVML_LEGACY")),
+        Driver::PreR470 => Path::new(env!("HMN_FAKE_NVML_PRE_R470")),
+        Driver::PreMig => Path::new(env!("HMN_FAKE_NVML_PRE_MIG")),
     }
 }
 
@@ -43,6 +51,8 @@ pub enum ProcessListKind {
     Compute,
     /// `nvmlDeviceGetGraphicsRunningProcesses*`.
     Graphics,
+    /// `nvmlDeviceGetMPSComputeRunningProcesses*`: an MPS client.
+    Mps,
 }
 
 /// One fake GPU.
@@ -82,6 +92,8 @@ pub struct FakeDevice {
     pub errors: Vec<(String, u32)>,
     /// Accounting mode on (`nvidia-smi -am 1`): the driver keeps each process's peak memory.
     pub accounting: bool,
+    /// MIG mode, privilege and MPS support ([`DeviceExtras`]).
+    pub extras: DeviceExtras,
 }
 
 impl FakeDevice {
@@ -111,6 +123,7 @@ impl FakeDevice {
             handle_error: None,
             errors: Vec::new(),
             accounting: false,
+            extras: DeviceExtras::default(),
         }
     }
 
@@ -195,6 +208,8 @@ pub struct FakeProcess {
     /// Its accounting record's start time, µs since the epoch (default: when first listed);
     /// when set, the record exists even if the process is never listed.
     pub accounting_start_us: Option<u64>,
+    /// Its accounting record's GPU and memory utilization over its life (percent).
+    pub accounting_util: Option<(u32, u32)>,
 }
 
 impl FakeProcess {
@@ -212,12 +227,20 @@ impl FakeProcess {
             until_tick: None,
             accounting_max: None,
             accounting_start_us: None,
+            accounting_util: None,
         }
     }
 
     /// A compute process.
     pub fn compute(device: u32, pid: u32, used: u64) -> Self {
         FakeProcess::new(device, ProcessListKind::Compute, pid, used)
+    }
+
+    /// An MPS client (`nvmlDeviceGetMPSComputeRunningProcesses*`); a real client is in the
+    /// compute list too (`M+C` in `nvidia-smi pmon`): add it there with
+    /// [`FakeProcess::compute`].
+    pub fn mps(device: u32, pid: u32, used: u64) -> Self {
+        FakeProcess::new(device, ProcessListKind::Mps, pid, used)
     }
 
     /// A graphics process.
@@ -276,6 +299,13 @@ impl FakeProcess {
         self
     }
 
+    /// Its accounting record's GPU and memory utilization (percent over its life).
+    #[must_use]
+    pub fn accounting_util(mut self, gpu: u32, memory: u32) -> Self {
+        self.accounting_util = Some((gpu, memory));
+        self
+    }
+
     /// MIG instance ids.
     #[must_use]
     pub fn mig(mut self, gpu_instance: u32, compute_instance: u32) -> Self {
@@ -310,6 +340,10 @@ pub struct FakeNvml {
     pub devices: Vec<FakeDevice>,
     /// The processes.
     pub processes: Vec<FakeProcess>,
+    /// MIG GPU instances, each with its compute instances (MIG devices).
+    pub gpu_instances: Vec<FakeGpuInstance>,
+    /// `nvmlDeviceGetProcessUtilization` samples.
+    pub samples: Vec<FakeSample>,
 }
 
 impl FakeNvml {
@@ -406,43 +440,6 @@ impl FakeNvml {
         self
     }
 
-    /// The scenario file's text.
-    pub fn to_conf(&self) -> String {
-        let mut s = String::from("# hmn fake NVML scenario\n");
-        let mut kv = |k: &str, v: &dyn std::fmt::Display| {
-            let _ = writeln!(s, "{k} = {v}");
-        };
-        if let Some(c) = self.init_error {
-            kv("init_error", &c);
-        }
-        if let Some(v) = &self.driver_version {
-            kv("driver_version", v);
-        }
-        if let Some(v) = &self.nvml_version {
-            kv("nvml_version", v);
-        }
-        if let Some(v) = self.cuda_driver_version {
-            kv("cuda_driver_version", &v);
-        }
-        kv("process_stride", &self.process_stride);
-        kv("late_processes", &self.late_processes);
-        if let Some(n) = self.device_count {
-            kv("device_count", &n);
-        }
-        for (sym, code) in &self.errors {
-            kv("error", &format!("{sym}:{code}"));
-        }
-        for d in &self.devices {
-            s.push_str("\n[device]\n");
-            write_device(&mut s, d);
-        }
-        for p in &self.processes {
-            s.push_str("\n[process]\n");
-            write_process(&mut s, p);
-        }
-        s
-    }
-
     /// Copies the library into `dir` as `libnvidia-ml.so.1`, writes `dir/fake-nvml.conf`,
     /// and returns the library's path.
     ///
@@ -463,116 +460,4 @@ impl FakeNvml {
 /// driver, remove it to let it go).
 pub fn nvml_hang_flag(lib: &Path) -> PathBuf {
     lib.with_file_name("fake-nvml.hang")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn seq<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
-    items
-        .into_iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn write_device(s: &mut String, d: &FakeDevice) {
-    let mut kv = |k: &str, v: String| {
-        let _ = writeln!(s, "{k} = {v}");
-    };
-    match (&d.name_bytes, &d.name) {
-        (Some(b), _) => kv("name_hex", hex(b)),
-        (None, Some(n)) => kv("name", n.clone()),
-        (None, None) => {}
-    }
-    kv("uuid", d.uuid.clone());
-    kv("pci_bus_id", d.pci_bus_id.clone());
-    kv("memory_total", d.memory_total.to_string());
-    kv("memory_reserved", d.memory_reserved.to_string());
-    kv("memory_used", seq(&d.memory_used));
-    let opt = |v: Option<u64>| v.map(|v| v.to_string());
-    for (k, v) in [
-        ("utilization_gpu", opt(d.utilization_gpu.map(u64::from))),
-        (
-            "utilization_memory",
-            opt(d.utilization_memory.map(u64::from)),
-        ),
-        ("temperature_c", opt(d.temperature_c.map(u64::from))),
-        ("power_mw", opt(d.power_mw.map(u64::from))),
-        ("energy_mj", opt(d.energy_mj)),
-        ("clock_graphics_mhz", opt(d.clocks_mhz[0].map(u64::from))),
-        ("clock_sm_mhz", opt(d.clocks_mhz[1].map(u64::from))),
-        ("clock_memory_mhz", opt(d.clocks_mhz[2].map(u64::from))),
-        (
-            "max_clock_graphics_mhz",
-            opt(d.max_clocks_mhz[0].map(u64::from)),
-        ),
-        ("max_clock_sm_mhz", opt(d.max_clocks_mhz[1].map(u64::from))),
-        (
-            "max_clock_memory_mhz",
-            opt(d.max_clocks_mhz[2].map(u64::from)),
-        ),
-        ("handle_error", opt(d.handle_error.map(u64::from))),
-        ("accounting_mode", opt(d.accounting.then_some(1))),
-    ] {
-        if let Some(v) = v {
-            kv(k, v);
-        }
-    }
-    for (sym, code) in &d.errors {
-        kv("error", format!("{sym}:{code}"));
-    }
-}
-
-fn write_process(s: &mut String, p: &FakeProcess) {
-    let mut kv = |k: &str, v: String| {
-        let _ = writeln!(s, "{k} = {v}");
-    };
-    kv("device", p.device.to_string());
-    kv(
-        "list",
-        match p.list {
-            ProcessListKind::Compute => "compute",
-            ProcessListKind::Graphics => "graphics",
-        }
-        .to_string(),
-    );
-    kv(
-        "pid",
-        if p.child_of_caller {
-            "child_of_caller".to_string()
-        } else if p.caller {
-            "caller".to_string()
-        } else {
-            p.pid.to_string()
-        },
-    );
-    kv(
-        "used",
-        seq(p.used.iter().map(|u| match u {
-            Used::Bytes(b) => b.to_string(),
-            Used::NotAvailable => "max".to_string(),
-        })),
-    );
-    if let Some(v) = p.gpu_instance_id {
-        kv("gpu_instance_id", v.to_string());
-    }
-    if let Some(v) = p.compute_instance_id {
-        kv("compute_instance_id", v.to_string());
-    }
-    if let Some(v) = p.from_tick {
-        kv("from_tick", v.to_string());
-    }
-    if let Some(v) = p.until_tick {
-        kv("until_tick", v.to_string());
-    }
-    match p.accounting_max {
-        Some(Used::Bytes(b)) => kv("accounting_max", b.to_string()),
-        Some(Used::NotAvailable) => kv("accounting_max", "max".to_string()),
-        None => {}
-    }
-    if let Some(v) = p.accounting_start_us {
-        kv("accounting_start_us", v.to_string());
-    }
 }

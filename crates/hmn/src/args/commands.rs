@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{ArgError, parse_duration_arg, parse_pattern, parse_size_arg};
+use hypomnesis::select::DeviceSelector;
+
+use super::{ArgError, parse_duration_arg, parse_pattern, parse_selector, parse_size_arg};
 
 /// `hmn run` options.
 #[derive(Debug, Args)]
@@ -41,9 +43,10 @@ pub struct SpillArgs {
     #[arg(long, value_name = "DURATION", default_value = "100", value_parser = parse_interval_ms)]
     pub interval: std::time::Duration,
 
-    /// The device whose spill is tracked, by hmn's index (NVIDIA first, then DRM devices).
-    #[arg(long, value_name = "INDEX", default_value_t = 0)]
-    pub device: u32,
+    /// The device whose spill is tracked: hmn's index (NVIDIA first, then DRM devices), a
+    /// GPU-… or MIG-… UUID, or a PCI bus id (a MIG device tracks its GPU).
+    #[arg(long, value_name = "DEVICE", default_value = "0", value_parser = parse_selector)]
+    pub device: DeviceSelector,
 
     /// The command and its arguments (after `--`).
     #[arg(required = true, value_name = "CMD", num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
@@ -112,10 +115,11 @@ pub struct WatchArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub min: Option<u64>,
 
-    /// Auto-select on this device only, and track its spill. Without it, processes are
+    /// Auto-select on this device only (an index, a GPU-… or MIG-… UUID, or a PCI bus id; a
+    /// MIG device narrows to its processes), and track its spill. Without it, processes are
     /// selected on every device and device 0's spill is tracked.
-    #[arg(long, value_name = "INDEX")]
-    pub device: Option<u32>,
+    #[arg(long, value_name = "DEVICE", value_parser = parse_selector)]
+    pub device: Option<DeviceSelector>,
 }
 
 /// `hmn top` options.
@@ -225,10 +229,12 @@ pub struct PsArgs {
     #[arg(long, value_name = "PID", value_delimiter = ',')]
     pub pid: Vec<u32>,
 
-    /// Only these devices, by index (repeatable, or comma-separated). An index that does not
-    /// exist, or a device that cannot be read, is an error (exit 2).
-    #[arg(long, value_name = "INDEX", value_delimiter = ',')]
-    pub device: Vec<u32>,
+    /// Only these devices (repeatable, or comma-separated): an index, a GPU-… or MIG-… UUID (or
+    /// a unique prefix), MIG-GPU-UUID/GI/CI, or a PCI bus id; a MIG device keeps its own
+    /// processes. One that names no device, or a device that cannot be read, is an error
+    /// (exit 2).
+    #[arg(long, value_name = "DEVICE", value_delimiter = ',', value_parser = parse_selector)]
+    pub device: Vec<DeviceSelector>,
 
     /// Only processes of these users, by name or numeric UID (repeatable, or comma-separated).
     /// A name this system does not know is an error.
@@ -255,8 +261,9 @@ pub struct PsArgs {
     #[arg(long)]
     pub exit_status: bool,
 
-    /// Also measure engine utilization (AMD, Intel and other DRM GPUs): take two samples
-    /// --interval apart and add a UTIL column (the busiest engine class of each row).
+    /// Also measure utilization: take two samples --interval apart and add a UTIL column (NVIDIA:
+    /// SM and memory percent since the first sample, from NVML; `?` under MIG, where the
+    /// driver gives none; AMD, Intel and other DRM GPUs: the busiest engine class of each row).
     #[arg(long)]
     pub util: bool,
 

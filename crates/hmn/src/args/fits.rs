@@ -3,6 +3,7 @@
 
 use clap::Args;
 use hypomnesis::estimate::{FlashAttn, KvDtype, Runtime, Utilization};
+use hypomnesis::select::DeviceSelector;
 
 use super::{ArgError, parse_size_arg};
 
@@ -27,11 +28,13 @@ pub struct FitsArgs {
     #[arg(long, value_name = "TYPE", value_parser = parse_kv_dtype)]
     pub kv_dtype: Option<KvDtype>,
 
-    /// The device to compare with, by index; `all` (the split the runtime would use: llama.cpp
-    /// spreads layers over every GPU, vLLM uses the first --tensor-parallel-size GPUs, otherwise
-    /// the device with the most headroom); or `cpu` (host RAM, as llama.cpp without a GPU).
-    /// Default 0; CPU when no GPU is found and a model is given.
-    #[arg(long, value_name = "N|all|cpu", value_parser = parse_device_sel)]
+    /// The device to compare with: an index, a GPU-… UUID or PCI bus id, or a MIG-… UUID (judged
+    /// against that MIG instance's own free memory); `all` (the split the runtime would use:
+    /// llama.cpp spreads layers over every GPU, vLLM uses the first --tensor-parallel-size
+    /// GPUs, otherwise the device with the most headroom; a GPU in MIG mode counts as its MIG
+    /// instances); or `cpu` (host RAM, as llama.cpp without a GPU). Default 0; CPU when no GPU
+    /// is found and a model is given.
+    #[arg(long, value_name = "DEVICE|all|cpu", value_parser = parse_device_sel)]
     pub device: Option<DeviceSel>,
 
     /// Compare with SIZE free instead of reading a device: planning for a GPU that is not here
@@ -86,10 +89,10 @@ pub struct FitsArgs {
 }
 
 /// `hmn fits --device`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSel {
-    /// One device.
-    Index(u32),
+    /// One device (or MIG device).
+    One(DeviceSelector),
     /// Every device.
     All,
     /// No GPU: host RAM.
@@ -104,7 +107,7 @@ pub(super) fn parse_device_sel(s: &str) -> Result<DeviceSel, ArgError> {
         return Ok(DeviceSel::Cpu);
     }
     s.parse()
-        .map(DeviceSel::Index)
+        .map(DeviceSel::One)
         .map_err(|_| ArgError::DeviceSelector(s.to_string()))
 }
 
@@ -157,7 +160,17 @@ mod tests {
         let Some(Command::Fits(f)) = a.command else {
             panic!("fits expected")
         };
-        assert_eq!(f.device, Some(DeviceSel::Index(1)));
+        assert_eq!(f.device, Some(DeviceSel::One(DeviceSelector::Index(1))));
+        let a = parse(&["fits", "14GiB", "--device", "MIG-8443"]).unwrap();
+        let Some(Command::Fits(f)) = a.command else {
+            panic!("fits expected")
+        };
+        assert_eq!(
+            f.device,
+            Some(DeviceSel::One(DeviceSelector::MigUuid("MIG-8443".into())))
+        );
+        let e = parse(&["fits", "14GiB", "--device", "first"]).unwrap_err();
+        assert!(e.to_string().contains("invalid device \"first\""), "{e}");
         let a = parse(&[
             "fits",
             "m.gguf",

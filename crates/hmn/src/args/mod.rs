@@ -55,9 +55,14 @@ pub enum ArgError {
     /// A blank `--filter` pattern.
     #[error("invalid filter {0:?}: expected a non-blank name pattern")]
     BlankPattern(String),
-    /// Neither a device index nor `all`.
-    #[error("invalid device {0:?}: expected an index, `all` or `cpu`")]
+    /// Neither a device selector nor `all` or `cpu`.
+    #[error(
+        "invalid device {0:?}: expected an index, a GPU-… or MIG-… UUID (or a unique prefix of one), a PCI bus id, `all` or `cpu`"
+    )]
     DeviceSelector(String),
+    /// Not a device selector (its message names the input).
+    #[error("{0}")]
+    Select(hypomnesis::select::SelectError),
     /// A KV cache type or runtime the library does not know (its message).
     #[error("{}", .0.message)]
     Estimate(hypomnesis::error::ParseError),
@@ -116,6 +121,12 @@ pub struct GlobalArgs {
     /// up on PATH.
     #[arg(long, global = true, value_name = "PATH", env = "HMN_NVIDIA_SMI")]
     pub nvidia_smi: Option<PathBuf>,
+
+    /// Read integer --device values as CUDA ordinals: the devices CUDA_VISIBLE_DEVICES makes
+    /// visible, in CUDA's order (CUDA_DEVICE_ORDER: FASTEST_FIRST unless PCI_BUS_ID; on mixed
+    /// models FASTEST_FIRST is a guess, and says so). `hmn --cuda-order` shows the mapping.
+    #[arg(long, global = true)]
+    pub cuda_order: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -326,6 +337,12 @@ fn split_number(text: &str) -> (&str, &str) {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     (num, unit.trim())
+}
+
+/// A device selector: an index, a `GPU-`/`MIG-` UUID or unique prefix, `MIG-GPU-<uuid>/<gi>/<ci>`,
+/// or a PCI bus id (`hypomnesis::select`).
+pub(super) fn parse_selector(s: &str) -> Result<hypomnesis::select::DeviceSelector, ArgError> {
+    s.parse().map_err(ArgError::Select)
 }
 
 pub(super) fn parse_duration_arg(s: &str) -> Result<std::time::Duration, ArgError> {

@@ -72,7 +72,13 @@ fn upstream_sort_keys_and_spill_intervals() {
     else {
         panic!("spill expected")
     };
-    assert_eq!((s.interval, s.device), (Duration::from_millis(100), 0));
+    assert_eq!(
+        (s.interval, s.device),
+        (
+            Duration::from_millis(100),
+            hypomnesis::select::DeviceSelector::Index(0)
+        )
+    );
     assert_eq!(s.command, ["python3", "-c", "x"]);
 }
 
@@ -130,6 +136,7 @@ fn value_errors_are_typed_and_name_the_input() {
         parse_pattern("  ").unwrap_err(),
         parse_device_sel("first").unwrap_err(),
         parse_runtime("ollama").unwrap_err(),
+        super::parse_selector("GPU-").unwrap_err(),
     ];
     assert_eq!(
         refused.map(|e| e.to_string()),
@@ -139,8 +146,11 @@ fn value_errors_are_typed_and_name_the_input() {
              (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)",
             "invalid duration \"soon\": expected a positive number with ms, s, m or h",
             "invalid filter \"  \": expected a non-blank name pattern",
-            "invalid device \"first\": expected an index, `all` or `cpu`",
+            "invalid device \"first\": expected an index, a GPU-… or MIG-… UUID (or a unique \
+             prefix of one), a PCI bus id, `all` or `cpu`",
             "unknown runtime \"ollama\" (expected generic, llama.cpp or vllm)",
+            "invalid device \"GPU-\": expected an index, a GPU-… or MIG-… UUID (or a unique \
+             prefix of one), or a PCI bus id",
         ]
     );
     let err = parse(&["fits", "1G", "--kv-dtype", "int3"]).unwrap_err();

@@ -145,6 +145,13 @@ impl RunReport {
                 d.index,
                 bytes(d.peak_vram_bytes)
             ));
+            if !d.mig_devices.is_empty() {
+                t.push_str(&format!(
+                    "                GPU {}: in MIG device {}\n",
+                    d.index,
+                    sanitize(&d.mig_devices.join(", "))
+                ));
+            }
             if let Some(l) = d.largest_process_peak_vram_bytes {
                 t.push_str(&format!(
                     "                GPU {}: {} largest single process (driver accounting); {} largest sampled sum\n",

@@ -161,6 +161,7 @@ pub fn render(c: &Collection, stale: bool) -> String {
         "Device memory of the processes of one workload (pod, container, systemd unit)",
         bytes(),
     );
+    let nv = super::nvidia::Series::register(&mut fam.reg);
     let success = fam.gauge(
         "hmn_collector_success",
         "1 when the collector answered in the last collection, 0 when it failed or is absent, \
@@ -223,7 +224,8 @@ pub fn render(c: &Collection, stale: bool) -> String {
             ),
         ]);
         set(&info, il, Some(1.0));
-        processes(c, d, &l, &proc_mem, &cgroup_mem);
+        nv.device(d, &l);
+        processes(c, d, &l, &proc_mem, &cgroup_mem, &nv);
     }
     fam.plain(
         "hmn_hidden_processes",
@@ -302,6 +304,7 @@ fn processes(
     l: &Labels,
     proc_mem: &GaugeFamily,
     cgroup_mem: &GaugeFamily,
+    nv: &super::nvidia::Series,
 ) {
     let mut rows: Vec<&GpuProcess> = c
         .list
@@ -323,8 +326,11 @@ fn processes(
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
             ));
+            pl.extend(super::nvidia::process_labels(p, d));
+            nv.process(p, &pl);
             set(proc_mem, pl, Some(u as f64));
-        } else {
+        } else if !p.may_include_clients {
+            // An MPS server that may hold its clients' memory is not summed again.
             other = Some(other.unwrap_or(0) + u);
         }
     }
@@ -335,7 +341,7 @@ fn processes(
         set(proc_mem, pl, Some(o as f64));
     }
     let mut by_workload: BTreeMap<&Workload, u64> = BTreeMap::new();
-    for p in &rows {
+    for p in rows.iter().filter(|p| !p.may_include_clients) {
         if let (Some(w), Some(u)) = (c.workloads.get(&p.pid), p.used_bytes) {
             *by_workload.entry(w).or_default() += u;
         }

@@ -13,6 +13,7 @@
 
 mod http;
 mod metrics;
+mod nvidia;
 mod slots;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,9 @@
 //! - `nvmlDeviceGetMemoryInfo` (v1) for drivers older than R510.
 //! - `nvmlDeviceGetPciInfo_v2`/unversioned for drivers without `_v3`.
 //!
+//! The MIG and utilization calls nvml-wrapper does not wrap (or wraps unsafely) are in
+//! [`super::ffi_mig`].
+//!
 //! Every call goes through a symbol nvml-wrapper already resolved (`Nvml::lib()`), with a handle
 //! that `Device::handle()` returned for the same, still-initialised `Nvml`.
 
@@ -25,9 +28,9 @@ use super::convert::{Layout, RawProcess, SENTINEL, decode, decode_v3};
 use crate::backend_error::BackendError;
 
 /// `NVML_SUCCESS`.
-const SUCCESS: nvmlReturn_t = 0;
+pub(super) const SUCCESS: nvmlReturn_t = 0;
 /// `NVML_ERROR_INSUFFICIENT_SIZE`.
-const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
+pub(super) const INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 /// Attempts at a process list before giving up on a list that keeps growing.
 const MAX_ATTEMPTS: usize = 8;
 /// Extra slots allocated beyond the count NVML reported, for processes starting in between.
@@ -41,6 +44,10 @@ const MAX_PROCESSES: u32 = 65_536;
 pub(crate) enum ProcessListKind {
     Compute,
     Graphics,
+    /// MPS clients (`nvmlDeviceGetMPSComputeRunningProcesses*`): the same protocol and records
+    /// as the compute list, so the same stride detection (nvml-wrapper's own MPS call sizes its
+    /// buffer for 24-byte records and would overrun on a 32-byte driver).
+    Mps,
 }
 
 /// A process-list call: the symbol's name (for messages), its function, and the layout it
@@ -48,7 +55,7 @@ pub(crate) enum ProcessListKind {
 type ListFn =
     unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t;
 
-fn check(code: nvmlReturn_t) -> Result<(), NvmlError> {
+pub(super) fn check(code: nvmlReturn_t) -> Result<(), NvmlError> {
     if code == SUCCESS {
         Ok(())
     } else {
@@ -78,6 +85,11 @@ pub(crate) fn running_processes(
             lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
             lib.nvmlDeviceGetGraphicsRunningProcesses_v2.as_ref(),
             lib.nvmlDeviceGetGraphicsRunningProcesses.as_ref(),
+        ),
+        ProcessListKind::Mps => (
+            lib.nvmlDeviceGetMPSComputeRunningProcesses_v3.as_ref(),
+            lib.nvmlDeviceGetMPSComputeRunningProcesses_v2.as_ref(),
+            lib.nvmlDeviceGetMPSComputeRunningProcesses.as_ref(),
         ),
     };
     // The v1 symbol takes `nvmlProcessInfo_v1_t*`; every variant takes a pointer the callee

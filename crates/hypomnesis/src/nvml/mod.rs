@@ -9,14 +9,23 @@
 //! memory falls back from `nvmlDeviceGetMemoryInfo_v2` to the v1 call, process lists from `_v3`
 //! to `_v2` to the unversioned call, PCI info from `_v3` to `_v2`.
 //!
-//! Submodules: [`convert`] (pure decoding and guards), [`ffi`] (the raw calls, the crate's only
-//! `unsafe`).
+//! MIG devices ([`mig`]), MPS clients and the server ([`mps`]) and per-process utilization
+//! ([`util`]) are read here too; a GPU in MIG mode lists its processes per MIG device.
+//!
+//! Submodules: [`convert`] (pure decoding and guards), [`ffi`] and [`ffi_mig`] (the raw calls,
+//! the crate's only `unsafe`), [`mig`], [`mps`], [`util`].
 
 mod convert;
 mod ffi;
+mod ffi_mig;
+mod mig;
+pub(crate) mod mps;
+mod util;
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::Mutex;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
@@ -40,6 +49,11 @@ pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 pub(crate) struct NvmlBackend {
     nvml: Nvml,
     driver_version: Result<String, NvmlError>,
+    /// Per device index: the newest utilization sample taken (µs since the epoch), where the
+    /// next `nvmlDeviceGetProcessUtilization` query starts.
+    util_since: Mutex<BTreeMap<u32, u64>>,
+    /// Per device index: its GPU-instance profile table (MIG), read once.
+    mig_profiles: mig::ProfileCache,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -84,6 +98,8 @@ impl NvmlBackend {
         Ok(NvmlBackend {
             nvml,
             driver_version,
+            util_since: Mutex::new(BTreeMap::new()),
+            mig_profiles: mig::ProfileCache::default(),
         })
     }
 
@@ -159,6 +175,20 @@ impl NvmlBackend {
             }
         }
         dev.telemetry = telemetry(&handle, &mut dev.unknown);
+        match mig::state(lib, &handle, &dev, &self.mig_profiles) {
+            Ok(state) => dev.mig = state,
+            Err(u) => dev.unknown.push(u),
+        }
+        if dev.mig_enabled() {
+            // The whole-GPU figures need privileges under MIG: say where the rest is.
+            for u in &mut dev.unknown {
+                if u.field.starts_with("memory.") && u.reason == UnknownReason::PermissionDenied {
+                    u.detail = "MIG enabled: the whole-GPU figure needs privileges; each MIG \
+                        device's memory is under mig.instances"
+                        .to_string();
+                }
+            }
+        }
         dev
     }
 
@@ -182,12 +212,23 @@ impl NvmlBackend {
                 };
             }
         };
+        if let Some(st) = device.mig.as_ref().filter(|m| m.enabled()) {
+            let enumerated =
+                st.unknown.iter().all(|u| u.field != "mig.instances") || !st.instances.is_empty();
+            if enumerated {
+                let mut got = self.mig_processes(&handle, device, st, warnings);
+                util::attach(&mut got.rows, &util::Outcome::Unknown(util::mig_unknown()));
+                return got;
+            }
+            // The MIG devices could not be listed: the whole GPU's lists (privileged) instead.
+        }
         let lib = self.nvml.lib();
         let mut rows = Vec::new();
         let mut failed = false;
         for (list, kind) in [
             (ProcessListKind::Compute, ProcessKind::Compute),
             (ProcessListKind::Graphics, ProcessKind::Graphics),
+            (ProcessListKind::Mps, ProcessKind::Mps),
         ] {
             match ffi::running_processes(lib, &handle, list) {
                 Ok((records, _layout, _retries)) => {
@@ -214,6 +255,13 @@ impl NvmlBackend {
                         ),
                     ));
                 }
+                Err(BackendError::Nvml(
+                    NvmlError::NotSupported
+                    | NvmlError::FailedToLoadSymbol(_)
+                    | NvmlError::FunctionNotFound,
+                )) if kind == ProcessKind::Mps => {
+                    // No MPS list before Volta, or in drivers before R470.
+                }
                 Err(BackendError::UnrecognisedLayout) => {
                     failed = true;
                     warnings.push(Warning::device(
@@ -237,7 +285,44 @@ impl NvmlBackend {
         for row in &mut rows {
             row.device_uuid.clone_from(&device.uuid);
         }
+        if !rows.is_empty() {
+            let outcome = if device.mig_enabled() {
+                util::Outcome::Unknown(util::mig_unknown())
+            } else {
+                self.utilization(&handle, index)
+            };
+            util::attach(&mut rows, &outcome);
+        }
         DeviceProcesses { rows, failed }
+    }
+
+    /// Device `index`'s per-process utilization since its previous query.
+    fn utilization(&self, handle: &nvml_wrapper::Device<'_>, index: u32) -> util::Outcome {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let mut since = match self.util_since.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let previous = since.get(&index).copied();
+        let start = util::window_start(previous, now);
+        match ffi_mig::process_utilization(self.nvml.lib(), handle, start) {
+            Ok(samples) => {
+                if let Some(next) = util::next_since(previous, start, &samples) {
+                    since.insert(index, next);
+                }
+                util::Outcome::Samples {
+                    since_us: start,
+                    samples,
+                }
+            }
+            Err(e) => util::Outcome::Unknown(Unknown::new(
+                "utilization",
+                reason_of(&e),
+                format!("nvmlDeviceGetProcessUtilization: {}", describe(&e)),
+            )),
+        }
     }
 }
 
@@ -277,6 +362,14 @@ impl NvmlBackend {
                 return out;
             }
         };
+        if handle.mig_mode().is_ok_and(|m| m.current == 1) {
+            out.unknown = Some(Unknown::new(
+                "accounting",
+                UnknownReason::Unsupported,
+                "accounting is not supported on MIG-enabled GPUs (the driver keeps it off)",
+            ));
+            return out;
+        }
         match handle.is_accounting_enabled() {
             Ok(on) => out.enabled = Some(on),
             Err(e) => {
@@ -295,6 +388,8 @@ impl NvmlBackend {
                     max_memory_bytes: st.max_memory_usage,
                     start_unix_us: st.start_time,
                     running: st.is_running,
+                    gpu_utilization_percent: st.gpu_utilization,
+                    memory_utilization_percent: st.memory_utilization,
                 }),
                 Err(NvmlError::NotFound) => {}
                 Err(e) => {

@@ -27,6 +27,8 @@ macro_rules! spelled_as_str {
 
 mod lists;
 mod name;
+mod nvidia;
+mod runtime;
 mod usage;
 
 use std::borrow::Cow;
@@ -40,6 +42,8 @@ pub use lists::{
 pub use name::ProcessName;
 #[cfg(feature = "serde")]
 pub(crate) use name::serde_fields as name_serde;
+pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization};
+pub use runtime::RuntimeStatus;
 pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 use crate::pci::PciBusId;
@@ -104,56 +108,6 @@ impl Vendor {
             Vendor::Amd => "amd",
             Vendor::Intel => "intel",
             Vendor::Other(s) => s,
-        }
-    }
-}
-
-/// A device's runtime power state: the kernel's `power/runtime_status` values
-/// (`Documentation/ABI/testing/sysfs-devices-power`). JSON spells each as the kernel does.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RuntimeStatus {
-    /// `active`: powered and usable.
-    Active,
-    /// `suspended`: asleep; reading its attributes would wake it (or fail).
-    Suspended,
-    /// `suspending`: on its way to sleep.
-    Suspending,
-    /// `resuming`: waking up.
-    Resuming,
-    /// `error`: runtime power management failed.
-    Error,
-    /// `unsupported`: runtime power management is not enabled for it.
-    Unsupported,
-    /// Any other text the file held, as read (trimmed).
-    Other(String),
-}
-
-impl RuntimeStatus {
-    /// The kernel's (and JSON's) spelling.
-    pub fn as_str(&self) -> &str {
-        match self {
-            RuntimeStatus::Active => "active",
-            RuntimeStatus::Suspended => "suspended",
-            RuntimeStatus::Suspending => "suspending",
-            RuntimeStatus::Resuming => "resuming",
-            RuntimeStatus::Error => "error",
-            RuntimeStatus::Unsupported => "unsupported",
-            RuntimeStatus::Other(s) => s,
-        }
-    }
-
-    /// The status `power/runtime_status` names (pure; unknown text is kept as
-    /// [`RuntimeStatus::Other`]).
-    pub fn parse(text: &str) -> RuntimeStatus {
-        match text {
-            "active" => RuntimeStatus::Active,
-            "suspended" => RuntimeStatus::Suspended,
-            "suspending" => RuntimeStatus::Suspending,
-            "resuming" => RuntimeStatus::Resuming,
-            "error" => RuntimeStatus::Error,
-            "unsupported" => RuntimeStatus::Unsupported,
-            other => RuntimeStatus::Other(other.to_string()),
         }
     }
 }
@@ -350,6 +304,9 @@ pub struct Device {
     /// Set when the device exists but could not be read at all.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub error: Option<String>,
+    /// MIG mode and MIG devices (NVIDIA GPUs that support MIG; absent elsewhere).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub mig: Option<MigState>,
 }
 
 impl Device {
@@ -372,6 +329,7 @@ impl Device {
             source,
             unknown: Vec::new(),
             error: None,
+            mig: None,
         }
     }
 
@@ -383,6 +341,16 @@ impl Device {
     /// Whether the device is runtime-suspended (and so was not read).
     pub fn is_suspended(&self) -> bool {
         self.runtime_status == Some(RuntimeStatus::Suspended)
+    }
+
+    /// Whether MIG is in effect on this GPU.
+    pub fn mig_enabled(&self) -> bool {
+        self.mig.as_ref().is_some_and(MigState::enabled)
+    }
+
+    /// Its MIG device with this index.
+    pub fn mig_instance(&self, index: u32) -> Option<&MigDevice> {
+        self.mig.as_ref().and_then(|m| m.instance(index))
     }
 }
 
@@ -400,6 +368,14 @@ pub enum ProcessKind {
     /// Both.
     #[cfg_attr(feature = "serde", serde(rename = "compute+graphics"))]
     ComputeGraphics,
+    /// An MPS client: listed by `nvmlDeviceGetMPSComputeRunningProcesses` (its work runs in
+    /// the MPS server's context; `M+C` in `nvidia-smi pmon`).
+    #[cfg_attr(feature = "serde", serde(rename = "mps"))]
+    Mps,
+    /// The MPS server (`nvidia-cuda-mps-server`): the shared context its clients' work runs
+    /// in.
+    #[cfg_attr(feature = "serde", serde(rename = "mps-server"))]
+    MpsServer,
 }
 
 impl ProcessKind {
@@ -409,13 +385,18 @@ impl ProcessKind {
             ProcessKind::Compute => "compute",
             ProcessKind::Graphics => "graphics",
             ProcessKind::ComputeGraphics => "compute+graphics",
+            ProcessKind::Mps => "mps",
+            ProcessKind::MpsServer => "mps-server",
         }
     }
 
-    /// The kind of a process seen in both lists.
+    /// The kind of a process seen in both lists: an MPS role wins (an MPS client is in the
+    /// compute list too), then compute and graphics combine.
     #[must_use]
     pub const fn merge(self, other: ProcessKind) -> ProcessKind {
         match (self, other) {
+            (ProcessKind::MpsServer, _) | (_, ProcessKind::MpsServer) => ProcessKind::MpsServer,
+            (ProcessKind::Mps, _) | (_, ProcessKind::Mps) => ProcessKind::Mps,
             (ProcessKind::Compute, ProcessKind::Compute) => ProcessKind::Compute,
             (ProcessKind::Graphics, ProcessKind::Graphics) => ProcessKind::Graphics,
             _ => ProcessKind::ComputeGraphics,
@@ -464,6 +445,20 @@ pub struct GpuProcess {
     /// Engine use per class over the last sampling interval (DRM devices; needs two samples).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
     pub engines: Engines,
+    /// MIG device index on the GPU, when the row is inside a MIG instance.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub mig_index: Option<u32>,
+    /// The MIG device's `MIG-…` UUID, when the row is inside a MIG instance.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub mig_uuid: Option<String>,
+    /// Engine use over the last sampling period (NVIDIA, `nvmlDeviceGetProcessUtilization`);
+    /// `None` with an `unknown` entry where the driver does not give it (MIG, old GPUs).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub utilization: Option<ProcessUtilization>,
+    /// An MPS server whose figure is at least its clients' sum: it may include their memory,
+    /// so sums over rows leave it out (its clients are counted on their own rows).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
+    pub may_include_clients: bool,
     /// DRM client ids this process holds on the device.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub drm_clients: Vec<u64>,
@@ -491,6 +486,10 @@ impl GpuProcess {
             source,
             gpu_instance_id: None,
             compute_instance_id: None,
+            mig_index: None,
+            mig_uuid: None,
+            utilization: None,
+            may_include_clients: false,
             regions: None,
             engines: Engines::new(),
             drm_clients: Vec::new(),
@@ -616,5 +615,10 @@ mod tests {
         assert_eq!(Graphics.merge(Graphics), Graphics);
         assert_eq!(Compute.merge(Graphics), ComputeGraphics);
         assert_eq!(ComputeGraphics.merge(Compute), ComputeGraphics);
+        assert_eq!(Compute.merge(Mps), Mps);
+        assert_eq!(Mps.merge(Compute), Mps);
+        assert_eq!(MpsServer.merge(Compute), MpsServer);
+        assert_eq!(Mps.as_str(), "mps");
+        assert_eq!(MpsServer.as_str(), "mps-server");
     }
 }
