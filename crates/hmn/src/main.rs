@@ -12,6 +12,7 @@
 //! | [`outfile`] | every file hmn writes: stdout or a regular file replaced atomically |
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
+//! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
 //! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], `serve` | one subcommand each |
 
 mod args;
@@ -26,6 +27,7 @@ mod run;
 mod serve;
 mod spill;
 mod watch;
+mod who;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

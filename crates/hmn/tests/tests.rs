@@ -8,6 +8,7 @@
 mod util;
 
 mod cli;
+mod containers;
 mod drm;
 mod files;
 mod fits;

@@ -37,8 +37,11 @@
 //! | [`accounting`] | the driver's per-process peak of device memory (NVIDIA accounting mode) |
 //! | [`estimate`] | tensor sizes, KV cache, will-it-fit, [`estimate::MemoryTracker`]; model headers (feature `models`) |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks ([`cgroup::CgroupError`]) |
+//! | [`workload`] | which workload holds a process (container, pod, Slurm job, systemd unit), from its cgroup path |
+//! | [`pidns`] | PID namespaces: which one the proc root shows, whether NVML's host pids are visible, `NSpid` |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
+//! | [`pci_ids`] | marketing names of DRM devices from the system's `pci.ids` and `amdgpu.ids` |
 //! | [`error`] | [`HypomnesisError`] (upstream), [`Error`] (truthful) and [`Result`] |
 //! | `nvml` | the NVML backend (feature `nvml`) |
 //! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`), and upstream's per-id queries for the compatible API |
@@ -84,8 +87,10 @@ pub mod host;
 mod nvml;
 pub mod own;
 pub mod pci;
+pub mod pci_ids;
 pub mod peaks;
 pub mod phase;
+pub mod pidns;
 pub mod probe;
 pub mod process;
 pub mod ram;
@@ -151,6 +156,7 @@ pub mod fuzzing {
     }
 }
 pub mod types;
+pub mod workload;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
 pub use error::{HypomnesisError, Result};
@@ -180,7 +186,7 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineUsage, Engines, GpuProcess, ProcessKind, ProcessList, ProcessRegions, RegionUsage,
+    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, ProcessKind, ProcessList, ProcessRegions, RegionUsage,
     RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 

@@ -102,8 +102,14 @@ pub enum Command {
     /// List the processes holding GPU memory: one row per (process, device).
     #[command(
         long_about = "List the processes holding GPU memory: one row per (process, device).\n\n\
-            Columns: PID USER NAME DEVICE KIND VRAM. KIND is compute, graphics or \
-            compute+graphics (a process in both NVML lists is one row with the larger figure). \
+            Columns: PID USER NAME DEVICE KIND VRAM, then NS PID (the pid inside the \
+            process's own PID namespace, when it differs) and WORKLOAD (its container, pod, \
+            Slurm job or systemd unit, from its cgroup) when some row has one. For NVIDIA, KIND is \
+            compute, graphics or compute+graphics (a process in both NVML lists is one row with \
+            the larger figure); for other GPUs, the engine classes the process used (compute, \
+            graphics, video, copy, other), or idle. Inside a container without the host's /proc, \
+            an NVIDIA row's host PID cannot be named: its NAME says so and a note gives the \
+            remedy. \
             A summary line always goes to stderr. VRAM `?` means the driver did not report a \
             usable figure (JSON null, with the reason under `unknown`).\n\n\
             Exit status: 0, or with --exit-status: 0 rows listed, 1 none, 2 undetermined \

@@ -36,7 +36,7 @@ pub use lists::{
     Backend, BackendState, BackendStatus, DeviceList, ProcessList, Warning, absent_reasons,
     failed_reasons,
 };
-pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
+pub use usage::{DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 use crate::pci::PciBusId;
 
@@ -154,7 +154,7 @@ impl RuntimeStatus {
     }
 }
 
-spelled_as_str!(Source, ProcessKind; serialize: Vendor, RuntimeStatus);
+spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
 
 /// Why a value is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,6 +180,9 @@ pub enum UnknownReason {
     /// The file that holds it could not be read as a file: not a regular file (a FIFO, a
     /// device node, a socket), or an I/O error.
     Unreadable,
+    /// The process is not visible under the proc root: NVML reported a host pid, and the
+    /// proc root shows a container's own PID namespace.
+    OtherPidNamespace,
 }
 
 impl UnknownReason {
@@ -194,6 +197,7 @@ impl UnknownReason {
             UnknownReason::DeviceError => "device_error",
             UnknownReason::TooLarge => "too_large",
             UnknownReason::Unreadable => "unreadable",
+            UnknownReason::OtherPidNamespace => "other_pid_namespace",
         }
     }
 }
@@ -382,20 +386,24 @@ impl Device {
     }
 }
 
-/// What kind of GPU context a process holds.
+/// What kind of GPU context a process holds. NVIDIA rows are `compute`, `graphics` or
+/// `compute+graphics` (the NVML lists they are in); a DRM row is the set of engine classes
+/// its clients used ([`EngineClasses`]: `video`, `graphics+copy`, …, `idle` for none yet), and
+/// `unknown` when its driver prints no engine counters. A DRM set that is exactly one of the
+/// NVIDIA spellings is that variant, so the same text always means the same thing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub enum ProcessKind {
     /// A compute context (CUDA, OpenCL, ROCm).
-    #[cfg_attr(feature = "serde", serde(rename = "compute"))]
     Compute,
     /// A graphics context (OpenGL, Vulkan, a display server).
-    #[cfg_attr(feature = "serde", serde(rename = "graphics"))]
     Graphics,
     /// Both.
-    #[cfg_attr(feature = "serde", serde(rename = "compute+graphics"))]
     ComputeGraphics,
+    /// The engine classes a DRM client used, when not one of the above.
+    Engines(EngineClasses),
+    /// A DRM client whose driver prints no engine counters.
+    Unreported,
 }
 
 impl ProcessKind {
@@ -405,16 +413,45 @@ impl ProcessKind {
             ProcessKind::Compute => "compute",
             ProcessKind::Graphics => "graphics",
             ProcessKind::ComputeGraphics => "compute+graphics",
+            ProcessKind::Engines(set) => set.as_str(),
+            ProcessKind::Unreported => "unknown",
         }
     }
 
-    /// The kind of a process seen in both lists.
+    /// The kind of a DRM row whose clients used `set` (normalised: see the type's docs).
+    pub const fn from_engines(set: EngineClasses) -> ProcessKind {
+        match set.bits() {
+            EngineClasses::COMPUTE_BIT => ProcessKind::Compute,
+            EngineClasses::GRAPHICS_BIT => ProcessKind::Graphics,
+            b if b == EngineClasses::COMPUTE_BIT | EngineClasses::GRAPHICS_BIT => {
+                ProcessKind::ComputeGraphics
+            }
+            _ => ProcessKind::Engines(set),
+        }
+    }
+
+    /// The engine classes this kind names (`None` for [`ProcessKind::Unreported`]).
+    pub const fn engines(self) -> Option<EngineClasses> {
+        match self {
+            ProcessKind::Compute => Some(EngineClasses::from_bits(EngineClasses::COMPUTE_BIT)),
+            ProcessKind::Graphics => Some(EngineClasses::from_bits(EngineClasses::GRAPHICS_BIT)),
+            ProcessKind::ComputeGraphics => Some(EngineClasses::from_bits(
+                EngineClasses::COMPUTE_BIT | EngineClasses::GRAPHICS_BIT,
+            )),
+            ProcessKind::Engines(set) => Some(set),
+            ProcessKind::Unreported => None,
+        }
+    }
+
+    /// The kind of a process seen in both lists (or with both sets of engines).
     #[must_use]
     pub const fn merge(self, other: ProcessKind) -> ProcessKind {
-        match (self, other) {
-            (ProcessKind::Compute, ProcessKind::Compute) => ProcessKind::Compute,
-            (ProcessKind::Graphics, ProcessKind::Graphics) => ProcessKind::Graphics,
-            _ => ProcessKind::ComputeGraphics,
+        match (self.engines(), other.engines()) {
+            (Some(a), Some(b)) => {
+                ProcessKind::from_engines(EngineClasses::from_bits(a.bits() | b.bits()))
+            }
+            (Some(_), None) => self,
+            (None, _) => other,
         }
     }
 }
@@ -464,6 +501,13 @@ pub struct GpuProcess {
     /// Fields that are `None`, with the reason.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub unknown: Vec<Unknown>,
+    /// The workload holding the process (container, pod, Slurm job, unit), from its cgroup.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub workload: Option<crate::workload::WorkloadInfo>,
+    /// The process's pid in its own, innermost PID namespace (`NSpid`'s last entry), when
+    /// that differs from `pid` (a process in a container, seen from outside).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub ns_pid: Option<u32>,
 }
 
 impl GpuProcess {
@@ -486,6 +530,8 @@ impl GpuProcess {
             drm_clients: Vec::new(),
             shared_with: Vec::new(),
             unknown: Vec::new(),
+            workload: None,
+            ns_pid: None,
         }
     }
 

@@ -146,6 +146,123 @@ impl DeviceRegion {
     }
 }
 
+/// The engine classes DRM drivers name their engines by: what a client's work was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum EngineClass {
+    /// Compute queues (amdgpu `compute`, i915 `compute`, xe `ccs`, v3d `csd`).
+    Compute,
+    /// 3D / render (amdgpu `gfx`, i915 `render`, xe `rcs`, panfrost `fragment`,
+    /// `vertex-tiler`, v3d `bin`, `render`).
+    Graphics,
+    /// Video decode, encode and processing (amdgpu `dec`, `enc`, `jpeg`, `vpe`, i915 `video`,
+    /// `video-enhance`, xe `vcs`, `vecs`).
+    Video,
+    /// Copy / DMA (amdgpu `dma`, i915 `copy`, xe `bcs`, v3d `tfu`).
+    Copy,
+    /// An engine name this table does not know (msm's single `gpu`, v3d `cache_clean`, …).
+    Other,
+}
+
+impl EngineClass {
+    /// The class of engine `engine` (as fdinfo names it, `drm-engine-<engine>`).
+    pub fn of(engine: &str) -> EngineClass {
+        let e = engine.trim_end_matches(|c: char| c.is_ascii_digit() || c == '_');
+        match e {
+            "gfx" | "render" | "rcs" | "fragment" | "vertex-tiler" | "bin" => EngineClass::Graphics,
+            "compute" | "comp" | "ccs" | "csd" => EngineClass::Compute,
+            "dma" | "sdma" | "copy" | "bcs" | "tfu" => EngineClass::Copy,
+            "dec" | "enc" | "jpeg" | "vpe" | "uvd" | "vce" | "vcn" | "video" | "video-enhance"
+            | "vcs" | "vecs" => EngineClass::Video,
+            _ => EngineClass::Other,
+        }
+    }
+
+    const fn bit(self) -> u8 {
+        match self {
+            EngineClass::Compute => EngineClasses::COMPUTE_BIT,
+            EngineClass::Graphics => EngineClasses::GRAPHICS_BIT,
+            EngineClass::Video => 4,
+            EngineClass::Copy => 8,
+            EngineClass::Other => 16,
+        }
+    }
+}
+
+/// A set of [`EngineClass`]es: the engines a DRM client used (a nonzero busy time, cycle count
+/// or busy percent). Spelled `+`-joined in the order compute, graphics, video, copy, other;
+/// the empty set is `idle`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EngineClasses(u8);
+
+/// Every set's spelling, by its bits.
+const ENGINE_SET_NAMES: [&str; 32] = [
+    "idle",
+    "compute",
+    "graphics",
+    "compute+graphics",
+    "video",
+    "compute+video",
+    "graphics+video",
+    "compute+graphics+video",
+    "copy",
+    "compute+copy",
+    "graphics+copy",
+    "compute+graphics+copy",
+    "video+copy",
+    "compute+video+copy",
+    "graphics+video+copy",
+    "compute+graphics+video+copy",
+    "other",
+    "compute+other",
+    "graphics+other",
+    "compute+graphics+other",
+    "video+other",
+    "compute+video+other",
+    "graphics+video+other",
+    "compute+graphics+video+other",
+    "copy+other",
+    "compute+copy+other",
+    "graphics+copy+other",
+    "compute+graphics+copy+other",
+    "video+copy+other",
+    "compute+video+copy+other",
+    "graphics+video+copy+other",
+    "compute+graphics+video+copy+other",
+];
+
+impl EngineClasses {
+    /// The bit of [`EngineClass::Compute`].
+    pub const COMPUTE_BIT: u8 = 1;
+    /// The bit of [`EngineClass::Graphics`].
+    pub const GRAPHICS_BIT: u8 = 2;
+
+    /// The set with these bits (bits beyond the five classes are dropped).
+    pub const fn from_bits(bits: u8) -> EngineClasses {
+        EngineClasses(bits & 31)
+    }
+
+    /// The set's bits.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Adds a class.
+    pub fn insert(&mut self, class: EngineClass) {
+        self.0 |= class.bit();
+    }
+
+    /// Whether the set holds `class`.
+    pub const fn contains(self, class: EngineClass) -> bool {
+        self.0 & class.bit() != 0
+    }
+
+    /// The spelling (`video`, `graphics+copy`, `idle`).
+    pub const fn as_str(self) -> &'static str {
+        ENGINE_SET_NAMES[(self.0 & 31) as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
