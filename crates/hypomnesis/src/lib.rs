@@ -39,6 +39,7 @@
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks ([`cgroup::CgroupError`]) |
 //! | [`workload`] | which workload holds a process (container, pod, Slurm job, systemd unit), from its cgroup path |
 //! | [`pidns`] | PID namespaces: which one the proc root shows, whether NVML's host pids are visible, `NSpid` |
+//! | [`doctor`] | `hmn doctor`: why a figure could be missing here (NVML, permissions, hidepid, cgroups, containers), each check with its remedy |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
 //! | [`pci_ids`] | marketing names of DRM devices from the system's `pci.ids` and `amdgpu.ids` |
@@ -76,6 +77,7 @@
 pub mod accounting;
 mod backend_error;
 pub mod cgroup;
+pub mod doctor;
 mod drm;
 pub mod error;
 pub mod estimate;

@@ -1,5 +1,5 @@
 //! Accounting-mode symbols of the fake NVML: the device's mode and per-process records
-//! (`nvmlAccountingStats_t`) for processes that have been listed.
+//! (`nvmlAccountingStats_t`) for processes that have been listed; and persistence mode.
 
 use super::*;
 
@@ -22,6 +22,21 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingMode(
         };
         // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
         unsafe { out(mode, c_uint::from(d.accounting_mode)) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
+    device: nvmlDevice_t,
+    mode: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetPersistenceMode", device, |st, i| {
+        match st.cfg.devices.get(i).map(|d| d.persistence_mode) {
+            // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
+            Some(Some(m)) => unsafe { out(mode, m) },
+            Some(None) => NOT_SUPPORTED,
+            None => INVALID_ARGUMENT,
+        }
     })
 }
 

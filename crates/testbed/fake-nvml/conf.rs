@@ -45,6 +45,8 @@ pub struct Device {
     pub errors: Vec<(String, u32)>,
     /// `nvmlDeviceGetAccountingMode`: accounting on (off by default, as on a real driver).
     pub accounting_mode: bool,
+    /// `nvmlDeviceGetPersistenceMode`: `None` answers NOT_SUPPORTED (off by default).
+    pub persistence_mode: Option<u32>,
 }
 
 impl Device {
@@ -73,6 +75,7 @@ impl Device {
             max_clocks: [None; 3],
             handle_error: None,
             errors: Vec::new(),
+            persistence_mode: Some(0),
             accounting_mode: false,
         }
     }
@@ -322,6 +325,14 @@ fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
                 "0" => false,
                 "1" => true,
                 _ => return Err(format!("accounting_mode must be 0 or 1, got {v:?}")),
+            }
+        }
+        "persistence_mode" => {
+            d.persistence_mode = match v {
+                "0" => Some(0),
+                "1" => Some(1),
+                "unsupported" => None,
+                _ => return Err(format!("persistence_mode must be 0, 1 or unsupported, got {v:?}")),
             }
         }
         "error" => d.errors.push(parse_error(v)?),

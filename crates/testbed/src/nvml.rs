@@ -82,6 +82,8 @@ pub struct FakeDevice {
     pub errors: Vec<(String, u32)>,
     /// Accounting mode on (`nvidia-smi -am 1`): the driver keeps each process's peak memory.
     pub accounting: bool,
+    /// Persistence mode: `Some(on)`, or `None` for a device that does not support it.
+    pub persistence: Option<bool>,
 }
 
 impl FakeDevice {
@@ -111,6 +113,7 @@ impl FakeDevice {
             handle_error: None,
             errors: Vec::new(),
             accounting: false,
+            persistence: Some(false),
         }
     }
 
@@ -154,6 +157,13 @@ impl FakeDevice {
         self.energy_mj = Some(energy_mj);
         self.clocks_mhz = [Some(1980), Some(1980), Some(2619)];
         self.max_clocks_mhz = [Some(1980), Some(1980), Some(2619)];
+        self
+    }
+
+    /// Sets persistence mode (`None`: the device does not support it).
+    #[must_use]
+    pub fn persistence(mut self, on: Option<bool>) -> Self {
+        self.persistence = on;
         self
     }
 
@@ -515,6 +525,10 @@ fn write_device(s: &mut String, d: &FakeDevice) {
         ),
         ("handle_error", opt(d.handle_error.map(u64::from))),
         ("accounting_mode", opt(d.accounting.then_some(1))),
+        (
+            "persistence_mode",
+            Some(d.persistence.map_or("unsupported".to_string(), |on| u8::from(on).to_string())),
+        ),
     ] {
         if let Some(v) = v {
             kv(k, v);

@@ -10,9 +10,11 @@
 //! to `_v2` to the unversioned call, PCI info from `_v3` to `_v2`.
 //!
 //! Submodules: [`convert`] (pure decoding and guards), [`ffi`] (the raw calls, the crate's only
-//! `unsafe`).
+//! `unsafe`, with [`facts`]: what `hmn doctor` asks, including the version of a library that
+//! failed to initialise).
 
 mod convert;
+pub(crate) mod facts;
 mod ffi;
 
 use std::ffi::OsStr;
