@@ -13,10 +13,13 @@
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], `serve` | one subcommand each |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each |
+//! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
 
 mod args;
 mod devices;
+mod doctor;
+mod generate;
 mod fits;
 mod format;
 mod outfile;
@@ -70,8 +73,11 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    if let Some(Command::CgroupExec(a)) = &cli.command {
-        return Ok(run::cgroup_exec(&a.procs, &a.command));
+    match &cli.command {
+        Some(Command::CgroupExec(a)) => return Ok(run::cgroup_exec(&a.procs, &a.command)),
+        Some(Command::Completions(a)) => return generate::completions(a.shell, out),
+        Some(Command::Man) => return generate::man(out),
+        _ => {}
     }
     let opts = cli.global.probe_options()?;
     match cli.command {
@@ -85,6 +91,9 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(opts, &args, out),
-        Some(Command::CgroupExec(_)) => Ok(ExitCode::from(2)),
+        Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
+        Some(Command::CgroupExec(_) | Command::Completions(_) | Command::Man) => {
+            Ok(ExitCode::from(2))
+        }
     }
 }

@@ -9,10 +9,13 @@ mod util;
 
 mod cli;
 mod containers;
+mod deploy;
+mod doctor;
 mod drm;
 mod files;
 mod fits;
 mod fits_runtimes;
+mod generate;
 mod nvml_failures;
 mod run;
 mod serve;

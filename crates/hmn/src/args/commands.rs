@@ -127,6 +127,14 @@ pub struct ServeArgs {
     pub textfile: Option<PathBuf>,
 }
 
+/// `hmn completions` arguments.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
 /// `hmn __cgroup-exec` arguments.
 #[derive(Debug, Args)]
 pub struct CgroupExecArgs {

@@ -203,6 +203,33 @@ pub enum Command {
     )]
     Serve(ServeArgs),
 
+    /// Why a figure could be missing here: one line per check, ok / warn / fail, with the remedy.
+    #[command(
+        long_about = "Why a figure could be missing on this machine: one line per check — NVML \
+            (found, loadable, library and driver versions, mismatch), nvidia-smi, accounting and \
+            persistence modes, /dev/nvidia* and /dev/dri/* access and groups, /proc hidepid, \
+            capabilities for other users' fdinfo (and ptrace_scope), the kernel against the fdinfo \
+            keys of each DRM driver present, runtime-suspended devices, cgroups (whether hmn run \
+            can make its memory cgroup: it creates and removes an empty one), and whether hmn \
+            runs in a container and which PID namespace /proc shows. Each says what it saw and, \
+            when not ok, the exact remedy.\n\n\
+            Exit status: 0 all ok, 1 warnings, 2 failures."
+    )]
+    Doctor,
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    #[command(
+        long_about = "Print a shell completion script on stdout, generated from hmn's own \
+            command line. Install it, e.g.:\n\n  \
+            bash: hmn completions bash | sudo tee /usr/share/bash-completion/completions/hmn\n  \
+            zsh:  hmn completions zsh > \"${fpath[1]}/_hmn\"\n  \
+            fish: hmn completions fish > ~/.config/fish/completions/hmn.fish"
+    )]
+    Completions(CompletionsArgs),
+
+    /// Print hmn's man page (roff) on stdout: `hmn man | man -l -`.
+    Man,
+
     /// Internal: join a cgroup, then run a command (used by `hmn run`).
     #[command(hide = true, name = "__cgroup-exec")]
     CgroupExec(CgroupExecArgs),
