@@ -50,7 +50,12 @@ fn text(checks: &[Check]) -> String {
             sanitize(&c.saw)
         ));
         if let Some(r) = &c.remedy {
-            s.push_str(&format!("{:<4}  {:<width$}  fix: {}\n", "", "", sanitize(r)));
+            s.push_str(&format!(
+                "{:<4}  {:<width$}  fix: {}\n",
+                "",
+                "",
+                sanitize(r)
+            ));
         }
     }
     s

@@ -19,9 +19,9 @@
 mod args;
 mod devices;
 mod doctor;
-mod generate;
 mod fits;
 mod format;
+mod generate;
 mod outfile;
 mod output;
 mod ps;

@@ -136,7 +136,8 @@ fn keep(p: &GpuProcess, a: &PsArgs) -> bool {
             p.user.as_deref() == Some(u.as_str())
                 || u.parse::<u32>().ok().is_some_and(|id| p.uid == Some(id))
         });
-    let name_ok = name_matches(p, &a.filter) && who::workload_matches(p.workload.as_ref(), &a.workload);
+    let name_ok =
+        name_matches(p, &a.filter) && who::workload_matches(p.workload.as_ref(), &a.workload);
     let min_ok = a
         .min
         .is_none_or(|min| min == 0 || footprint_bytes(p).is_some_and(|f| f >= min));

@@ -77,7 +77,10 @@ mod tests {
         assert_eq!(namespace_note(&[&plain]), None);
         let note = namespace_note(&[&hidden, &plain]).unwrap();
         assert!(note.starts_with("1 NVIDIA row names a host PID"), "{note}");
-        assert!(note.contains("--pid=host") && note.contains("--proc-root"), "{note}");
+        assert!(
+            note.contains("--pid=host") && note.contains("--proc-root"),
+            "{note}"
+        );
         let w = hypomnesis::workload::classify("/system.slice/ollama.service");
         assert_eq!(workload_cell(w.as_ref()), "unit:ollama.service");
         assert_eq!(workload_cell(None), "-");

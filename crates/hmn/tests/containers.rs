@@ -55,11 +55,18 @@ fn workloads_and_namespace_pids_on_the_host() {
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("  PID  NS PID  USER"), "{out}");
     assert!(lines[0].ends_with("WORKLOAD"), "{out}");
-    assert!(lines[1].contains("ollama") && lines[1].ends_with("unit:ollama.service"), "{out}");
-    assert!(lines[2].contains("python3") && lines[2].ends_with("  -"), "{out}");
+    assert!(
+        lines[1].contains("ollama") && lines[1].ends_with("unit:ollama.service"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("python3") && lines[2].ends_with("  -"),
+        "{out}"
+    );
     assert!(
         lines[3].starts_with("48213       7  root")
-            && lines[3].ends_with("pod:8a1c5bc0-0cf5-4b4a-9f8b-0c2f6e7a5d11/containerd:4e9a6f0b6d7c"),
+            && lines[3]
+                .ends_with("pod:8a1c5bc0-0cf5-4b4a-9f8b-0c2f6e7a5d11/containerd:4e9a6f0b6d7c"),
         "{out}"
     );
     assert!(!stderr(&o).contains("--pid=host"), "{}", stderr(&o));
@@ -70,7 +77,10 @@ fn workloads_and_namespace_pids_on_the_host() {
     assert_eq!(rows[0]["workload"]["kind"], "unit");
     assert_eq!(rows[0]["workload"]["unit"], "ollama.service");
     assert!(rows[0].get("ns_pid").is_none());
-    assert!(rows[1].get("workload").is_none(), "no cgroup file: no workload");
+    assert!(
+        rows[1].get("workload").is_none(),
+        "no cgroup file: no workload"
+    );
     let pod = &rows[2]["workload"];
     assert_eq!(pod["kind"], "pod");
     assert_eq!(pod["runtime"], "containerd");
@@ -96,8 +106,15 @@ fn the_workload_filter() {
             .collect()
     };
     assert_eq!(pids(&["--workload", "POD"]), [48213]);
-    assert_eq!(pids(&["--workload", &ID[30..50]]), [48213], "inside the full id");
-    assert_eq!(pids(&["--workload", "ollama", "--workload", "8a1c5bc0"]), [2000, 48213]);
+    assert_eq!(
+        pids(&["--workload", &ID[30..50]]),
+        [48213],
+        "inside the full id"
+    );
+    assert_eq!(
+        pids(&["--workload", "ollama", "--workload", "8a1c5bc0"]),
+        [2000, 48213]
+    );
     assert_eq!(pids(&["--workload", "docker"]), [0u64; 0]);
     let o = bed.run(&["ps", "--workload", " "]);
     assert_eq!(o.status.code(), Some(2));
@@ -126,7 +143,11 @@ fn host_pids_inside_a_container_are_not_named() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(!out.contains("bash"), "a wrong name: {out}");
-    assert_eq!(out.matches("(host pid: not visible here)").count(), 2, "{out}");
+    assert_eq!(
+        out.matches("(host pid: not visible here)").count(),
+        2,
+        "{out}"
+    );
     let err = stderr(&o);
     assert!(
         err.contains("ps: 2 NVIDIA rows name a host PID that this /proc cannot show")
@@ -161,7 +182,14 @@ fn the_host_proc_mounted_in_a_container_names_every_nvml_pid() {
     for (pid, name) in [(48213, "vllm"), (7, "kthreadd")] {
         fx.process(&FakeProc::new(pid, name)).unwrap();
     }
-    let o = bed.run(&["ps", "--json", "--sort", "pid", "--proc-root", host.to_str().unwrap()]);
+    let o = bed.run(&[
+        "ps",
+        "--json",
+        "--sort",
+        "pid",
+        "--proc-root",
+        host.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
     let names: Vec<&str> = v["processes"]

@@ -7,7 +7,9 @@ use serde_yaml::Value;
 use crate::util::{Bed, stdout};
 
 fn deploy(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy").join(name)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(name)
 }
 
 /// Every `--flag` in `args` is one `hmn serve --help` lists.
@@ -15,7 +17,10 @@ fn flags_exist(args: &[String]) {
     let help = stdout(&Bed::new().run(&["serve", "--help"]));
     for a in args.iter().filter(|a| a.starts_with("--")) {
         let flag = a.split('=').next().unwrap();
-        assert!(help.contains(&format!("{flag} ")), "{flag} is not an hmn serve flag:\n{help}");
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "{flag} is not an hmn serve flag:\n{help}"
+        );
     }
 }
 
@@ -25,7 +30,10 @@ fn the_daemonset() {
     let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
-    let ds = docs.iter().find(|d| d["kind"] == "DaemonSet").expect("a DaemonSet");
+    let ds = docs
+        .iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .expect("a DaemonSet");
     assert_eq!(ds["apiVersion"], "apps/v1");
     let spec = &ds["spec"]["template"]["spec"];
     assert_eq!(spec["hostPID"], Value::Bool(false));
@@ -40,14 +48,25 @@ fn the_daemonset() {
     flags_exist(&args);
     let proc_root = args.iter().position(|a| a == "--proc-root").unwrap();
     let mount = &c["volumeMounts"][0];
-    assert_eq!(mount["mountPath"].as_str(), Some(args[proc_root + 1].as_str()));
+    assert_eq!(
+        mount["mountPath"].as_str(),
+        Some(args[proc_root + 1].as_str())
+    );
     assert_eq!(mount["readOnly"], Value::Bool(true));
     assert_eq!(spec["volumes"][0]["hostPath"]["path"], "/proc");
     let caps = &c["securityContext"]["capabilities"];
     assert_eq!(caps["drop"][0], "ALL");
-    let added: Vec<&str> = caps["add"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let added: Vec<&str> = caps["add"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     assert_eq!(added, ["SYS_PTRACE", "DAC_READ_SEARCH"]);
-    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], Value::Bool(false));
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"],
+        Value::Bool(false)
+    );
     assert_eq!(c["ports"][0]["containerPort"].as_u64(), Some(9835));
 }
 
@@ -60,6 +79,12 @@ fn the_docker_run_example() {
     let serve = words.iter().position(|w| w == "serve").unwrap();
     flags_exist(&words[serve..]);
     assert!(line.contains("-v /proc:/host/proc:ro"), "{line}");
-    assert!(line.contains("--cap-drop ALL --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH"), "{line}");
-    assert!(!line.contains("--privileged") && !line.contains("--pid=host"), "{line}");
+    assert!(
+        line.contains("--cap-drop ALL --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("--privileged") && !line.contains("--pid=host"),
+        "{line}"
+    );
 }

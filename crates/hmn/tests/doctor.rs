@@ -44,7 +44,11 @@ fn status<'a>(v: &'a Value, id: &str) -> &'a Value {
 #[test]
 fn one_line_per_check_and_json() {
     let bed = Bed::new();
-    let o = bed.cmd(&["doctor"]).env("HMN_NO_CGROUP", "1").output().unwrap();
+    let o = bed
+        .cmd(&["doctor"])
+        .env("HMN_NO_CGROUP", "1")
+        .output()
+        .unwrap();
     let out = stdout(&o);
     let statuses: Vec<&str> = out
         .lines()
@@ -52,7 +56,10 @@ fn one_line_per_check_and_json() {
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
     assert_eq!(statuses.len(), IDS.len(), "{out}");
-    assert!(statuses.iter().all(|s| ["ok", "warn", "fail"].contains(s)), "{out}");
+    assert!(
+        statuses.iter().all(|s| ["ok", "warn", "fail"].contains(s)),
+        "{out}"
+    );
     let worst = if statuses.contains(&"fail") {
         2
     } else {
@@ -63,15 +70,33 @@ fn one_line_per_check_and_json() {
     let lines: Vec<&str> = out.lines().collect();
     for (i, l) in lines.iter().enumerate() {
         if l.starts_with("warn") || l.starts_with("fail") {
-            assert!(lines.get(i + 1).is_some_and(|n| n.trim_start().starts_with("fix: ")), "{out}");
+            assert!(
+                lines
+                    .get(i + 1)
+                    .is_some_and(|n| n.trim_start().starts_with("fix: ")),
+                "{out}"
+            );
         }
     }
-    let o = bed.cmd(&["doctor", "--json"]).env("HMN_NO_CGROUP", "1").output().unwrap();
+    let o = bed
+        .cmd(&["doctor", "--json"])
+        .env("HMN_NO_CGROUP", "1")
+        .output()
+        .unwrap();
     let v = json(&o);
     assert_eq!(v["schema"], 1);
     assert_eq!(ids(&v), IDS);
-    assert_eq!(status(&v, "nvml")["status"], "ok", "no NVML, no NVIDIA GPU: {v}");
-    assert!(status(&v, "cgroup")["saw"].as_str().unwrap().contains("HMN_NO_CGROUP"));
+    assert_eq!(
+        status(&v, "nvml")["status"],
+        "ok",
+        "no NVML, no NVIDIA GPU: {v}"
+    );
+    assert!(
+        status(&v, "cgroup")["saw"]
+            .as_str()
+            .unwrap()
+            .contains("HMN_NO_CGROUP")
+    );
 }
 
 #[test]
@@ -83,18 +108,33 @@ fn a_version_mismatch_fails_with_both_versions() {
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:00:00 UTC 2025\n",
         )
         .unwrap();
-    let o = bed.cmd(&["doctor"]).env("HMN_NO_CGROUP", "1").output().unwrap();
+    let o = bed
+        .cmd(&["doctor"])
+        .env("HMN_NO_CGROUP", "1")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     let out = stdout(&o);
-    let nvml = out.lines().find(|l| l.starts_with("fail  nvml")).unwrap_or_else(|| panic!("{out}"));
+    let nvml = out
+        .lines()
+        .find(|l| l.starts_with("fail  nvml"))
+        .unwrap_or_else(|| panic!("{out}"));
     assert!(
         nvml.ends_with(
             "nvmlInit failed: driver/library version mismatch (18): library 12.550.54.15, kernel module 580.95.05"
         ),
         "{nvml}"
     );
-    assert!(out.contains("fix: the installed NVIDIA library does not match"), "{out}");
-    let v = json(&bed.cmd(&["doctor", "--json"]).env("HMN_NO_CGROUP", "1").output().unwrap());
+    assert!(
+        out.contains("fix: the installed NVIDIA library does not match"),
+        "{out}"
+    );
+    let v = json(
+        &bed.cmd(&["doctor", "--json"])
+            .env("HMN_NO_CGROUP", "1")
+            .output()
+            .unwrap(),
+    );
     assert_eq!(v["status"], "fail");
     assert_eq!(status(&v, "nvml")["status"], "fail");
 }
@@ -116,8 +156,14 @@ fn as_an_unprivileged_user_for_real() {
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = Command::new("runuser")
         .args(["-u", "nobody", "--", "env", "-i"])
-        .arg(format!("HMN_NVML_LIB={}", dir.path().join("no-nvml.so").display()))
-        .arg(format!("HMN_NVIDIA_SMI={}", dir.path().join("no-smi").display()))
+        .arg(format!(
+            "HMN_NVML_LIB={}",
+            dir.path().join("no-nvml.so").display()
+        ))
+        .arg(format!(
+            "HMN_NVIDIA_SMI={}",
+            dir.path().join("no-smi").display()
+        ))
         .arg(&bin)
         .args(["doctor", "--json"])
         .current_dir(dir.path())
@@ -127,10 +173,21 @@ fn as_an_unprivileged_user_for_real() {
         .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)));
     assert_eq!(ids(&v), IDS);
     let code = o.status.code().unwrap();
-    assert!((1..=2).contains(&code), "nobody cannot make a cgroup: at least a warning ({v})");
+    assert!(
+        (1..=2).contains(&code),
+        "nobody cannot make a cgroup: at least a warning ({v})"
+    );
     let ptrace = status(&v, "ptrace")["saw"].as_str().unwrap();
-    assert!(ptrace.starts_with("euid 65534; CAP_SYS_PTRACE no"), "{ptrace}");
+    assert!(
+        ptrace.starts_with("euid 65534; CAP_SYS_PTRACE no"),
+        "{ptrace}"
+    );
     assert_eq!(status(&v, "cgroup")["status"], "warn", "{v}");
-    assert!(status(&v, "cgroup")["remedy"].as_str().unwrap().contains("as root"));
+    assert!(
+        status(&v, "cgroup")["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("as root")
+    );
     assert_eq!(v["status"], if code == 2 { "fail" } else { "warn" });
 }

@@ -18,10 +18,16 @@ fn bash_sources_the_completion_and_completes_subcommands() {
          COMP_WORDS=(hmn ps --work); COMP_CWORD=2; _hmn hmn --work ps; echo \"flags: ${{COMPREPLY[*]}}\"",
         script.display()
     );
-    let o = Command::new("bash").args(["--norc", "-c", &probe]).output().unwrap();
+    let o = Command::new("bash")
+        .args(["--norc", "-c", &probe])
+        .output()
+        .unwrap();
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
-    assert!(out.starts_with("complete -o bashdefault -o default -o nosort -F _hmn hmn"), "{out}");
+    assert!(
+        out.starts_with("complete -o bashdefault -o default -o nosort -F _hmn hmn"),
+        "{out}"
+    );
     assert!(out.contains("words: doctor"), "{out}");
     assert!(out.contains("flags: --workload"), "{out}");
 }
@@ -36,7 +42,11 @@ fn every_shell_and_a_bad_one() {
     }
     let o = bed.run(&["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -47,7 +57,11 @@ fn man_renders_the_page() {
     let page = bed.path("hmn.1");
     std::fs::write(&page, &o.stdout).unwrap();
     assert!(
-        Command::new("man").arg("--version").stdout(Stdio::null()).status().is_ok(),
+        Command::new("man")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok(),
         "man is not installed: scripts/test.sh installs man-db and groff"
     );
     let o = Command::new("man")
@@ -60,8 +74,18 @@ fn man_renders_the_page() {
         .unwrap();
     let text = stdout(&o);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).trim().is_empty(), "groff warnings: {}", stderr(&o));
-    for want in ["hmn - RAM and GPU memory, measured", "HMN PS", "HMN DOCTOR", "--workload", "--proc-root"] {
+    assert!(
+        stderr(&o).trim().is_empty(),
+        "groff warnings: {}",
+        stderr(&o)
+    );
+    for want in [
+        "hmn - RAM and GPU memory, measured",
+        "HMN PS",
+        "HMN DOCTOR",
+        "--workload",
+        "--proc-root",
+    ] {
         assert!(text.contains(want), "{want} missing:\n{text}");
     }
 }

@@ -188,8 +188,9 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, ProcessKind, ProcessList, ProcessRegions, RegionUsage,
-    RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, ProcessKind, ProcessList,
+    ProcessRegions, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor,
+    Warning,
 };
 
 /// Serialises the unit tests that measure this process's RSS (which every thread shares) with

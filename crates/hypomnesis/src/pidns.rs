@@ -223,8 +223,7 @@ pub fn gather(roots: &Roots) -> NamespaceFacts {
             let lines = crate::cgroup::parse_proc_cgroup(&t);
             workload::path_of(&lines).and_then(workload::classify)
         });
-    if let Some(w) = own.filter(|w| matches!(w.kind, WorkloadKind::Pod | WorkloadKind::Container))
-    {
+    if let Some(w) = own.filter(|w| matches!(w.kind, WorkloadKind::Pod | WorkloadKind::Container)) {
         markers.push(format!("own cgroup {}", w.label()));
     }
     NamespaceFacts {

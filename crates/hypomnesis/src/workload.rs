@@ -236,15 +236,13 @@ pub fn path_of(lines: &[CgroupLine]) -> Option<&str> {
                 .map(|l| l.path.as_str())
                 .find(not_root)
         };
-        with("memory")
-            .or_else(|| with("name=systemd"))
-            .or_else(|| {
-                lines
-                    .iter()
-                    .filter(|l| l.hierarchy != 0)
-                    .map(|l| l.path.as_str())
-                    .find(not_root)
-            })
+        with("memory").or_else(|| with("name=systemd")).or_else(|| {
+            lines
+                .iter()
+                .filter(|l| l.hierarchy != 0)
+                .map(|l| l.path.as_str())
+                .find(not_root)
+        })
     })
 }
 
@@ -276,7 +274,10 @@ fn pod_uid(component: &str) -> Option<String> {
 /// A container id in a component: a runtime's marker and 64 hex digits, or a bare id whose
 /// runtime the parent tells (`/docker/<id>`), or not (a pod's container under the cgroupfs
 /// driver).
-fn container<'a>(component: &'a str, parent: Option<&str>) -> Option<(Option<ContainerRuntime>, &'a str)> {
+fn container<'a>(
+    component: &'a str,
+    parent: Option<&str>,
+) -> Option<(Option<ContainerRuntime>, &'a str)> {
     const MARKERS: [(&str, ContainerRuntime); 7] = [
         ("docker-", ContainerRuntime::Docker),
         ("cri-containerd-", ContainerRuntime::Containerd),

@@ -555,7 +555,12 @@ fn drm_names_from_the_systems_databases() {
         .gpu(FakeGpu::xe_dgpu("0000:06:00.0", 4, 132));
     // No databases: no name, as before.
     let names = |w: &Bed| -> Vec<Option<String>> {
-        w.probe().devices().devices.into_iter().map(|d| d.name).collect()
+        w.probe()
+            .devices()
+            .devices
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
     };
     assert_eq!(names(&w), [None, None, None, None]);
     install_ids(&w, "misc");
@@ -564,10 +569,10 @@ fn drm_names_from_the_systems_databases() {
     assert_eq!(
         got,
         [
-            Some("AMD Radeon RX 6800 XT"),          // amdgpu.ids: device and revision
-            Some("Radeon RX 6900 XT"),              // pci.ids: the board's subsystem line
+            Some("AMD Radeon RX 6800 XT"), // amdgpu.ids: device and revision
+            Some("Radeon RX 6900 XT"),     // pci.ids: the board's subsystem line
             Some("Radeon RX 6800/6800 XT / 6900 XT"), // suspended: named without waking it
-            None,                                   // not in the excerpt
+            None,                          // not in the excerpt
         ]
     );
     assert!(list.devices[0].unknown.iter().all(|u| u.field != "name"));

@@ -527,7 +527,10 @@ fn write_device(s: &mut String, d: &FakeDevice) {
         ("accounting_mode", opt(d.accounting.then_some(1))),
         (
             "persistence_mode",
-            Some(d.persistence.map_or("unsupported".to_string(), |on| u8::from(on).to_string())),
+            Some(
+                d.persistence
+                    .map_or("unsupported".to_string(), |on| u8::from(on).to_string()),
+            ),
         ),
     ] {
         if let Some(v) = v {

@@ -1,8 +1,8 @@
 //! The checks: pure functions from [`Facts`] to [`Check`]s, one per concern.
 
+use super::Check;
 use super::facts::{DevNode, Facts, NvmlState};
 use super::kernel::{fdinfo_support, parse_release};
-use super::Check;
 use crate::pidns::ProcRootNamespace;
 
 /// `CAP_DAC_READ_SEARCH`.
@@ -120,12 +120,19 @@ fn reload_remedy() -> String {
 fn nvidia_smi(f: &Facts) -> Check {
     let nvml_ok = f.nvml.state == NvmlState::Loaded;
     match &f.nvidia_smi {
-        Ok(p) => Check::ok("nvidia-smi", format!("{} (the fallback when NVML fails)", p.display())),
+        Ok(p) => Check::ok(
+            "nvidia-smi",
+            format!("{} (the fallback when NVML fails)", p.display()),
+        ),
         Err(why) if nvml_ok || f.nvidia_pci_devices == 0 => Check::ok(
             "nvidia-smi",
             format!(
                 "nvidia-smi {why} (not needed: {})",
-                if nvml_ok { "NVML answers" } else { "no NVIDIA GPU" }
+                if nvml_ok {
+                    "NVML answers"
+                } else {
+                    "no NVIDIA GPU"
+                }
             ),
         ),
         Err(why) => Check::warn(
@@ -215,7 +222,10 @@ fn device_nodes(f: &Facts) -> Check {
         if f.nvidia_pci_devices > 0 || !f.drm.is_empty() {
             return Check::warn(
                 "device-nodes",
-                format!("no /dev/nvidia* or /dev/dri/* under {}", f.roots.dev.display()),
+                format!(
+                    "no /dev/nvidia* or /dev/dri/* under {}",
+                    f.roots.dev.display()
+                ),
                 Some(
                     "pass the GPUs into the container (docker run --gpus all for NVIDIA, \
                      --device /dev/dri for others)"
@@ -252,7 +262,10 @@ fn device_nodes(f: &Facts) -> Check {
     if !nv_denied.is_empty() {
         return Check::fail(
             "device-nodes",
-            format!("no read/write access to {}: NVML cannot talk to the driver", node_list(&nv_denied)),
+            format!(
+                "no read/write access to {}: NVML cannot talk to the driver",
+                node_list(&nv_denied)
+            ),
             Some(join_remedy(
                 groups(&nv_denied),
                 "or set the driver's NVreg_DeviceFileMode/NVreg_DeviceFileGID",
@@ -272,18 +285,28 @@ fn device_nodes(f: &Facts) -> Check {
     }
     Check::ok(
         "device-nodes",
-        format!("read/write access to {} node{}", f.dev_nodes.len(), if f.dev_nodes.len() == 1 { "" } else { "s" }),
+        format!(
+            "read/write access to {} node{}",
+            f.dev_nodes.len(),
+            if f.dev_nodes.len() == 1 { "" } else { "s" }
+        ),
     )
 }
 
 fn hidepid(f: &Facts) -> Check {
     let root = f.roots.proc.display();
     let Some(m) = &f.proc_mount else {
-        return Check::ok("hidepid", format!("no proc mount at {root} in mountinfo (not checked)"));
+        return Check::ok(
+            "hidepid",
+            format!("no proc mount at {root} in mountinfo (not checked)"),
+        );
     };
     let level = m.hidepid.as_deref().unwrap_or("0");
     if matches!(level, "0" | "off") {
-        return Check::ok("hidepid", format!("{root} shows every process (hidepid={level})"));
+        return Check::ok(
+            "hidepid",
+            format!("{root} shows every process (hidepid={level})"),
+        );
     }
     let exempt = m.gid.is_some_and(|g| f.user.in_group(g));
     if f.user.euid == 0 || exempt {
@@ -291,7 +314,11 @@ fn hidepid(f: &Facts) -> Check {
             "hidepid",
             format!(
                 "{root} is mounted hidepid={level}, but this user sees all ({})",
-                if f.user.euid == 0 { "root" } else { "in the gid= group" }
+                if f.user.euid == 0 {
+                    "root"
+                } else {
+                    "in the gid= group"
+                }
             ),
         );
     }
@@ -318,7 +345,9 @@ fn ptrace(f: &Facts) -> Check {
     };
     let scope = f.ptrace_scope.map_or_else(
         || "no Yama".to_string(),
-        |s| format!("Yama ptrace_scope {s} (it limits attaching, not the read access fdinfo needs)"),
+        |s| {
+            format!("Yama ptrace_scope {s} (it limits attaching, not the read access fdinfo needs)")
+        },
     );
     let saw = format!(
         "euid {}; CAP_SYS_PTRACE {}, CAP_DAC_READ_SEARCH {}, CAP_PERFMON {}; {scope}",
@@ -328,12 +357,18 @@ fn ptrace(f: &Facts) -> Check {
         cap(CAP_PERFMON)
     );
     if f.drm.is_empty() {
-        return Check::ok("ptrace", format!("{saw} (no DRM GPU: fdinfo is not needed)"));
+        return Check::ok(
+            "ptrace",
+            format!("{saw} (no DRM GPU: fdinfo is not needed)"),
+        );
     }
     let ptrace = f.user.has_cap(CAP_SYS_PTRACE) == Some(true);
     let dac = f.user.has_cap(CAP_DAC_READ_SEARCH) == Some(true);
     if ptrace && (dac || f.user.euid == 0) {
-        return Check::ok("ptrace", format!("{saw}: every process's DRM fdinfo is readable"));
+        return Check::ok(
+            "ptrace",
+            format!("{saw}: every process's DRM fdinfo is readable"),
+        );
     }
     let remedy = if f.user.euid == 0 {
         "root without CAP_SYS_PTRACE (a container's default): add it (docker run --cap-add \
@@ -358,7 +393,10 @@ fn kernel(f: &Facts) -> Check {
     drivers.sort_unstable();
     drivers.dedup();
     let Some(v) = parse_release(release) else {
-        return Check::ok("kernel", format!("kernel {release} (version not understood)"));
+        return Check::ok(
+            "kernel",
+            format!("kernel {release} (version not understood)"),
+        );
     };
     let mut old = Vec::new();
     let mut notes = Vec::new();
@@ -383,7 +421,10 @@ fn kernel(f: &Facts) -> Check {
     }
     Check::warn(
         "kernel",
-        format!("kernel {release}, but {}: those figures are unknown", old.join("; ")),
+        format!(
+            "kernel {release}, but {}: those figures are unknown",
+            old.join("; ")
+        ),
         Some("a newer kernel (your distribution's HWE/backports kernel) prints them".to_string()),
     )
 }
@@ -401,7 +442,11 @@ fn suspended(f: &Facts) -> Check {
             format!("no runtime-suspended DRM device ({} in all)", f.drm.len()),
         );
     }
-    let first = f.drm.iter().find(|d| d.suspended).map_or("ADDRESS", |d| d.address.as_str());
+    let first = f
+        .drm
+        .iter()
+        .find(|d| d.suspended)
+        .map_or("ADDRESS", |d| d.address.as_str());
     Check::warn(
         "suspended",
         format!(
@@ -418,7 +463,13 @@ fn suspended(f: &Facts) -> Check {
 fn cgroup(f: &Facts) -> Check {
     let c = &f.cgroup;
     if c.disabled_by_env {
-        return Check::ok("cgroup", format!("cgroup {}; HMN_NO_CGROUP is set: hmn run makes no cgroup", c.version));
+        return Check::ok(
+            "cgroup",
+            format!(
+                "cgroup {}; HMN_NO_CGROUP is set: hmn run makes no cgroup",
+                c.version
+            ),
+        );
     }
     match &c.creatable {
         Ok(dir) => Check::ok(
@@ -427,7 +478,8 @@ fn cgroup(f: &Facts) -> Check {
                 "cgroup {}: hmn run can create its memory cgroup (tried under {}, removed): \
                  exact peak RAM",
                 c.version,
-                dir.parent().map_or_else(String::new, |p| p.display().to_string())
+                dir.parent()
+                    .map_or_else(String::new, |p| p.display().to_string())
             ),
         ),
         Err(why) => Check::warn(
@@ -472,13 +524,17 @@ fn container(f: &Facts) -> Check {
             format!(
                 "in a container, reading the {} PID namespace at {root} ({evidence}): NVML's \
                  host PIDs name their processes",
-                if ns == ProcRootNamespace::Host { "host's" } else { "an outer" }
+                if ns == ProcRootNamespace::Host {
+                    "host's"
+                } else {
+                    "an outer"
+                }
             ),
         ),
-        (Some(false), _) => Check::ok(
+        (Some(false), _) => Check::ok("container", format!("not in a container ({evidence})")),
+        (None, _) => Check::ok(
             "container",
-            format!("not in a container ({evidence})"),
+            format!("could not tell whether in a container ({evidence})"),
         ),
-        (None, _) => Check::ok("container", format!("could not tell whether in a container ({evidence})")),
     }
 }

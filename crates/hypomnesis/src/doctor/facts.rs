@@ -238,10 +238,7 @@ impl Facts {
     pub fn empty(roots: Roots, pid: PidView) -> Facts {
         Facts {
             roots,
-            nvml: NvmlFacts::new(
-                DEFAULT_LIBRARY,
-                NvmlState::Absent("not looked for".into()),
-            ),
+            nvml: NvmlFacts::new(DEFAULT_LIBRARY, NvmlState::Absent("not looked for".into())),
             kernel_module_version: None,
             nvidia_pci_devices: 0,
             nvidia_smi: Err("not looked for".into()),
@@ -309,13 +306,11 @@ pub fn gather(options: &ProbeOptions) -> Facts {
     let pid = probe.pid_view().clone();
     let mut f = Facts::empty(roots.clone(), pid);
     f.nvml = nvml_facts(&probe, options);
-    f.kernel_module_version = fsread::read_string(
-        &roots.proc.join("driver/nvidia/version"),
-        Cap::PROC_OTHER,
-    )
-    .ok()
-    .or_else(|| fsread::read_trimmed(&roots.sys.join("module/nvidia/version")).ok())
-    .and_then(|t| parse_nvidia_version(&t));
+    f.kernel_module_version =
+        fsread::read_string(&roots.proc.join("driver/nvidia/version"), Cap::PROC_OTHER)
+            .ok()
+            .or_else(|| fsread::read_trimmed(&roots.sys.join("module/nvidia/version")).ok())
+            .and_then(|t| parse_nvidia_version(&t));
     f.nvidia_pci_devices = nvidia_pci_devices(&roots);
     f.nvidia_smi = find_nvidia_smi(options);
     f.dev_nodes = dev_nodes(&roots.dev);
@@ -340,7 +335,11 @@ pub fn gather(options: &ProbeOptions) -> Facts {
         .map(|d| DrmFacts {
             driver: d.driver.clone().unwrap_or_else(|| "unknown".into()),
             address: d.pci.map_or_else(
-                || d.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                || {
+                    d.dir
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                },
                 |p| p.to_string(),
             ),
             suspended: d.suspended(),
@@ -364,7 +363,9 @@ fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
         Ok(backend) => backend.doctor_facts(library.clone()),
         #[cfg(not(feature = "nvml"))]
         Ok(never) => match *never {},
-        Err(e) if e.means_absent() => NvmlFacts::new(library.clone(), NvmlState::Absent(e.to_string())),
+        Err(e) if e.means_absent() => {
+            NvmlFacts::new(library.clone(), NvmlState::Absent(e.to_string()))
+        }
         Err(e) => {
             #[cfg(feature = "nvml")]
             let (code, version) = (
@@ -442,7 +443,10 @@ fn dev_nodes(dev: &Path) -> Vec<DevNode> {
     let mut paths: Vec<PathBuf> = fsread::list_dir(dev)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("nvidia")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("nvidia"))
+        })
         .collect();
     paths.extend(
         fsread::list_dir(&dev.join("dri"))

@@ -36,7 +36,9 @@ fn loaded(devices: Vec<NvmlDeviceFacts>) -> NvmlFacts {
     n.library_version = Some("12.550.54.15".into());
     n.driver_version = Some("550.54.15".into());
     n.cuda_version = Some(12040);
-    n.loaded_from = Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15"));
+    n.loaded_from = Some(PathBuf::from(
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
+    ));
     n.devices = devices;
     n
 }
@@ -57,7 +59,10 @@ fn parsers_read_real_lines() {
         .as_deref(),
         Some("580.95.05")
     );
-    assert_eq!(parse_nvidia_version("550.54.14\n").as_deref(), Some("550.54.14"));
+    assert_eq!(
+        parse_nvidia_version("550.54.14\n").as_deref(),
+        Some("550.54.14")
+    );
     assert_eq!(parse_nvidia_version("garbage\n"), None);
     assert_eq!(
         parse_cap_eff("CapPrm:\t0\nCapEff:\t000001ffffffffff\n"),
@@ -68,7 +73,10 @@ fn parsers_read_real_lines() {
               40 27 0:33 / /host/proc ro,relatime - proc proc rw\n\
               41 27 0:34 / /sys rw - sysfs sysfs rw\n";
     let m = parse_proc_mount(mi, std::path::Path::new("/proc")).unwrap();
-    assert_eq!((m.hidepid.as_deref(), m.gid), (Some("invisible"), Some(1001)));
+    assert_eq!(
+        (m.hidepid.as_deref(), m.gid),
+        (Some("invisible"), Some(1001))
+    );
     let h = parse_proc_mount(mi, std::path::Path::new("/host/proc")).unwrap();
     assert_eq!((h.hidepid, h.gid), (None, None));
     assert_eq!(parse_proc_mount(mi, std::path::Path::new("/sys")), None);
@@ -84,7 +92,12 @@ fn nvml_verdicts() {
     f.nvidia_pci_devices = 2;
     let c = one(&f, "nvml");
     assert_eq!(c.status, Status::Fail);
-    assert!(c.saw.starts_with("2 NVIDIA GPUs on the PCI bus, but NVML is absent"), "{}", c.saw);
+    assert!(
+        c.saw
+            .starts_with("2 NVIDIA GPUs on the PCI bus, but NVML is absent"),
+        "{}",
+        c.saw
+    );
     assert!(c.remedy.unwrap().contains("--gpus all"));
     f.nvml = loaded(vec![]);
     f.kernel_module_version = Some("550.54.15".into());
@@ -96,7 +109,11 @@ fn nvml_verdicts() {
          driver 550.54.15, CUDA 12.4; 0 devices"
     );
     f.kernel_module_version = Some("550.40.07".into());
-    assert_eq!(one(&f, "nvml").status, Status::Fail, "driver and module differ");
+    assert_eq!(
+        one(&f, "nvml").status,
+        Status::Fail,
+        "driver and module differ"
+    );
     let mut n = NvmlFacts::new(
         "libnvidia-ml.so.1",
         NvmlState::Failed {
@@ -148,13 +165,27 @@ fn accounting_and_persistence() {
     ]);
     let a = one(&f, "accounting");
     assert_eq!(a.status, Status::Warn);
-    assert!(a.saw.starts_with("accounting mode on for GPU 1; off for GPU 0: hmn run samples VRAM"), "{}", a.saw);
+    assert!(
+        a.saw
+            .starts_with("accounting mode on for GPU 1; off for GPU 0: hmn run samples VRAM"),
+        "{}",
+        a.saw
+    );
     assert!(a.remedy.unwrap().starts_with("sudo nvidia-smi -am 1"));
     let p = one(&f, "persistence");
-    assert!(p.saw.contains("off for GPU 1; unreadable (GPU 0: Not Supported)"), "{}", p.saw);
+    assert!(
+        p.saw
+            .contains("off for GPU 1; unreadable (GPU 0: Not Supported)"),
+        "{}",
+        p.saw
+    );
     assert!(p.remedy.unwrap().contains("nvidia-persistenced"));
     // Unreadable only: a warning with nothing to run.
-    f.nvml = loaded(vec![NvmlDeviceFacts::new(0, Err("Not Supported".into()), Ok(true))]);
+    f.nvml = loaded(vec![NvmlDeviceFacts::new(
+        0,
+        Err("Not Supported".into()),
+        Ok(true),
+    )]);
     let a = one(&f, "accounting");
     assert_eq!((a.status, a.remedy), (Status::Warn, None));
 }
@@ -172,7 +203,11 @@ fn node(path: &str, gid: u32, group: &str, mode: u32, accessible: bool) -> DevNo
 #[test]
 fn device_node_access_and_groups() {
     let mut f = facts();
-    assert_eq!(one(&f, "device-nodes").status, Status::Ok, "no nodes, no GPU");
+    assert_eq!(
+        one(&f, "device-nodes").status,
+        Status::Ok,
+        "no nodes, no GPU"
+    );
     f.drm = vec![DrmFacts::new("amdgpu", "0000:03:00.0", false)];
     let c = one(&f, "device-nodes");
     assert_eq!(c.status, Status::Warn, "a GPU without nodes: not passed in");
@@ -184,12 +219,25 @@ fn device_node_access_and_groups() {
     ];
     let c = one(&f, "device-nodes");
     assert_eq!(c.status, Status::Warn);
-    assert!(c.saw.contains("/dev/dri/renderD128 (render 660)"), "{}", c.saw);
-    assert!(c.remedy.unwrap().starts_with("sudo usermod -aG render $USER"));
-    f.dev_nodes.push(node("/dev/nvidiactl", 27, "video2", 0o660, false));
+    assert!(
+        c.saw.contains("/dev/dri/renderD128 (render 660)"),
+        "{}",
+        c.saw
+    );
+    assert!(
+        c.remedy
+            .unwrap()
+            .starts_with("sudo usermod -aG render $USER")
+    );
+    f.dev_nodes
+        .push(node("/dev/nvidiactl", 27, "video2", 0o660, false));
     let c = one(&f, "device-nodes");
     assert_eq!(c.status, Status::Fail);
-    assert!(c.remedy.unwrap().starts_with("sudo usermod -aG video2 $USER"));
+    assert!(
+        c.remedy
+            .unwrap()
+            .starts_with("sudo usermod -aG video2 $USER")
+    );
     f.user.groups = vec![44, 109, 27];
     for n in &mut f.dev_nodes {
         n.accessible = true;
@@ -237,7 +285,11 @@ fn ptrace_and_capabilities() {
     let c = one(&f, "ptrace");
     assert_eq!(c.status, Status::Warn);
     assert!(c.saw.starts_with("euid 1000; CAP_SYS_PTRACE no, CAP_DAC_READ_SEARCH no, CAP_PERFMON no; Yama ptrace_scope 1"), "{}", c.saw);
-    assert!(c.remedy.unwrap().contains("setcap cap_sys_ptrace,cap_dac_read_search+ep"));
+    assert!(
+        c.remedy
+            .unwrap()
+            .contains("setcap cap_sys_ptrace,cap_dac_read_search+ep")
+    );
     f.user = UserFacts::new(0, 0, vec![], docker_root);
     let c = one(&f, "ptrace");
     assert_eq!(c.status, Status::Warn);
@@ -265,7 +317,11 @@ fn kernel_against_the_drivers_present() {
     f.kernel_release = Some("6.18.44".into());
     let c = one(&f, "kernel");
     assert_eq!(c.status, Status::Ok);
-    assert!(c.saw.starts_with("kernel 6.18.44; amdgpu: 5.14–5.18"), "{}", c.saw);
+    assert!(
+        c.saw.starts_with("kernel 6.18.44; amdgpu: 5.14–5.18"),
+        "{}",
+        c.saw
+    );
 }
 
 #[test]
@@ -277,27 +333,62 @@ fn suspended_and_cgroup_and_container() {
     ];
     let c = one(&f, "suspended");
     assert_eq!(c.status, Status::Warn);
-    assert!(c.saw.starts_with("runtime-suspended: 0000:03:00.0 (amdgpu)"));
-    assert!(c.remedy.unwrap().contains("/sys/bus/pci/devices/0000:03:00.0/power/control"));
+    assert!(
+        c.saw
+            .starts_with("runtime-suspended: 0000:03:00.0 (amdgpu)")
+    );
+    assert!(
+        c.remedy
+            .unwrap()
+            .contains("/sys/bus/pci/devices/0000:03:00.0/power/control")
+    );
 
     f.cgroup = CgroupFacts::new("v2", Err("cgroup v2: cannot create …".into()), false);
     let c = one(&f, "cgroup");
     assert_eq!(c.status, Status::Warn);
     assert!(c.saw.contains("sampled"));
-    f.cgroup = CgroupFacts::new("v2", Ok(PathBuf::from("/sys/fs/cgroup/x/hmn-doctor-1")), false);
-    assert!(one(&f, "cgroup").saw.contains("tried under /sys/fs/cgroup/x"));
+    f.cgroup = CgroupFacts::new(
+        "v2",
+        Ok(PathBuf::from("/sys/fs/cgroup/x/hmn-doctor-1")),
+        false,
+    );
+    assert!(
+        one(&f, "cgroup")
+            .saw
+            .contains("tried under /sys/fs/cgroup/x")
+    );
     f.cgroup.disabled_by_env = true;
     assert!(one(&f, "cgroup").saw.contains("HMN_NO_CGROUP"));
 
-    assert_eq!(one(&f, "container").saw, "not in a container (hmn's PID namespace is the initial namespace; the proc root's pid 1 is in the initial namespace)");
-    f.pid = pidns::view(&NamespaceFacts::new(Some(7), Some(7), vec![1], None, vec!["/.dockerenv".into()]));
+    assert_eq!(
+        one(&f, "container").saw,
+        "not in a container (hmn's PID namespace is the initial namespace; the proc root's pid 1 is in the initial namespace)"
+    );
+    f.pid = pidns::view(&NamespaceFacts::new(
+        Some(7),
+        Some(7),
+        vec![1],
+        None,
+        vec!["/.dockerenv".into()],
+    ));
     let c = one(&f, "container");
     assert_eq!(c.status, Status::Warn);
     assert!(c.remedy.unwrap().contains("--proc-root /host/proc"));
-    f.pid = pidns::view(&NamespaceFacts::new(Some(7), Some(HOST_NS), vec![4242, 1], None, vec![]));
+    f.pid = pidns::view(&NamespaceFacts::new(
+        Some(7),
+        Some(HOST_NS),
+        vec![4242, 1],
+        None,
+        vec![],
+    ));
     let c = one(&f, "container");
     assert_eq!(c.status, Status::Ok);
-    assert!(c.saw.starts_with("in a container, reading the host's PID namespace"), "{}", c.saw);
+    assert!(
+        c.saw
+            .starts_with("in a container, reading the host's PID namespace"),
+        "{}",
+        c.saw
+    );
 }
 
 #[test]
@@ -329,11 +420,18 @@ fn fixture(fake: &hmn_testbed::FakeNvml) -> (tempfile::TempDir, ProbeOptions) {
     std::fs::create_dir_all(me.join("ns")).unwrap();
     std::os::unix::fs::symlink("4242", proc.join("self")).unwrap();
     std::os::unix::fs::symlink(format!("pid:[{HOST_NS}]"), me.join("ns/pid")).unwrap();
-    std::fs::write(me.join("status"), "Name:\thmn\nNSpid:\t4242\nCapEff:\t0000000000000000\n").unwrap();
+    std::fs::write(
+        me.join("status"),
+        "Name:\thmn\nNSpid:\t4242\nCapEff:\t0000000000000000\n",
+    )
+    .unwrap();
     std::fs::write(me.join("cgroup"), "4:memory:/job\n0::/\n").unwrap();
     std::fs::write(
         me.join("mountinfo"),
-        format!("22 27 0:21 / {} rw - proc proc rw,hidepid=2\n", proc.display()),
+        format!(
+            "22 27 0:21 / {} rw - proc proc rw,hidepid=2\n",
+            proc.display()
+        ),
     )
     .unwrap();
     std::fs::create_dir_all(proc.join("driver/nvidia")).unwrap();
@@ -370,13 +468,25 @@ fn gathered_with_a_version_mismatch() {
     let f = gather(&opts);
     assert_eq!(f.nvidia_pci_devices, 1);
     assert_eq!(f.kernel_module_version.as_deref(), Some("550.40.07"));
-    assert_eq!(f.nvml.library_version.as_deref(), Some("12.550.54.15"), "read without init");
-    assert_eq!(f.proc_mount.as_ref().and_then(|m| m.hidepid.as_deref()), Some("2"));
+    assert_eq!(
+        f.nvml.library_version.as_deref(),
+        Some("12.550.54.15"),
+        "read without init"
+    );
+    assert_eq!(
+        f.proc_mount.as_ref().and_then(|m| m.hidepid.as_deref()),
+        Some("2")
+    );
     assert_eq!(f.user.cap_eff, Some(0));
     assert_eq!(f.cgroup.version, "v1");
     assert!(f.cgroup.creatable.is_err());
     assert!(
-        !dir.path().join(format!("sys/fs/cgroup/memory/job/hmn-doctor-{}", std::process::id())).exists(),
+        !dir.path()
+            .join(format!(
+                "sys/fs/cgroup/memory/job/hmn-doctor-{}",
+                std::process::id()
+            ))
+            .exists(),
         "nothing left behind"
     );
     let r = Report { checks: checks(&f) };
@@ -411,5 +521,9 @@ fn gathered_with_nvml_loaded() {
     assert_eq!(check(&r.checks, "nvml").status, Status::Fail);
     assert_eq!(check(&r.checks, "accounting").status, Status::Warn);
     assert_eq!(check(&r.checks, "container").status, Status::Ok);
-    assert!(check(&r.checks, "nvml").saw.contains("loaded from"), "{:?}", check(&r.checks, "nvml"));
+    assert!(
+        check(&r.checks, "nvml").saw.contains("loaded from"),
+        "{:?}",
+        check(&r.checks, "nvml")
+    );
 }

@@ -56,16 +56,26 @@ mod tests {
             kind("drm-driver: amdgpu\ndrm-engine-gfx: 1000 ns\ndrm-engine-dec: 0 ns\n"),
             ProcessKind::Graphics
         );
-        let video = kind("drm-driver: amdgpu\ndrm-engine-gfx: 0 ns\ndrm-engine-dec: 5 ns\ndrm-engine-enc_1: 7 ns\n");
+        let video = kind(
+            "drm-driver: amdgpu\ndrm-engine-gfx: 0 ns\ndrm-engine-dec: 5 ns\ndrm-engine-enc_1: 7 ns\n",
+        );
         assert_eq!(video.as_str(), "video");
-        let xe = kind("drm-driver: xe\ndrm-cycles-rcs: 28257900\ndrm-total-cycles-rcs: 7655183225\ndrm-cycles-bcs: 4\ndrm-cycles-ccs: 9\ndrm-cycles-vcs: 0\n");
+        let xe = kind(
+            "drm-driver: xe\ndrm-cycles-rcs: 28257900\ndrm-total-cycles-rcs: 7655183225\ndrm-cycles-bcs: 4\ndrm-cycles-ccs: 9\ndrm-cycles-vcs: 0\n",
+        );
         assert_eq!(xe.as_str(), "compute+graphics+copy");
         assert_eq!(
             kind("drm-driver: i915\ndrm-engine-render: 0 ns\ndrm-engine-copy: 0 ns\n").as_str(),
             "idle"
         );
-        assert_eq!(kind("drm-driver: msm\ndrm-engine-gpu: 12 ns\n").as_str(), "other");
-        assert_eq!(kind("drm-driver: amdgpu\ndrm-memory-vram: 4 KiB\n"), ProcessKind::Unreported);
+        assert_eq!(
+            kind("drm-driver: msm\ndrm-engine-gpu: 12 ns\n").as_str(),
+            "other"
+        );
+        assert_eq!(
+            kind("drm-driver: amdgpu\ndrm-memory-vram: 4 KiB\n"),
+            ProcessKind::Unreported
+        );
         // amdgpu 5.14–5.18 percentages.
         assert_eq!(
             kind("pdev:\t0000:03:00.0\nvram mem:\t4 kB\ngfx0:\t0.0%\ncompute0:\t3.50%\n"),

@@ -12,10 +12,19 @@ fn pci(vendor: u16, device: u16, subsystem: Option<(u16, u16)>) -> PciNames {
 #[test]
 fn pci_ids_device_and_subsystem_lines() {
     let n = pci(0x1002, 0x73bf, Some((0x1002, 0x0e3a)));
-    assert_eq!(n.vendor.as_deref(), Some("Advanced Micro Devices, Inc. [AMD/ATI]"));
-    assert_eq!(n.device.as_deref(), Some("Navi 21 [Radeon RX 6800/6800 XT / 6900 XT]"));
+    assert_eq!(
+        n.vendor.as_deref(),
+        Some("Advanced Micro Devices, Inc. [AMD/ATI]")
+    );
+    assert_eq!(
+        n.device.as_deref(),
+        Some("Navi 21 [Radeon RX 6800/6800 XT / 6900 XT]")
+    );
     assert_eq!(n.subsystem.as_deref(), Some("Radeon RX 6900 XT"));
-    assert_eq!(marketing_name(None, &n).as_deref(), Some("Radeon RX 6900 XT"));
+    assert_eq!(
+        marketing_name(None, &n).as_deref(),
+        Some("Radeon RX 6900 XT")
+    );
     // Another board: the device line's bracketed part.
     let n = pci(0x1002, 0x73bf, Some((0x1da2, 0xe445)));
     assert_eq!(n.subsystem, None);
@@ -45,11 +54,17 @@ fn pci_ids_misses() {
     // An unknown device of a known vendor, an unknown vendor, and the class section (`C 03`
     // with `\t02  3D controller`) never read as vendor `C` or device 0x0002.
     assert_eq!(pci(0x10de, 0xffff, None).device, None);
-    assert_eq!(pci(0x10de, 0xffff, None).vendor.as_deref(), Some("NVIDIA Corporation"));
+    assert_eq!(
+        pci(0x10de, 0xffff, None).vendor.as_deref(),
+        Some("NVIDIA Corporation")
+    );
     assert_eq!(pci(0x1234, 0x0001, None), PciNames::default());
     assert_eq!(pci(0x0003, 0x0002, None), PciNames::default());
     assert_eq!(marketing_name(None, &PciNames::default()), None);
-    assert_eq!(lookup_pci_ids("", &PciIdentity::new(1, 2, None, None)), PciNames::default());
+    assert_eq!(
+        lookup_pci_ids("", &PciIdentity::new(1, 2, None, None)),
+        PciNames::default()
+    );
     // Malformed lines are skipped.
     let odd = "10de\n\tzz  x\n\t2330\n\t2330  Good\n";
     assert_eq!(
@@ -80,9 +95,16 @@ fn amdgpu_ids_need_the_revision() {
         Some("AMD Radeon Vega 3 Graphics")
     );
     // The version line and comments are not entries.
-    assert_eq!(lookup_amdgpu_ids("1.0.0\n# 73BF,\tC0,\tx\n", 0x73bf, 0xc0), None);
     assert_eq!(
-        marketing_name(Some("AMD Instinct MI210".into()), &pci(0x1002, 0x740f, None)).as_deref(),
+        lookup_amdgpu_ids("1.0.0\n# 73BF,\tC0,\tx\n", 0x73bf, 0xc0),
+        None
+    );
+    assert_eq!(
+        marketing_name(
+            Some("AMD Instinct MI210".into()),
+            &pci(0x1002, 0x740f, None)
+        )
+        .as_deref(),
         Some("AMD Instinct MI210"),
         "amdgpu.ids wins"
     );
@@ -102,14 +124,20 @@ fn names_from_a_share_root() {
     );
     std::fs::create_dir_all(dir.path().join("libdrm")).unwrap();
     std::fs::write(dir.path().join("libdrm/amdgpu.ids"), AMDGPU_IDS).unwrap();
-    assert_eq!(name_of(&roots, &rx).as_deref(), Some("AMD Radeon RX 6800 XT"));
+    assert_eq!(
+        name_of(&roots, &rx).as_deref(),
+        Some("AMD Radeon RX 6800 XT")
+    );
     // hwdata's path first, and non-UTF-8 bytes read lossily.
     std::fs::create_dir_all(dir.path().join("hwdata")).unwrap();
     let mut bytes = b"10de  NVIDIA \xff\n\t2331  GH100 [H100 PCIe \xb2]\n".to_vec();
     bytes.extend_from_slice(b"\n");
     std::fs::write(dir.path().join("hwdata/pci.ids"), bytes).unwrap();
     let h100 = PciIdentity::new(0x10de, 0x2331, None, None);
-    assert_eq!(name_of(&roots, &h100).as_deref(), Some("H100 PCIe \u{fffd}"));
+    assert_eq!(
+        name_of(&roots, &h100).as_deref(),
+        Some("H100 PCIe \u{fffd}")
+    );
     let (pci, amd) = database_paths(&roots);
     assert_eq!(pci.unwrap(), dir.path().join("hwdata/pci.ids"));
     assert_eq!(amd.unwrap(), dir.path().join("libdrm/amdgpu.ids"));

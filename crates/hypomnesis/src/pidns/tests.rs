@@ -24,7 +24,10 @@ fn facts(
 
 #[test]
 fn parsers() {
-    assert_eq!(parse_nspid("Name:\tx\nNSpid:\t48213\t7\nNSpgid:\t1\n"), [48213, 7]);
+    assert_eq!(
+        parse_nspid("Name:\tx\nNSpid:\t48213\t7\nNSpgid:\t1\n"),
+        [48213, 7]
+    );
     assert_eq!(parse_nspid("NSpid:\t12\n"), [12]);
     assert!(parse_nspid("Name:\tx\n").is_empty());
     assert_eq!(parse_ns_link("pid:[4026531836]"), Some(HOST));
@@ -34,7 +37,10 @@ fn parsers() {
         parse_sched_pid("systemd (1, #threads: 1)\n---------\n"),
         Some(1)
     );
-    assert_eq!(parse_sched_pid("my (odd) name (48213, #threads: 3)\n"), Some(48213));
+    assert_eq!(
+        parse_sched_pid("my (odd) name (48213, #threads: 3)\n"),
+        Some(48213)
+    );
     assert_eq!(parse_sched_pid("garbage\n"), None);
 }
 
@@ -42,27 +48,39 @@ fn parsers() {
 fn the_host() {
     // Root on the host: pid 1's namespace is the initial one.
     let v = view(&facts(Some(HOST), Some(HOST), &[4242], &[]));
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Host, Some(false)));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Host, Some(false))
+    );
     assert!(v.host_pids_visible());
     // Unprivileged on the host (pid 1's link refused): hmn's own namespace decides.
     let v = view(&facts(Some(HOST), None, &[4242], &[]));
     assert_eq!(v.proc_root, ProcRootNamespace::Host);
     // A VM made from a container image keeps /.dockerenv: the inode wins over the marker.
     let v = view(&facts(Some(HOST), None, &[4242], &["/.dockerenv"]));
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Host, Some(false)));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Host, Some(false))
+    );
 }
 
 #[test]
 fn a_container_with_its_own_proc() {
     let v = view(&facts(Some(CTR), Some(CTR), &[7], &["/.dockerenv"]));
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Container, Some(true)));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Container, Some(true))
+    );
     assert!(!v.host_pids_visible());
     // Without pid 1's link, hmn's own single-level NSpid in a non-initial namespace.
     let v = view(&facts(Some(CTR), None, &[7], &[]));
     assert_eq!(v.proc_root, ProcRootNamespace::Container);
     // Nothing but markers: hmn is in a container, but the proc root is not known to be its.
     let v = view(&facts(None, None, &[7], &["container=podman"]));
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Container, Some(true)));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Container, Some(true))
+    );
     // An old kernel's sched line with the host pid.
     let mut f = facts(None, None, &[], &[]);
     f.sched_pid1 = Some(48213);
@@ -73,19 +91,29 @@ fn a_container_with_its_own_proc() {
 fn a_container_with_the_host_proc_mounted() {
     // Root in the container: pid 1 of the mounted /proc is the host's init.
     let v = view(&facts(Some(CTR), Some(HOST), &[48213, 7], &["/.dockerenv"]));
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Host, Some(true)));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Host, Some(true))
+    );
     assert!(v.host_pids_visible());
     // Without pid 1's link: hmn is deeper than the proc root.
     let v = view(&facts(Some(CTR), None, &[48213, 7], &[]));
     assert_eq!(v.proc_root, ProcRootNamespace::Ancestor);
     assert!(v.host_pids_visible());
-    assert!(v.evidence.iter().any(|e| e.contains("pid 48213")), "{:?}", v.evidence);
+    assert!(
+        v.evidence.iter().any(|e| e.contains("pid 48213")),
+        "{:?}",
+        v.evidence
+    );
 }
 
 #[test]
 fn nothing_told() {
     let v = view(&NamespaceFacts::default());
-    assert_eq!((v.proc_root, v.in_container), (ProcRootNamespace::Unknown, None));
+    assert_eq!(
+        (v.proc_root, v.in_container),
+        (ProcRootNamespace::Unknown, None)
+    );
     assert!(v.host_pids_visible(), "unknown is named as on a host");
 }
 
@@ -116,7 +144,10 @@ fn fixture(self_nspid: &[u32], self_ns: Option<u64>, init_ns: Option<u64>) -> te
 fn gathered_from_fixture_trees() {
     let roots = |d: &tempfile::TempDir| Roots::system().with_proc(d.path());
     let host = fixture(&[4242], Some(HOST), Some(HOST));
-    assert_eq!(view(&gather(&roots(&host))).proc_root, ProcRootNamespace::Host);
+    assert_eq!(
+        view(&gather(&roots(&host))).proc_root,
+        ProcRootNamespace::Host
+    );
     let own = fixture(&[7], Some(CTR), Some(CTR));
     std::fs::create_dir_all(own.path().join("7/root")).unwrap();
     std::fs::write(own.path().join("7/root/.dockerenv"), "").unwrap();

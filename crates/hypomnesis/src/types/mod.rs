@@ -36,7 +36,9 @@ pub use lists::{
     Backend, BackendState, BackendStatus, DeviceList, ProcessList, Warning, absent_reasons,
     failed_reasons,
 };
-pub use usage::{DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, ProcessRegions, RegionUsage};
+pub use usage::{
+    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, ProcessRegions, RegionUsage,
+};
 
 use crate::pci::PciBusId;
 

@@ -200,10 +200,7 @@ fn podman() {
     // cgroup v1, cgroupfs manager.
     check(
         &format!("10:memory:/libpod_parent/libpod-{ID}\n"),
-        &Want {
-            unit: None,
-            ..want
-        },
+        &Want { unit: None, ..want },
     );
     let conmon = format!("libpod-conmon-{ID}.scope");
     check(
