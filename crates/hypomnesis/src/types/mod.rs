@@ -25,6 +25,7 @@ macro_rules! spelled_as_str {
     };
 }
 
+mod kind;
 mod lists;
 mod usage;
 
@@ -32,13 +33,12 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{
     Backend, BackendState, BackendStatus, DeviceList, ProcessList, Warning, absent_reasons,
     failed_reasons,
 };
-pub use usage::{
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, ProcessRegions, RegionUsage,
-};
+pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 use crate::pci::PciBusId;
 
@@ -385,76 +385,6 @@ impl Device {
     /// Whether the device is runtime-suspended (and so was not read).
     pub fn is_suspended(&self) -> bool {
         self.runtime_status == Some(RuntimeStatus::Suspended)
-    }
-}
-
-/// What kind of GPU context a process holds. NVIDIA rows are `compute`, `graphics` or
-/// `compute+graphics` (the NVML lists they are in); a DRM row is the set of engine classes
-/// its clients used ([`EngineClasses`]: `video`, `graphics+copy`, …, `idle` for none yet), and
-/// `unknown` when its driver prints no engine counters. A DRM set that is exactly one of the
-/// NVIDIA spellings is that variant, so the same text always means the same thing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum ProcessKind {
-    /// A compute context (CUDA, OpenCL, ROCm).
-    Compute,
-    /// A graphics context (OpenGL, Vulkan, a display server).
-    Graphics,
-    /// Both.
-    ComputeGraphics,
-    /// The engine classes a DRM client used, when not one of the above.
-    Engines(EngineClasses),
-    /// A DRM client whose driver prints no engine counters.
-    Unreported,
-}
-
-impl ProcessKind {
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ProcessKind::Compute => "compute",
-            ProcessKind::Graphics => "graphics",
-            ProcessKind::ComputeGraphics => "compute+graphics",
-            ProcessKind::Engines(set) => set.as_str(),
-            ProcessKind::Unreported => "unknown",
-        }
-    }
-
-    /// The kind of a DRM row whose clients used `set` (normalised: see the type's docs).
-    pub const fn from_engines(set: EngineClasses) -> ProcessKind {
-        match set.bits() {
-            EngineClasses::COMPUTE_BIT => ProcessKind::Compute,
-            EngineClasses::GRAPHICS_BIT => ProcessKind::Graphics,
-            b if b == EngineClasses::COMPUTE_BIT | EngineClasses::GRAPHICS_BIT => {
-                ProcessKind::ComputeGraphics
-            }
-            _ => ProcessKind::Engines(set),
-        }
-    }
-
-    /// The engine classes this kind names (`None` for [`ProcessKind::Unreported`]).
-    pub const fn engines(self) -> Option<EngineClasses> {
-        match self {
-            ProcessKind::Compute => Some(EngineClasses::from_bits(EngineClasses::COMPUTE_BIT)),
-            ProcessKind::Graphics => Some(EngineClasses::from_bits(EngineClasses::GRAPHICS_BIT)),
-            ProcessKind::ComputeGraphics => Some(EngineClasses::from_bits(
-                EngineClasses::COMPUTE_BIT | EngineClasses::GRAPHICS_BIT,
-            )),
-            ProcessKind::Engines(set) => Some(set),
-            ProcessKind::Unreported => None,
-        }
-    }
-
-    /// The kind of a process seen in both lists (or with both sets of engines).
-    #[must_use]
-    pub const fn merge(self, other: ProcessKind) -> ProcessKind {
-        match (self.engines(), other.engines()) {
-            (Some(a), Some(b)) => {
-                ProcessKind::from_engines(EngineClasses::from_bits(a.bits() | b.bits()))
-            }
-            (Some(_), None) => self,
-            (None, _) => other,
-        }
     }
 }
 
