@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: `cargo test --workspace`, after installing the Debian packages
-# some tests run (python3, GNU time, prometheus + promtool, tmux) when they are missing. Installing
+# some tests run (python3, GNU time, prometheus + promtool, tmux, man-db + groff for `man -l`)
+# when they are missing. Installing
 # needs root (as in CI); otherwise the missing packages are named and the script stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,8 @@ command -v python3 >/dev/null || need+=(python3)
 [ -x /usr/bin/time ] || need+=(time)
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || need+=(prometheus)
 command -v tmux >/dev/null || need+=(tmux)  # the end-to-end tests of `hmn top`
+command -v man >/dev/null || need+=(man-db)
+command -v groff >/dev/null || need+=(groff)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/test.sh: the tests need these Debian packages: ${need[*]} (run as root, or apt-get install them)" >&2

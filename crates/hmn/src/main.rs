@@ -13,13 +13,17 @@
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`select`] | `--device` values resolved (the library's selectors), `--cuda-order` |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
+//! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
+//! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
 
 mod args;
 mod devices;
+mod doctor;
 mod fits;
 mod format;
+mod generate;
 mod outfile;
 mod output;
 mod ps;
@@ -31,6 +35,7 @@ mod spill;
 mod top;
 mod watch;
 mod watch_gpu;
+mod who;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -82,8 +87,11 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    if let Some(Command::Exec(a)) = &cli.command {
-        return Ok(run::job::exec_helper(a));
+    match &cli.command {
+        Some(Command::Exec(a)) => return Ok(run::job::exec_helper(a)),
+        Some(Command::Completions(a)) => return generate::completions(a.shell, out),
+        Some(Command::Man) => return generate::man(out),
+        _ => {}
     }
     let opts = cli.global.probe_options()?;
     match cli.command {
@@ -100,6 +108,7 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "top")]
         Some(Command::Top(args)) => top::run(opts, &args),
         Some(Command::Record(args)) => top::record::run(opts, &args),
-        Some(Command::Exec(_)) => Ok(ExitCode::from(2)),
+        Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
+        Some(Command::Exec(_) | Command::Completions(_) | Command::Man) => Ok(ExitCode::from(2)),
     }
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::args::{GlobalArgs, PsArgs, SortKey};
 use crate::format::{Align, Table, bytes, csv_field, opt_bytes};
 use crate::output;
+use crate::who;
 
 /// `hmn ps --json` (schema 1).
 #[derive(Serialize)]
@@ -78,6 +79,9 @@ pub fn run(
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
     output::note(&totals_line(&rows, list.hidden_processes))?;
+    if let Some(note) = who::namespace_note(&rows) {
+        output::note(&format!("ps: {note}"))?;
+    }
     // A backend that is here but broken (an NVML that cannot start or count) may hide GPU
     // processes: exit 2, as upstream, whatever was listed from other backends.
     let failed = list.failed_reasons();
@@ -145,7 +149,8 @@ fn keep(p: &GpuProcess, a: &PsArgs, selected: &[Selected]) -> bool {
             p.user.as_deref() == Some(u.as_str())
                 || u.parse::<u32>().ok().is_some_and(|id| p.uid == Some(id))
         });
-    let name_ok = name_matches(p, &a.filter);
+    let name_ok =
+        name_matches(p, &a.filter) && who::workload_matches(p.workload.as_ref(), &a.workload);
     let min_ok = a
         .min
         .is_none_or(|min| min == 0 || footprint_bytes(p).is_some_and(|f| f >= min));
@@ -254,38 +259,52 @@ pub fn mig_cell(p: &GpuProcess, list: &ProcessList) -> String {
 }
 
 /// The text table: `PID USER NAME DEVICE KIND VRAM` (and `MIG` when a row is in a MIG
-/// instance, `UTIL` with `--util`).
+/// instance, `UTIL` with `--util`; `NS PID` and `WORKLOAD` when some row has one).
 fn table(rows: &[&GpuProcess], util: bool, list: &ProcessList) -> String {
     let mig = rows.iter().any(|p| p.mig_index.is_some());
-    let mut headers = vec![
-        ("PID", Align::Right),
+    let ns = rows.iter().any(|p| p.ns_pid.is_some());
+    let workload = rows.iter().any(|p| p.workload.is_some());
+    let mut headers = vec![("PID", Align::Right)];
+    if ns {
+        headers.push(("NS PID", Align::Right));
+    }
+    headers.extend([
         ("USER", Align::Left),
         ("NAME", Align::Left),
         ("DEVICE", Align::Right),
         ("KIND", Align::Left),
         ("VRAM", Align::Right),
-    ];
+    ]);
     if mig {
         headers.push(("MIG", Align::Left));
     }
     if util {
         headers.push(("UTIL", Align::Left));
     }
+    if workload {
+        headers.push(("WORKLOAD", Align::Left));
+    }
     let mut t = Table::new(&headers);
     for p in rows {
-        let mut cells = vec![
-            p.pid.to_string(),
+        let mut cells = vec![p.pid.to_string()];
+        if ns {
+            cells.push(who::ns_pid_cell(p));
+        }
+        cells.extend([
             user_cell(p),
-            p.name_or_unknown(),
+            who::name_cell(p),
             p.device_index.to_string(),
             p.kind.to_string(),
             vram_cell(p),
-        ];
+        ]);
         if mig {
             cells.push(mig_cell(p, list));
         }
         if util {
             cells.push(util_cell(p));
+        }
+        if workload {
+            cells.push(who::workload_cell(p.workload.as_ref()));
         }
         t.row(cells);
     }

@@ -20,6 +20,7 @@ use anyhow::bail;
 use hypomnesis::process::tree::{ProcessId, read_stat};
 use hypomnesis::sampler::{Sampler, SamplerOptions, SamplerReport, Target};
 use hypomnesis::select::{DeviceSelector, Selected};
+use hypomnesis::workload::WorkloadInfo;
 use hypomnesis::{GpuProcess, Probe, ProcessName, SpillReport, SpillTracker};
 use serde::Serialize;
 use serde_json::json;
@@ -44,6 +45,8 @@ fn signed(delta: i128) -> String {
 struct Followed {
     id: ProcessId,
     name: ProcessName,
+    /// Its workload (cgroup), looked up when it was chosen.
+    workload: Option<WorkloadInfo>,
 }
 
 /// Auto-selection only: `--follow-new`, `--filter` and `--min` with explicit PIDs is a usage
@@ -74,6 +77,7 @@ fn explicit(probe: &Probe, pids: &[u32]) -> anyhow::Result<Vec<Followed>> {
                 .map(|s| Followed {
                     id: s.id(),
                     name: s.comm,
+                    workload: hypomnesis::workload::of_process(probe.roots(), *pid),
                 })
                 .map_err(|_| anyhow::anyhow!("watch: no process {pid}"))
         })
@@ -119,6 +123,7 @@ fn auto_select(probe: &Probe, args: &WatchArgs, on: Option<Selected>) -> Vec<Fol
                 out.push(Followed {
                     id: st.id(),
                     name: r.name.clone().unwrap_or(st.comm),
+                    workload: r.workload.clone(),
                 });
             }
         }
@@ -250,7 +255,8 @@ pub fn run(
         let spilling = tracker.is_measurable().then(|| tracker.is_spilling());
         let s = sampler.sample();
         let peaks = sampler.report().processes;
-        let mut table = Table::new(&[
+        let with_workload = followed.iter().any(|f| f.workload.is_some());
+        let mut headers = vec![
             ("TIME", Align::Right),
             ("PID", Align::Right),
             ("NAME", Align::Left),
@@ -259,8 +265,16 @@ pub fn run(
             ("VRAM", Align::Right),
             ("ΔVRAM", Align::Right),
             ("SM", Align::Right),
-        ]);
+        ];
+        if with_workload {
+            headers.push(("WORKLOAD", Align::Left));
+        }
+        let mut table = Table::new(&headers);
         for p in &s.processes {
+            let workload = followed
+                .iter()
+                .find(|f| f.id.pid == p.pid)
+                .and_then(|f| f.workload.as_ref());
             let vram: u64 = p.vram_bytes.values().sum();
             // The sampler follows fixed (pid, start time) identities: a pid names one process.
             let (r0, v0) = peaks
@@ -277,13 +291,14 @@ pub fn run(
                 let mut line = json!({"kind": "sample", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
                 "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
                 "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
-                "spilling": spilling, "utilization_by_device": p.utilization});
+                "spilling": spilling, "utilization_by_device": p.utilization,
+                "workload": workload});
                 if let (Some(hex), Some(o)) = (p.name.bytes_hex(), line.as_object_mut()) {
                     o.insert("name_bytes_hex".to_string(), hex.into());
                 }
                 output::json_line(out, &line)?;
             } else {
-                table.row(vec![
+                let mut cells = vec![
                     format!("+{:.1}s", s.t_ms as f64 / 1000.0),
                     p.pid.to_string(),
                     p.name.escaped(),
@@ -292,7 +307,11 @@ pub fn run(
                     bytes(vram),
                     signed(dv),
                     crate::watch_gpu::sm_cell(p),
-                ]);
+                ];
+                if with_workload {
+                    cells.push(crate::who::workload_cell(workload));
+                }
+                table.row(cells);
             }
         }
         if !g.json && !s.processes.is_empty() {
@@ -539,6 +558,7 @@ mod tests {
         let f = |pid, name: &str| Followed {
             id: ProcessId { pid, start_time: 7 },
             name: name.into(),
+            workload: None,
         };
         assert_eq!(set_change(&[f(1, "a")], &[f(1, "a")]), None);
         assert_eq!(

@@ -9,10 +9,14 @@ mod util;
 
 mod bounds;
 mod cli;
+mod containers;
+mod deploy;
+mod doctor;
 mod drm;
 mod files;
 mod fits;
 mod fits_runtimes;
+mod generate;
 mod jobs;
 mod mig;
 mod names;

@@ -23,6 +23,7 @@ pub use leftovers::{StaleCgroup, remove_stale};
 use crate::error::Error;
 use crate::fsread::{self, Cap};
 use crate::roots::Roots;
+use crate::workload::{WorkloadInfo, WorkloadKind, classify};
 
 /// One line of `/proc/<pid>/cgroup`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,8 @@ pub fn v1_memory_path(lines: &[CgroupLine]) -> Option<&str> {
         .map(|l| l.path.as_str())
 }
 
-/// What a cgroup path says about the workload it holds.
+/// What a cgroup path says about the workload it holds: the coarse key `hmn serve` groups
+/// device memory by. [`crate::workload::WorkloadInfo`] has everything the path names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Workload {
@@ -85,29 +87,53 @@ pub enum Workload {
     Unit(String),
     /// Anything else, by path.
     Other(String),
+    /// A Slurm job, by id (`job_<n>` under Slurm's cgroup hierarchy).
+    SlurmJob(String),
 }
 
 impl Workload {
-    /// `pod`, `container`, `unit` or `other`.
+    /// `pod`, `container`, `unit`, `slurm` or `other`.
     pub fn kind(&self) -> &'static str {
         match self {
             Workload::Pod(_) => "pod",
             Workload::Container(_) => "container",
             Workload::Unit(_) => "unit",
+            Workload::SlurmJob(_) => "slurm",
             Workload::Other(_) => "other",
         }
     }
 
-    /// The pod UID, container id, unit name or path.
+    /// The pod UID, container id, unit name, job id or path.
     pub fn name(&self) -> &str {
         match self {
-            Workload::Pod(n) | Workload::Container(n) | Workload::Unit(n) | Workload::Other(n) => n,
+            Workload::Pod(n)
+            | Workload::Container(n)
+            | Workload::Unit(n)
+            | Workload::SlurmJob(n)
+            | Workload::Other(n) => n,
         }
     }
 }
 
-/// Classifies a cgroup path (pure). A pod wins over the container inside it; a container
-/// over the unit (scope) that holds it.
+impl From<&WorkloadInfo> for Workload {
+    fn from(w: &WorkloadInfo) -> Workload {
+        let or_path = |v: Option<String>| v.unwrap_or_else(|| w.cgroup.clone());
+        match w.kind {
+            WorkloadKind::Pod => Workload::Pod(or_path(w.pod_uid.clone())),
+            WorkloadKind::Container => Workload::Container(or_path(
+                w.container_id
+                    .as_deref()
+                    .map(|id| id.get(..12).unwrap_or(id).to_string()),
+            )),
+            WorkloadKind::Slurm => Workload::SlurmJob(or_path(w.slurm_job.map(|j| j.to_string()))),
+            WorkloadKind::Unit => Workload::Unit(or_path(w.unit.clone())),
+            _ => Workload::Other(w.cgroup.clone()),
+        }
+    }
+}
+
+/// Classifies a cgroup path (pure; the rule is [`crate::workload::classify`]). A pod wins over
+/// the container inside it; a container over the unit (scope) that holds it.
 ///
 /// ```
 /// use hypomnesis::cgroup::{workload, Workload};
@@ -116,63 +142,14 @@ impl Workload {
 /// assert_eq!(workload("/system.slice/ollama.service"), Workload::Unit("ollama.service".into()));
 /// ```
 pub fn workload(path: &str) -> Workload {
-    if let Some(uid) = pod_uid(path) {
-        return Workload::Pod(uid);
-    }
-    if let Some(id) = container_id(path) {
-        return Workload::Container(id);
-    }
-    let last = path.rsplit('/').find(|c| !c.is_empty()).unwrap_or_default();
-    if last.ends_with(".service") || last.ends_with(".scope") {
-        return Workload::Unit(last.to_string());
-    }
-    Workload::Other(if path.is_empty() {
-        "/".to_string()
-    } else {
-        path.to_string()
-    })
+    classify(path).map_or_else(|| Workload::Other("/".to_string()), |w| Workload::from(&w))
 }
 
-/// The workload process `pid` belongs to, from `<proc>/<pid>/cgroup`: its cgroup v2 path
-/// (unless that is the root, as on a hybrid host), else its v1 memory controller's path.
-/// `None` when the file cannot be read or names neither.
+/// The workload process `pid` belongs to, from `<proc>/<pid>/cgroup` (the path
+/// [`crate::workload::path_of`] picks). `None` when the file cannot be read or names no group
+/// below the root.
 pub fn process_workload(roots: &Roots, pid: u32) -> Option<Workload> {
-    let lines = fsread::read_pid_file(roots, pid, "cgroup", |t| Ok(parse_proc_cgroup(t))).ok()?;
-    v2_path(&lines)
-        .filter(|p| *p != "/")
-        .or_else(|| v1_memory_path(&lines))
-        .map(workload)
-}
-
-/// `pod<uid>` with a 32-hex-digit UUID (dashes or, in systemd slice names, underscores).
-fn pod_uid(path: &str) -> Option<String> {
-    path.match_indices("pod").find_map(|(i, _)| {
-        let rest = path.get(i + 3..)?;
-        let uid: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_hexdigit() || *c == '-' || *c == '_')
-            .collect();
-        let hex = uid.chars().filter(char::is_ascii_hexdigit).count();
-        (hex == 32).then(|| uid.replace('_', "-"))
-    })
-}
-
-/// A 64-hex-digit container id after a runtime's marker.
-fn container_id(path: &str) -> Option<String> {
-    path.split('/').find_map(|component| {
-        let c = component.strip_suffix(".scope").unwrap_or(component);
-        let id = [
-            "docker-",
-            "cri-containerd-",
-            "crio-",
-            "libpod-",
-            "containerd-",
-        ]
-        .iter()
-        .find_map(|m| c.strip_prefix(m))
-        .unwrap_or(c);
-        (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id[..12].to_string())
-    })
+    crate::workload::of_process(roots, pid).map(|w| Workload::from(&w))
 }
 
 /// Which cgroup version a [`PeakCgroup`] uses.
@@ -477,6 +454,9 @@ mod tests {
             "not a pod uid"
         );
         assert_eq!(workload(""), Workload::Other("/".into()));
+        let job = workload("/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0");
+        assert_eq!(job, Workload::SlurmJob("4242".into()));
+        assert_eq!((job.kind(), job.name()), ("slurm", "4242"));
     }
 
     /// A fixture with `proc/self/cgroup` holding `own` and an empty `sys`.

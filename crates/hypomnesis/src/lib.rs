@@ -37,9 +37,13 @@
 //! | [`accounting`] | the driver's per-process peak of device memory (NVIDIA accounting mode) |
 //! | [`estimate`] | tensor sizes, KV cache, will-it-fit, [`estimate::MemoryTracker`]; model headers (feature `models`) |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks ([`cgroup::CgroupError`]) |
+//! | [`workload`] | which workload holds a process (container, pod, Slurm job, systemd unit), from its cgroup path |
+//! | [`pidns`] | PID namespaces: which one the proc root shows, whether NVML's host pids are visible, `NSpid` |
+//! | [`doctor`] | `hmn doctor`: why a figure could be missing here (NVML, permissions, hidepid, cgroups, containers), each check with its remedy |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
 //! | [`select`] | device selectors (index, `GPU-`/`MIG-` UUID, PCI bus id) and `CUDA_VISIBLE_DEVICES` in CUDA's order |
+//! | [`pci_ids`] | marketing names of DRM devices from the system's `pci.ids` and `amdgpu.ids` |
 //! | [`error`] | [`HypomnesisError`] (upstream), [`Error`] (truthful) and [`Result`] |
 //! | `nvml` | the NVML backend (feature `nvml`) |
 //! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`), and upstream's per-id queries for the compatible API |
@@ -74,6 +78,7 @@
 pub mod accounting;
 mod backend_error;
 pub mod cgroup;
+pub mod doctor;
 mod drm;
 pub mod error;
 pub mod estimate;
@@ -85,8 +90,10 @@ pub mod host;
 mod nvml;
 pub mod own;
 pub mod pci;
+pub mod pci_ids;
 pub mod peaks;
 pub mod phase;
+pub mod pidns;
 pub mod probe;
 pub mod process;
 pub mod ram;
@@ -153,6 +160,7 @@ pub mod fuzzing {
     }
 }
 pub mod types;
+pub mod workload;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
 pub use error::{HypomnesisError, Result};
@@ -182,9 +190,9 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineUsage, Engines, GpuProcess, MigDevice, MigMode, MigPlacement, MigState, ProcessKind,
-    ProcessList, ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus,
-    Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MigDevice, MigMode, MigPlacement,
+    MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions, ProcessUtilization,
+    RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 
 /// Serialises the unit tests that measure this process's RSS (which every thread shares) with

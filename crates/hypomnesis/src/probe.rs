@@ -23,7 +23,7 @@ use crate::process::IdentityCache;
 use crate::roots::{Roots, SystemInfo};
 use crate::types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source,
-    Warning,
+    Unknown, UnknownReason, Warning,
 };
 
 /// Environment variable naming the NVML library to load (a path, or a soname).
@@ -185,6 +185,7 @@ pub struct Probe {
     nvml: OnceLock<NvmlSlot>,
     smi: crate::smi::Smi,
     drm: DrmBackend,
+    pid_view: OnceLock<crate::pidns::PidView>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -219,7 +220,15 @@ impl Probe {
             drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age),
             options,
             nvml: OnceLock::new(),
+            pid_view: OnceLock::new(),
         }
+    }
+
+    /// Which PID namespace the proc root shows, and whether `hmn` runs in a container (read
+    /// once per probe; see [`crate::pidns`]).
+    pub fn pid_view(&self) -> &crate::pidns::PidView {
+        self.pid_view
+            .get_or_init(|| crate::pidns::view(&crate::pidns::gather(&self.options.roots)))
     }
 
     /// The options this probe was made with.
@@ -490,17 +499,30 @@ impl Probe {
             .collect())
     }
 
-    /// Fills name, uid and user from the proc root (and, with the names known, marks an MPS
-    /// server even where no client is listed, as before Volta).
+    /// Fills name, uid, user, workload and innermost pid from the proc root; an NVIDIA row
+    /// whose host pid the proc root cannot show is left unnamed, with the reason (and, with
+    /// the names known, marks an MPS server even where no client is listed, as before Volta).
     fn identify(&self, rows: &mut [GpuProcess]) {
+        let roots = &self.options.roots;
+        let view = self.pid_view();
         let mut cache = IdentityCache::new();
         for row in rows.iter_mut() {
-            let id = cache.identify(&self.options.roots, row.pid);
+            if !crate::pidns::visible(view, row) {
+                row.unknown.push(Unknown::new(
+                    "name",
+                    UnknownReason::OtherPidNamespace,
+                    crate::pidns::not_visible_detail(row.pid, &roots.proc),
+                ));
+                continue;
+            }
+            let id = cache.identify(roots, row.pid);
             if id.name.is_some() {
                 row.name = id.name;
             }
             row.uid = id.uid;
             row.user = id.user;
+            row.ns_pid = crate::pidns::innermost_pid(roots, row.pid);
+            row.workload = crate::workload::of_process(roots, row.pid);
         }
         #[cfg(feature = "nvml")]
         crate::nvml::mps::classify(rows, |r| {

@@ -14,6 +14,9 @@ pub const ENV_PROC_ROOT: &str = "HMN_PROC_ROOT";
 pub const ENV_SYS_ROOT: &str = "HMN_SYS_ROOT";
 /// Environment variable naming the dev root (default `/dev`).
 pub const ENV_DEV_ROOT: &str = "HMN_DEV_ROOT";
+/// Environment variable naming the shared-data root (default `/usr/share`), where the system's
+/// `hwdata/pci.ids`, `misc/pci.ids` and `libdrm/amdgpu.ids` are looked for.
+pub const ENV_SHARE_ROOT: &str = "HMN_SHARE_ROOT";
 
 /// The roots of the kernel's pseudo-filesystems.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,9 @@ pub struct Roots {
     pub sys: PathBuf,
     /// The device root, normally `/dev`.
     pub dev: PathBuf,
+    /// The shared-data root, normally `/usr/share`: device name databases (`pci.ids`,
+    /// `amdgpu.ids`) are read from it, never bundled.
+    pub share: PathBuf,
 }
 
 impl Default for Roots {
@@ -33,6 +39,7 @@ impl Default for Roots {
             proc: PathBuf::from("/proc"),
             sys: PathBuf::from("/sys"),
             dev: PathBuf::from("/dev"),
+            share: PathBuf::from("/usr/share"),
         }
     }
 }
@@ -43,8 +50,8 @@ impl Roots {
         Roots::default()
     }
 
-    /// The roots from `HMN_PROC_ROOT`, `HMN_SYS_ROOT` and `HMN_DEV_ROOT`, each defaulting to the
-    /// system path when unset or empty.
+    /// The roots from `HMN_PROC_ROOT`, `HMN_SYS_ROOT`, `HMN_DEV_ROOT` and `HMN_SHARE_ROOT`, each
+    /// defaulting to the system path when unset or empty.
     pub fn from_env() -> Self {
         let get = |name: &str, default: &str| {
             std::env::var_os(name)
@@ -55,6 +62,7 @@ impl Roots {
             proc: get(ENV_PROC_ROOT, "/proc"),
             sys: get(ENV_SYS_ROOT, "/sys"),
             dev: get(ENV_DEV_ROOT, "/dev"),
+            share: get(ENV_SHARE_ROOT, "/usr/share"),
         }
     }
 
@@ -76,6 +84,13 @@ impl Roots {
     #[must_use]
     pub fn with_dev(mut self, dev: impl Into<PathBuf>) -> Self {
         self.dev = dev.into();
+        self
+    }
+
+    /// Replaces the shared-data root.
+    #[must_use]
+    pub fn with_share(mut self, share: impl Into<PathBuf>) -> Self {
+        self.share = share.into();
         self
     }
 

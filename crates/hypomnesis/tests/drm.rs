@@ -104,7 +104,9 @@ fn every_amdgpu_era_reports_vram_resident() {
     assert_eq!(r.gtt.unwrap().resident_bytes, Some(2 * MIB));
     assert_eq!(r.gtt.unwrap().total_bytes, Some(2 * MIB));
     assert_eq!(r.system.unwrap().resident_bytes, Some(0));
-    assert_eq!(d.kind, ProcessKind::Graphics);
+    // Its gfx, compute and dma engines all have busy time: KIND says which classes it used.
+    assert_eq!(d.kind.as_str(), "compute+graphics+copy");
+    assert_eq!(row(rows, 200).kind, ProcessKind::Graphics, "gfx only");
     assert_eq!(d.source, Source::Fdinfo);
     assert_eq!(d.drm_clients, vec![185]);
     assert_eq!(d.name, Some("eraD".into()));
@@ -525,4 +527,56 @@ fn hostile_fdinfo_files_give_bounded_unknowns() {
         assert!(u.detail.contains(words), "pid {pid}: {u:?}");
         assert!(u.detail.contains(&format!("{pid}/fdinfo/5")), "{u:?}");
     }
+}
+
+/// Copies the excerpts of the real name databases into the bed's share root.
+fn install_ids(w: &Bed, pci_dir: &str) {
+    let ids = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ids");
+    for (from, to) in [("pci.ids", pci_dir), ("amdgpu.ids", "libdrm")] {
+        let dir = w.env.share.join(to);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(ids.join(from), dir.join(from)).unwrap();
+    }
+}
+
+#[test]
+fn drm_names_from_the_systems_databases() {
+    let w = Bed::new();
+    let rx = |slot: &str, card, rev: &str, subsystem: (&str, &str)| {
+        FakeGpu::amdgpu(slot, card, 128 + card)
+            .file("device", "0x73bf")
+            .file("revision", rev)
+            .file("subsystem_vendor", subsystem.0)
+            .file("subsystem_device", subsystem.1)
+    };
+    w.gpu(rx("0000:03:00.0", 1, "0xc1", ("0x1da2", "0xe445")))
+        .gpu(rx("0000:04:00.0", 2, "0xc2", ("0x1002", "0x0e3a")))
+        .gpu(rx("0000:05:00.0", 3, "0xc2", ("0x1da2", "0xe445")).suspended())
+        .gpu(FakeGpu::xe_dgpu("0000:06:00.0", 4, 132));
+    // No databases: no name, as before.
+    let names = |w: &Bed| -> Vec<Option<String>> {
+        w.probe()
+            .devices()
+            .devices
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
+    };
+    assert_eq!(names(&w), [None, None, None, None]);
+    install_ids(&w, "misc");
+    let list = w.probe().devices();
+    let got: Vec<Option<&str>> = list.devices.iter().map(|d| d.name.as_deref()).collect();
+    assert_eq!(
+        got,
+        [
+            Some("AMD Radeon RX 6800 XT"), // amdgpu.ids: device and revision
+            Some("Radeon RX 6900 XT"),     // pci.ids: the board's subsystem line
+            Some("Radeon RX 6800/6800 XT / 6900 XT"), // suspended: named without waking it
+            None,                          // not in the excerpt
+        ]
+    );
+    assert!(list.devices[0].unknown.iter().all(|u| u.field != "name"));
+    assert!(list.devices[3].unknown.iter().any(|u| u.field == "name"));
+    assert!(list.devices[2].is_suspended());
+    assert_eq!(list.devices[2].memory.total_bytes, None, "still not read");
 }

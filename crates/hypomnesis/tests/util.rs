@@ -14,7 +14,9 @@ impl Bed {
     /// Probe options for this bed: its roots and NVML, and no `nvidia-smi` fallback (a test
     /// that wants one adds it).
     pub fn options(&self) -> ProbeOptions {
-        let mut roots = Roots::system().with_sys(&self.env.sys);
+        let mut roots = Roots::system()
+            .with_sys(&self.env.sys)
+            .with_share(&self.env.share);
         if let Some(proc) = &self.env.proc {
             roots = roots.with_proc(proc);
         }

@@ -1,7 +1,7 @@
 //! Accounting-mode symbols of the fake NVML: the device's mode and per-process records
-//! (`nvmlAccountingStats_t`) for processes that have been listed. On a GPU in MIG mode the
-//! driver forces accounting off (`nvml.h`, `nvmlDeviceSetAccountingMode`): the mode reads 0 and
-//! the records NOT_SUPPORTED.
+//! (`nvmlAccountingStats_t`) for processes that have been listed; and persistence mode. On a
+//! GPU in MIG mode the driver forces accounting off (`nvml.h`, `nvmlDeviceSetAccountingMode`):
+//! the mode reads 0 and the records NOT_SUPPORTED.
 
 use super::*;
 
@@ -25,6 +25,21 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingMode(
         let on = d.accounting_mode && !st.mig_on(i);
         // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
         unsafe { out(mode, c_uint::from(on)) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
+    device: nvmlDevice_t,
+    mode: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetPersistenceMode", device, |st, i| {
+        match st.cfg.devices.get(i).map(|d| d.persistence_mode) {
+            // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
+            Some(Some(m)) => unsafe { out(mode, m) },
+            Some(None) => NOT_SUPPORTED,
+            None => INVALID_ARGUMENT,
+        }
     })
 }
 

@@ -68,6 +68,8 @@ pub struct Device {
     pub mps_supported: bool,
     /// Whether MIG-handle process records carry the GI/CI ids (else 0xFFFFFFFF).
     pub mig_record_ids: bool,
+    /// `nvmlDeviceGetPersistenceMode`: `None` answers NOT_SUPPORTED (off by default).
+    pub persistence_mode: Option<u32>,
 }
 
 impl Device {
@@ -96,6 +98,7 @@ impl Device {
             max_clocks: [None; 3],
             handle_error: None,
             errors: Vec::new(),
+            persistence_mode: Some(0),
             accounting_mode: false,
             mig_mode: None,
             mig_pending: None,
@@ -371,6 +374,14 @@ fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
                 "0" => false,
                 "1" => true,
                 _ => return Err(format!("accounting_mode must be 0 or 1, got {v:?}")),
+            }
+        }
+        "persistence_mode" => {
+            d.persistence_mode = match v {
+                "0" => Some(0),
+                "1" => Some(1),
+                "unsupported" => None,
+                _ => return Err(format!("persistence_mode must be 0, 1 or unsupported, got {v:?}")),
             }
         }
         "error" => d.errors.push(parse_error(v)?),

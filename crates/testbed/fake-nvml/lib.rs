@@ -362,6 +362,15 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
     version: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
+    // Answers before (or without) a successful init, as the real library does: nvidia-smi
+    // prints the library version after "Driver/library version mismatch".
+    if lock().is_none() {
+        return match load_config().and_then(|c| c.nvml_version) {
+            // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
+            Some(v) => unsafe { write_cstr(version, length, &v) },
+            None => NOT_SUPPORTED,
+        };
+    }
     with_state("nvmlSystemGetNVMLVersion", |st| match &st.cfg.nvml_version {
         // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
         Some(v) => unsafe { write_cstr(version, length, v) },

@@ -12,6 +12,8 @@ pub const ENV_PROC_ROOT: &str = "HMN_PROC_ROOT";
 pub const ENV_SYS_ROOT: &str = "HMN_SYS_ROOT";
 /// The dev root.
 pub const ENV_DEV_ROOT: &str = "HMN_DEV_ROOT";
+/// The shared-data root (`pci.ids`, `amdgpu.ids`).
+pub const ENV_SHARE_ROOT: &str = "HMN_SHARE_ROOT";
 /// The NVML library (`--nvml-lib`).
 pub const ENV_NVML_LIB: &str = "HMN_NVML_LIB";
 /// The `nvidia-smi` binary (`--nvidia-smi`).
@@ -30,6 +32,9 @@ pub struct Env {
     pub proc: Option<PathBuf>,
     /// The sys root.
     pub sys: PathBuf,
+    /// The shared-data root: `root/share`, empty unless a test writes device name databases
+    /// there (the machine's own `pci.ids` never leaks in).
+    pub share: PathBuf,
     /// The NVML library: a fake (from [`crate::FakeNvml::install`]), or a path that does not
     /// exist.
     pub nvml: PathBuf,
@@ -45,6 +50,7 @@ impl Env {
         Env {
             proc: Some(root.join("proc")),
             sys: root.join("sys"),
+            share: root.join("share"),
             nvml: Env::absent_nvml(root),
             nvidia_smi: Env::absent_nvidia_smi(root),
         }
@@ -86,6 +92,7 @@ impl Env {
             c.env(ENV_PROC_ROOT, proc);
         }
         c.env(ENV_SYS_ROOT, &self.sys)
+            .env(ENV_SHARE_ROOT, &self.share)
             .env(ENV_NVML_LIB, &self.nvml)
             .env(ENV_NVIDIA_SMI, &self.nvidia_smi)
             .stdin(Stdio::null());
@@ -123,6 +130,7 @@ mod tests {
                 want(ENV_NVIDIA_SMI_TIMEOUT_MS, None),
                 want(ENV_NVML_LIB, Some("/t/no-nvml/libnvidia-ml.so.1")),
                 want(ENV_PROC_ROOT, Some("/t/proc")),
+                want(ENV_SHARE_ROOT, Some("/t/share")),
                 want(ENV_SYS_ROOT, Some("/t/sys")),
             ]
         );

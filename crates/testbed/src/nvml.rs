@@ -94,6 +94,8 @@ pub struct FakeDevice {
     pub accounting: bool,
     /// MIG mode, privilege and MPS support ([`DeviceExtras`]).
     pub extras: DeviceExtras,
+    /// Persistence mode: `Some(on)`, or `None` for a device that does not support it.
+    pub persistence: Option<bool>,
 }
 
 impl FakeDevice {
@@ -124,6 +126,7 @@ impl FakeDevice {
             errors: Vec::new(),
             accounting: false,
             extras: DeviceExtras::default(),
+            persistence: Some(false),
         }
     }
 
@@ -167,6 +170,13 @@ impl FakeDevice {
         self.energy_mj = Some(energy_mj);
         self.clocks_mhz = [Some(1980), Some(1980), Some(2619)];
         self.max_clocks_mhz = [Some(1980), Some(1980), Some(2619)];
+        self
+    }
+
+    /// Sets persistence mode (`None`: the device does not support it).
+    #[must_use]
+    pub fn persistence(mut self, on: Option<bool>) -> Self {
+        self.persistence = on;
         self
     }
 

@@ -100,6 +100,13 @@ fn write_device(s: &mut String, d: &FakeDevice) {
         ),
         ("handle_error", opt(d.handle_error.map(u64::from))),
         ("accounting_mode", opt(d.accounting.then_some(1))),
+        (
+            "persistence_mode",
+            Some(
+                d.persistence
+                    .map_or("unsupported".to_string(), |on| u8::from(on).to_string()),
+            ),
+        ),
     ] {
         if let Some(v) = v {
             kv(k, v);

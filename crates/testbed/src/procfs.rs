@@ -294,6 +294,29 @@ impl ProcFixture {
         Ok(self)
     }
 
+    /// Writes any file under the root (`rel` such as `42/cgroup` or `1/sched`).
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn file(&self, rel: &str, content: &str) -> std::io::Result<&Self> {
+        crate::write_atomic(&self.root.join(rel), content.as_bytes())?;
+        Ok(self)
+    }
+
+    /// Makes `<pid>/ns/pid` a link to `pid:[inode]`, as the kernel shows a PID namespace
+    /// (4026531836 is the host's initial one).
+    ///
+    /// # Errors
+    /// When the link cannot be created.
+    pub fn pid_ns(&self, pid: u32, inode: u64) -> std::io::Result<&Self> {
+        let dir = self.root.join(pid.to_string()).join("ns");
+        std::fs::create_dir_all(&dir)?;
+        let link = dir.join("pid");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(format!("pid:[{inode}]"), link)?;
+        Ok(self)
+    }
+
     /// Makes `self` a symlink to `<pid>`.
     ///
     /// # Errors

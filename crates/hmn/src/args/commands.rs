@@ -199,6 +199,14 @@ pub struct ServeArgs {
     pub textfile: Option<PathBuf>,
 }
 
+/// `hmn completions` arguments.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
 /// `hmn __exec` arguments: the first step of `hmn run`'s and `hmn spill`'s command
 /// (`run::job::exec_helper`).
 #[derive(Debug, Args)]
@@ -246,6 +254,13 @@ pub struct PsArgs {
     /// match everything.
     #[arg(long, value_name = "PATTERN", value_parser = parse_pattern)]
     pub filter: Vec<String>,
+
+    /// Only processes whose workload contains PATTERN, case-insensitively (repeatable: any
+    /// matches): a pod UID, container id or runtime (docker, containerd, cri-o, podman), a
+    /// Slurm job (slurm:4242), a systemd unit, or any part of the cgroup path. Processes with
+    /// no workload match none.
+    #[arg(long, value_name = "PATTERN", value_parser = parse_pattern)]
+    pub workload: Vec<String>,
 
     /// Only rows using at least SIZE of GPU memory (e.g. 512MiB, 1.5GiB, 2G, 100MB): VRAM, plus
     /// GTT-resident bytes for AMD/Intel rows (upstream's "footprint", as `--sort total`). Rows

@@ -134,8 +134,14 @@ pub enum Command {
     /// List the processes holding GPU memory: one row per (process, device).
     #[command(
         long_about = "List the processes holding GPU memory: one row per (process, device).\n\n\
-            Columns: PID USER NAME DEVICE KIND VRAM. KIND is compute, graphics or \
-            compute+graphics (a process in both NVML lists is one row with the larger figure). \
+            Columns: PID USER NAME DEVICE KIND VRAM, then NS PID (the pid inside the \
+            process's own PID namespace, when it differs) and WORKLOAD (its container, pod, \
+            Slurm job or systemd unit, from its cgroup) when some row has one. For NVIDIA, KIND is \
+            compute, graphics or compute+graphics (a process in both NVML lists is one row with \
+            the larger figure); for other GPUs, the engine classes the process used (compute, \
+            graphics, video, copy, other), or idle. Inside a container without the host's /proc, \
+            an NVIDIA row's host PID cannot be named: its NAME says so and a note gives the \
+            remedy. \
             A summary line always goes to stderr. VRAM `?` means the driver did not report a \
             usable figure (JSON null, with the reason under `unknown`).\n\n\
             Exit status: 0, or with --exit-status: 0 rows listed, 1 none, 2 undetermined \
@@ -258,6 +264,33 @@ pub enum Command {
             --max-processes rows (largest VRAM first) and says how many it left out."
     )]
     Record(RecordArgs),
+
+    /// Why a figure could be missing here: one line per check, ok / warn / fail, with the remedy.
+    #[command(
+        long_about = "Why a figure could be missing on this machine: one line per check — NVML \
+            (found, loadable, library and driver versions, mismatch), nvidia-smi, accounting and \
+            persistence modes, /dev/nvidia* and /dev/dri/* access and groups, /proc hidepid, \
+            capabilities for other users' fdinfo (and ptrace_scope), the kernel against the fdinfo \
+            keys of each DRM driver present, runtime-suspended devices, cgroups (whether hmn run \
+            can make its memory cgroup: it creates and removes an empty one), and whether hmn \
+            runs in a container and which PID namespace /proc shows. Each says what it saw and, \
+            when not ok, the exact remedy.\n\n\
+            Exit status: 0 all ok, 1 warnings, 2 failures."
+    )]
+    Doctor,
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    #[command(
+        long_about = "Print a shell completion script on stdout, generated from hmn's own \
+            command line. Install it, e.g.:\n\n  \
+            bash: hmn completions bash | sudo tee /usr/share/bash-completion/completions/hmn\n  \
+            zsh:  hmn completions zsh > \"${fpath[1]}/_hmn\"\n  \
+            fish: hmn completions fish > ~/.config/fish/completions/hmn.fish"
+    )]
+    Completions(CompletionsArgs),
+
+    /// Print hmn's man page (roff) on stdout: `hmn man | man -l -`.
+    Man,
 
     /// Internal: the first step of `hmn run`'s and `hmn spill`'s command (its cgroup, its
     /// terminal, dying with hmn), then the command itself.

@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hypomnesis::cgroup::process_workload;
+use hypomnesis::cgroup::Workload;
 use hypomnesis::{Probe, ProbeOptions};
 
 use crate::args::ServeArgs;
@@ -69,8 +69,8 @@ fn collect(probe: &Probe, top: usize) -> Collection {
         if workloads.contains_key(&p.pid) {
             continue;
         }
-        if let Some(w) = process_workload(probe.roots(), p.pid) {
-            workloads.insert(p.pid, w);
+        if let Some(w) = &p.workload {
+            workloads.insert(p.pid, Workload::from(w));
         }
     }
     Collection {

@@ -8,11 +8,13 @@
 //! - the previous engine counters of each client, so every query after the first reports
 //!   engine utilization over the interval since the one before.
 //!
-//! Submodules: [`fdinfo`] (parser), [`model`] (regions, de-duplication, utilization), [`sysfs`]
-//! (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
+//! Submodules: [`fdinfo`] (parser), [`model`] (regions, de-duplication, utilization), [`kind`]
+//! (a row's engine classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm
+//! compute).
 
 pub(crate) mod fdinfo;
 pub(crate) mod kfd;
+pub(crate) mod kind;
 pub(crate) mod model;
 pub(crate) mod scan;
 pub(crate) mod sysfs;
@@ -64,6 +66,7 @@ pub(crate) struct DrmBackend {
     epoch: Instant,
     index: Mutex<Option<(Instant, FdIndex)>>,
     previous: Mutex<HashMap<ClientKey, EngineSample>>,
+    names: Mutex<HashMap<crate::pci_ids::PciIdentity, Option<String>>>,
 }
 
 /// What one process walk found.
@@ -80,6 +83,7 @@ impl DrmBackend {
             epoch: Instant::now(),
             index: Mutex::new(None),
             previous: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
         }
     }
 
@@ -102,11 +106,31 @@ impl DrmBackend {
                 map.merged.push((f, d.index));
                 continue;
             }
-            out.push(sysfs::read(&self.roots, &f, next, nvml_reason));
+            let mut dev = sysfs::read(&self.roots, &f, next, nvml_reason);
+            if dev.name.is_none() {
+                if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
+                    dev.name = Some(name);
+                    dev.unknown.retain(|u| u.field != "name");
+                }
+            }
+            out.push(dev);
             map.listed.push((f, next));
             next += 1;
         }
         (out, map)
+    }
+
+    /// A device's marketing name from the system's databases ([`crate::pci_ids`]), looked up
+    /// once per identity for the backend's life.
+    fn name_of(&self, id: &crate::pci_ids::PciIdentity) -> Option<String> {
+        let mut names = match self.names.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        names
+            .entry(*id)
+            .or_insert_with(|| crate::pci_ids::name_of(&self.roots, id))
+            .clone()
     }
 
     /// The fd index, rebuilt when older than the configured age (or when `fresh`).
@@ -203,11 +227,16 @@ impl DrmBackend {
             });
         }
         warnings.extend(problems.into_iter().map(Warning::general));
+        let kinds = kind::kinds(&clients);
         let aggregates = model::aggregate(&clients);
         let busy = self.utilization(&samples);
         let mut rows: BTreeMap<(u32, u32), GpuProcess> = BTreeMap::new();
         for ((pid, device), agg) in aggregates {
-            let mut row = GpuProcess::new(pid, device, ProcessKind::Graphics, Source::Fdinfo);
+            let kind = kinds
+                .get(&(pid, device))
+                .copied()
+                .unwrap_or(ProcessKind::Unreported);
+            let mut row = GpuProcess::new(pid, device, kind, Source::Fdinfo);
             row.used_bytes = agg.regions.used_bytes();
             if row.used_bytes.is_none() {
                 if agg.owned.is_empty() && !agg.shared_with.is_empty() {
@@ -235,7 +264,7 @@ impl DrmBackend {
         // A process with a refused client: its figure would be an undercount, so it is unknown.
         for ((pid, device), (reason, detail)) in refused {
             let row = rows.entry((pid, device)).or_insert_with(|| {
-                GpuProcess::new(pid, device, ProcessKind::Graphics, Source::Fdinfo)
+                GpuProcess::new(pid, device, ProcessKind::Unreported, Source::Fdinfo)
             });
             row.used_bytes = None;
             row.regions = None;
@@ -280,7 +309,7 @@ impl DrmBackend {
             let row = rows
                 .entry((pid, device))
                 .or_insert_with(|| GpuProcess::new(pid, device, ProcessKind::Compute, Source::Kfd));
-            row.kind = ProcessKind::Compute;
+            row.kind = row.kind.merge(ProcessKind::Compute);
             if row.used_bytes.is_none_or(|u| bytes > u) {
                 row.used_bytes = Some(bytes);
                 row.source = Source::Kfd;

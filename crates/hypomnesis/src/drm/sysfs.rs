@@ -41,6 +41,10 @@ pub(crate) struct Found {
     pub device_id: Option<u16>,
     pub driver: Option<String>,
     pub runtime_status: Option<RuntimeStatus>,
+    /// `subsystem_vendor` and `subsystem_device` (a PCI board's own ids).
+    pub subsystem: Option<(u16, u16)>,
+    /// `revision` (amdgpu.ids keys on it).
+    pub revision: Option<u8>,
 }
 
 impl Found {
@@ -65,6 +69,19 @@ impl Found {
     }
 
     /// The card node (`cardN`), where per-card attributes such as i915 frequencies live.
+    /// The PCI identity to look a name up by (cached kernel values: reading them never wakes
+    /// a suspended device).
+    pub(crate) fn pci_identity(&self) -> Option<crate::pci_ids::PciIdentity> {
+        let (vendor, device) = (self.vendor_id?, self.device_id?);
+        self.pci?;
+        Some(crate::pci_ids::PciIdentity::new(
+            vendor,
+            device,
+            self.subsystem,
+            self.revision,
+        ))
+    }
+
     pub(crate) fn card_node(&self) -> Option<&str> {
         self.nodes
             .iter()
@@ -140,9 +157,12 @@ fn probe_device(dir: PathBuf) -> Found {
     let pci = field("PCI_SLOT_NAME")
         .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
         .and_then(|s| s.parse::<PciBusId>().ok());
+    let hex = |name: &str| fsread::read_hex_u16(&dir.join(name)).ok();
     Found {
-        vendor_id: fsread::read_hex_u16(&dir.join("vendor")).ok(),
-        device_id: fsread::read_hex_u16(&dir.join("device")).ok(),
+        vendor_id: hex("vendor"),
+        device_id: hex("device"),
+        subsystem: hex("subsystem_vendor").zip(hex("subsystem_device")),
+        revision: hex("revision").and_then(|r| u8::try_from(r).ok()),
         runtime_status: fsread::read_trimmed(&dir.join("power").join("runtime_status"))
             .ok()
             .map(|s| RuntimeStatus::parse(&s)),

@@ -13,9 +13,11 @@
 //! ([`util`]) are read here too; a GPU in MIG mode lists its processes per MIG device.
 //!
 //! Submodules: [`convert`] (pure decoding and guards), [`ffi`] and [`ffi_mig`] (the raw calls,
-//! the crate's only `unsafe`), [`mig`], [`mps`], [`util`].
+//! the crate's only `unsafe`, with [`facts`]: what `hmn doctor` asks, including the version of
+//! a library that failed to initialise), [`mig`], [`mps`], [`util`].
 
 mod convert;
+pub(crate) mod facts;
 mod ffi;
 mod ffi_mig;
 mod mig;

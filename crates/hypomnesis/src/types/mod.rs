@@ -25,6 +25,7 @@ macro_rules! spelled_as_str {
     };
 }
 
+mod kind;
 mod lists;
 mod name;
 mod nvidia;
@@ -35,6 +36,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{
     Backend, BackendState, BackendStatus, DeviceList, ProcessList, Warning, absent_reasons,
     failed_reasons,
@@ -112,7 +114,7 @@ impl Vendor {
     }
 }
 
-spelled_as_str!(Source, ProcessKind; serialize: Vendor, RuntimeStatus);
+spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
 
 /// Why a value is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +140,9 @@ pub enum UnknownReason {
     /// The file that holds it could not be read as a file: not a regular file (a FIFO, a
     /// device node, a socket), or an I/O error.
     Unreadable,
+    /// The process is not visible under the proc root: NVML reported a host pid, and the
+    /// proc root shows a container's own PID namespace.
+    OtherPidNamespace,
 }
 
 impl UnknownReason {
@@ -152,6 +157,7 @@ impl UnknownReason {
             UnknownReason::DeviceError => "device_error",
             UnknownReason::TooLarge => "too_large",
             UnknownReason::Unreadable => "unreadable",
+            UnknownReason::OtherPidNamespace => "other_pid_namespace",
         }
     }
 }
@@ -354,56 +360,6 @@ impl Device {
     }
 }
 
-/// What kind of GPU context a process holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum ProcessKind {
-    /// A compute context (CUDA, OpenCL, ROCm).
-    #[cfg_attr(feature = "serde", serde(rename = "compute"))]
-    Compute,
-    /// A graphics context (OpenGL, Vulkan, a display server).
-    #[cfg_attr(feature = "serde", serde(rename = "graphics"))]
-    Graphics,
-    /// Both.
-    #[cfg_attr(feature = "serde", serde(rename = "compute+graphics"))]
-    ComputeGraphics,
-    /// An MPS client: listed by `nvmlDeviceGetMPSComputeRunningProcesses` (its work runs in
-    /// the MPS server's context; `M+C` in `nvidia-smi pmon`).
-    #[cfg_attr(feature = "serde", serde(rename = "mps"))]
-    Mps,
-    /// The MPS server (`nvidia-cuda-mps-server`): the shared context its clients' work runs
-    /// in.
-    #[cfg_attr(feature = "serde", serde(rename = "mps-server"))]
-    MpsServer,
-}
-
-impl ProcessKind {
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ProcessKind::Compute => "compute",
-            ProcessKind::Graphics => "graphics",
-            ProcessKind::ComputeGraphics => "compute+graphics",
-            ProcessKind::Mps => "mps",
-            ProcessKind::MpsServer => "mps-server",
-        }
-    }
-
-    /// The kind of a process seen in both lists: an MPS role wins (an MPS client is in the
-    /// compute list too), then compute and graphics combine.
-    #[must_use]
-    pub const fn merge(self, other: ProcessKind) -> ProcessKind {
-        match (self, other) {
-            (ProcessKind::MpsServer, _) | (_, ProcessKind::MpsServer) => ProcessKind::MpsServer,
-            (ProcessKind::Mps, _) | (_, ProcessKind::Mps) => ProcessKind::Mps,
-            (ProcessKind::Compute, ProcessKind::Compute) => ProcessKind::Compute,
-            (ProcessKind::Graphics, ProcessKind::Graphics) => ProcessKind::Graphics,
-            _ => ProcessKind::ComputeGraphics,
-        }
-    }
-}
-
 /// One process's use of one device: a row of `hmn ps`.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
@@ -469,6 +425,13 @@ pub struct GpuProcess {
     /// Fields that are `None`, with the reason.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub unknown: Vec<Unknown>,
+    /// The workload holding the process (container, pod, Slurm job, unit), from its cgroup.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub workload: Option<crate::workload::WorkloadInfo>,
+    /// The process's pid in its own, innermost PID namespace (`NSpid`'s last entry), when
+    /// that differs from `pid` (a process in a container, seen from outside).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub ns_pid: Option<u32>,
 }
 
 impl GpuProcess {
@@ -495,6 +458,8 @@ impl GpuProcess {
             drm_clients: Vec::new(),
             shared_with: Vec::new(),
             unknown: Vec::new(),
+            workload: None,
+            ns_pid: None,
         }
     }
 

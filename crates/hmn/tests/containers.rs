@@ -1,0 +1,203 @@
+//! Containers and PID namespaces from the outside and the inside (issue 13): the workload of
+//! each row (column, JSON, `--workload`), the innermost pid, and NVML's host pids in a
+//! container with and without the host's `/proc`.
+
+use hmn_testbed::{FakeNvml, FakeProc, FakeProcess};
+
+use crate::util::{Bed, json, stderr, stdout};
+
+const ID: &str = "4e9a6f0b6d7c1f1a0e8c8f5a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
+const UID_: &str = "8a1c5bc0_0cf5_4b4a_9f8b_0c2f6e7a5d11";
+const HOST_NS: u64 = 4_026_531_836;
+const CTR_NS: u64 = 4_026_532_777;
+
+/// NVML with three processes: a pod's container (host pid 48213, pid 7 inside), a systemd
+/// service, and one in no cgroup file this root can read.
+fn host_bed() -> Bed {
+    let fake = FakeNvml::h100s(1)
+        .process(FakeProcess::compute(0, 48213, 8 << 30))
+        .process(FakeProcess::compute(0, 2000, 2 << 30))
+        .process(FakeProcess::compute(0, 3000, 1 << 30));
+    let bed = Bed::with_nvml(&fake);
+    let fx = bed.fixture();
+    let vllm = FakeProc::new(48213, "vllm");
+    fx.process(&vllm).unwrap();
+    fx.file(
+        "48213/status",
+        &vllm
+            .status_text()
+            .replace("NSpid:\t48213\n", "NSpid:\t48213\t7\n"),
+    )
+    .unwrap();
+    fx.file(
+        "48213/cgroup",
+        &format!(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope\n"
+        ),
+    )
+    .unwrap();
+    fx.process(&FakeProc::new(2000, "ollama")).unwrap();
+    fx.file("2000/cgroup", "0::/system.slice/ollama.service\n")
+        .unwrap();
+    fx.process(&FakeProc::new(3000, "python3")).unwrap();
+    // The host: pid 1 in the initial namespace.
+    fx.process(&FakeProc::new(1, "systemd")).unwrap();
+    fx.pid_ns(1, HOST_NS).unwrap();
+    bed
+}
+
+#[test]
+fn workloads_and_namespace_pids_on_the_host() {
+    let bed = host_bed();
+    let o = bed.run(&["ps", "--sort", "pid"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("  PID  NS PID  USER"), "{out}");
+    assert!(lines[0].ends_with("WORKLOAD"), "{out}");
+    assert!(
+        lines[1].contains("ollama") && lines[1].ends_with("unit:ollama.service"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains("python3") && lines[2].ends_with("  -"),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("48213       7  root")
+            && lines[3]
+                .ends_with("pod:8a1c5bc0-0cf5-4b4a-9f8b-0c2f6e7a5d11/containerd:4e9a6f0b6d7c"),
+        "{out}"
+    );
+    assert!(!stderr(&o).contains("--pid=host"), "{}", stderr(&o));
+
+    let o = bed.run(&["ps", "--json", "--sort", "pid"]);
+    let v = json(&o);
+    let rows = v["processes"].as_array().unwrap();
+    assert_eq!(rows[0]["workload"]["kind"], "unit");
+    assert_eq!(rows[0]["workload"]["unit"], "ollama.service");
+    assert!(rows[0].get("ns_pid").is_none());
+    assert!(
+        rows[1].get("workload").is_none(),
+        "no cgroup file: no workload"
+    );
+    let pod = &rows[2]["workload"];
+    assert_eq!(pod["kind"], "pod");
+    assert_eq!(pod["runtime"], "containerd");
+    assert_eq!(pod["pod_uid"], "8a1c5bc0-0cf5-4b4a-9f8b-0c2f6e7a5d11");
+    assert_eq!(pod["container_id"], ID);
+    assert_eq!(rows[2]["ns_pid"], 7);
+    assert_eq!(rows[2]["name"], "vllm");
+}
+
+#[test]
+fn the_workload_filter() {
+    let bed = host_bed();
+    let pids = |args: &[&str]| -> Vec<u64> {
+        let mut full = vec!["ps", "--json", "--sort", "pid"];
+        full.extend_from_slice(args);
+        let o = bed.run(&full);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        json(&o)["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(pids(&["--workload", "POD"]), [48213]);
+    assert_eq!(
+        pids(&["--workload", &ID[30..50]]),
+        [48213],
+        "inside the full id"
+    );
+    assert_eq!(
+        pids(&["--workload", "ollama", "--workload", "8a1c5bc0"]),
+        [2000, 48213]
+    );
+    assert_eq!(pids(&["--workload", "docker"]), [0u64; 0]);
+    let o = bed.run(&["ps", "--workload", " "]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid filter"), "{}", stderr(&o));
+}
+
+/// A container's own `/proc`: hmn is pid 1 there, its namespace is not the initial one, and
+/// pid 7 is an unrelated shell — which NVML's host pid 7 must not be named after.
+fn container_bed() -> Bed {
+    let fake = FakeNvml::h100s(1)
+        .process(FakeProcess::compute(0, 48213, 8 << 30))
+        .process(FakeProcess::compute(0, 7, 1 << 30));
+    let bed = Bed::with_nvml(&fake);
+    let fx = bed.fixture();
+    fx.process(&FakeProc::new(1, "hmn")).unwrap();
+    fx.process(&FakeProc::new(7, "bash")).unwrap();
+    fx.pid_ns(1, CTR_NS).unwrap();
+    fx.self_link(1).unwrap();
+    bed
+}
+
+#[test]
+fn host_pids_inside_a_container_are_not_named() {
+    let bed = container_bed();
+    let o = bed.run(&["ps", "--sort", "pid"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("bash"), "a wrong name: {out}");
+    assert_eq!(
+        out.matches("(host pid: not visible here)").count(),
+        2,
+        "{out}"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("ps: 2 NVIDIA rows name a host PID that this /proc cannot show")
+            && err.contains("--pid=host")
+            && err.contains("--proc-root /host/proc"),
+        "{err}"
+    );
+    let v = json(&bed.run(&["ps", "--json", "--sort", "pid"]));
+    let row = &v["processes"][0];
+    assert_eq!(row["pid"], 7);
+    assert!(row["name"].is_null() && row["user"].is_null(), "{row}");
+    assert_eq!(row["unknown"][0]["field"], "name");
+    assert_eq!(row["unknown"][0]["reason"], "other_pid_namespace");
+    assert!(
+        row["unknown"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("NVML reports host PID 7"),
+        "{row}"
+    );
+}
+
+#[test]
+fn the_host_proc_mounted_in_a_container_names_every_nvml_pid() {
+    // The same NVML, with --proc-root naming the host's /proc (mounted read-only).
+    let bed = container_bed();
+    let host = bed.path("host-proc");
+    let fx = hmn_testbed::ProcFixture::new(&host).unwrap();
+    fx.meminfo(24_684_084, 24_444_784).unwrap();
+    fx.process(&FakeProc::new(1, "systemd")).unwrap();
+    fx.pid_ns(1, HOST_NS).unwrap();
+    for (pid, name) in [(48213, "vllm"), (7, "kthreadd")] {
+        fx.process(&FakeProc::new(pid, name)).unwrap();
+    }
+    let o = bed.run(&[
+        "ps",
+        "--json",
+        "--sort",
+        "pid",
+        "--proc-root",
+        host.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let names: Vec<&str> = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kthreadd", "vllm"]);
+    assert!(!stderr(&o).contains("--pid=host"));
+}

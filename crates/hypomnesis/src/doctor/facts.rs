@@ -1,0 +1,518 @@
+//! The facts `hmn doctor` judges, and the one function that reads them ([`gather`]); the
+//! parsers are pure.
+
+use std::path::{Path, PathBuf};
+
+use crate::fsread::{self, Cap};
+use crate::pidns::PidView;
+use crate::probe::{Probe, ProbeOptions};
+use crate::roots::Roots;
+
+/// How NVML came up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NvmlState {
+    /// Loaded and initialised.
+    Loaded,
+    /// Not here (no library, driver not loaded, no GPU, disabled): the reason.
+    Absent(String),
+    /// Here but broken: the `nvmlInit` return code when known, and the reason.
+    Failed {
+        /// `nvmlInit`'s code (18: the library does not match the kernel module).
+        code: Option<u32>,
+        /// In words.
+        reason: String,
+    },
+}
+
+/// One NVML device's modes (`Err`: why it could not be read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NvmlDeviceFacts {
+    /// NVML index.
+    pub index: u32,
+    /// Accounting mode.
+    pub accounting: Result<bool, String>,
+    /// Persistence mode.
+    pub persistence: Result<bool, String>,
+}
+
+impl NvmlDeviceFacts {
+    /// A device's facts.
+    pub fn new(
+        index: u32,
+        accounting: Result<bool, String>,
+        persistence: Result<bool, String>,
+    ) -> NvmlDeviceFacts {
+        NvmlDeviceFacts {
+            index,
+            accounting,
+            persistence,
+        }
+    }
+}
+
+/// NVML's facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NvmlFacts {
+    /// The library asked for (a path, or the soname).
+    pub library: String,
+    /// The file the loader mapped, when known (`<proc>/self/maps`).
+    pub loaded_from: Option<PathBuf>,
+    /// How it came up.
+    pub state: NvmlState,
+    /// `nvmlSystemGetNVMLVersion` (read without a successful init too).
+    pub library_version: Option<String>,
+    /// `nvmlSystemGetDriverVersion`.
+    pub driver_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion` (`12040` is 12.4).
+    pub cuda_version: Option<i32>,
+    /// Per device.
+    pub devices: Vec<NvmlDeviceFacts>,
+}
+
+impl NvmlFacts {
+    /// Facts with only a state.
+    pub fn new(library: impl Into<String>, state: NvmlState) -> NvmlFacts {
+        NvmlFacts {
+            library: library.into(),
+            loaded_from: None,
+            state,
+            library_version: None,
+            driver_version: None,
+            cuda_version: None,
+            devices: Vec::new(),
+        }
+    }
+}
+
+/// A device node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DevNode {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its group id.
+    pub gid: u32,
+    /// The group's name, when it resolves.
+    pub group: Option<String>,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Whether this process may open it for reading and writing.
+    pub accessible: bool,
+}
+
+/// Who `hmn` runs as.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UserFacts {
+    /// Effective UID.
+    pub euid: u32,
+    /// Effective GID.
+    pub egid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    /// `CapEff` of `<proc>/self/status`.
+    pub cap_eff: Option<u64>,
+}
+
+impl UserFacts {
+    /// Facts for a user.
+    pub fn new(euid: u32, egid: u32, groups: Vec<u32>, cap_eff: Option<u64>) -> UserFacts {
+        UserFacts {
+            euid,
+            egid,
+            groups,
+            cap_eff,
+        }
+    }
+
+    /// Whether the user is in group `gid`.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.egid == gid || self.groups.contains(&gid)
+    }
+
+    /// Whether the effective capability `bit` is set (`None`: unknown).
+    pub fn has_cap(&self, bit: u32) -> Option<bool> {
+        self.cap_eff.map(|c| c & (1u64 << bit) != 0)
+    }
+}
+
+/// The proc mount's options that hide processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcMount {
+    /// `hidepid=` (`0`, `1`, `2`, `invisible`, `noaccess`, `ptraceable`, or absent).
+    pub hidepid: Option<String>,
+    /// `gid=`: the group exempt from it.
+    pub gid: Option<u32>,
+}
+
+/// A DRM device, as the kernel-version and suspended checks need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrmFacts {
+    /// The kernel driver.
+    pub driver: String,
+    /// PCI address or platform name.
+    pub address: String,
+    /// Whether it is runtime-suspended.
+    pub suspended: bool,
+}
+
+impl DrmFacts {
+    /// A device's facts.
+    pub fn new(driver: &str, address: &str, suspended: bool) -> DrmFacts {
+        DrmFacts {
+            driver: driver.to_string(),
+            address: address.to_string(),
+            suspended,
+        }
+    }
+}
+
+/// What the cgroup check saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CgroupFacts {
+    /// `v2`, `hybrid` (v1 memory controller with a v2 hierarchy), `v1`, or `none`.
+    pub version: &'static str,
+    /// `Ok(group)`: `hmn run` can create its memory cgroup there (tried, and removed again);
+    /// `Err(why)` otherwise.
+    pub creatable: Result<PathBuf, String>,
+    /// `HMN_NO_CGROUP` is set: `hmn run` makes none.
+    pub disabled_by_env: bool,
+}
+
+impl CgroupFacts {
+    /// Facts for a cgroup setup.
+    pub fn new(
+        version: &'static str,
+        creatable: Result<PathBuf, String>,
+        disabled_by_env: bool,
+    ) -> CgroupFacts {
+        CgroupFacts {
+            version,
+            creatable,
+            disabled_by_env,
+        }
+    }
+}
+
+/// Everything the checks judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Facts {
+    /// Where `/proc`, `/sys`, `/dev` are.
+    pub roots: Roots,
+    /// NVML.
+    pub nvml: NvmlFacts,
+    /// The NVIDIA kernel module's version (`<proc>/driver/nvidia/version`, else
+    /// `<sys>/module/nvidia/version`).
+    pub kernel_module_version: Option<String>,
+    /// NVIDIA display/3D controllers on the PCI bus (`<sys>/bus/pci/devices`).
+    pub nvidia_pci_devices: u32,
+    /// The `nvidia-smi` found (configured, or on `PATH`), or why none.
+    pub nvidia_smi: Result<PathBuf, String>,
+    /// `/dev/nvidia*` and `/dev/dri/*` nodes.
+    pub dev_nodes: Vec<DevNode>,
+    /// Who runs.
+    pub user: UserFacts,
+    /// The proc mount (`None`: not found in `<proc>/self/mountinfo`).
+    pub proc_mount: Option<ProcMount>,
+    /// `<proc>/sys/kernel/yama/ptrace_scope` (`None`: no Yama).
+    pub ptrace_scope: Option<u32>,
+    /// `<proc>/sys/kernel/osrelease`.
+    pub kernel_release: Option<String>,
+    /// DRM devices.
+    pub drm: Vec<DrmFacts>,
+    /// cgroups.
+    pub cgroup: CgroupFacts,
+    /// The PID namespace verdict.
+    pub pid: PidView,
+}
+
+impl Facts {
+    /// Facts for a fixture: everything absent or empty, to be filled in.
+    pub fn empty(roots: Roots, pid: PidView) -> Facts {
+        Facts {
+            roots,
+            nvml: NvmlFacts::new(DEFAULT_LIBRARY, NvmlState::Absent("not looked for".into())),
+            kernel_module_version: None,
+            nvidia_pci_devices: 0,
+            nvidia_smi: Err("not looked for".into()),
+            dev_nodes: Vec::new(),
+            user: UserFacts::default(),
+            proc_mount: None,
+            ptrace_scope: None,
+            kernel_release: None,
+            drm: Vec::new(),
+            cgroup: CgroupFacts::new("none", Err("not looked for".into()), false),
+            pid,
+        }
+    }
+}
+
+/// `CapEff` of a `status` text (pure).
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+}
+
+/// The NVIDIA kernel module's version from `/proc/driver/nvidia/version`'s first line (both
+/// spellings: `… Kernel Module  550.135  …` and `… Open Kernel Module for x86_64  580.95.05 …`)
+/// or from `/sys/module/nvidia/version` (the bare version) (pure).
+pub fn parse_nvidia_version(text: &str) -> Option<String> {
+    let first = text.lines().next()?.trim();
+    let digits = |t: &&str| t.chars().next().is_some_and(|c| c.is_ascii_digit()) && t.contains('.');
+    match first.find("Module") {
+        Some(at) => first[at..].split_whitespace().find(digits),
+        None => first.split_whitespace().next().filter(digits),
+    }
+    .map(str::to_string)
+}
+
+/// The options of the proc mount at `mount_point` in a `mountinfo` text (pure).
+pub fn parse_proc_mount(mountinfo: &str, mount_point: &Path) -> Option<ProcMount> {
+    let want = mount_point.to_string_lossy();
+    mountinfo.lines().find_map(|l| {
+        let (before, after) = l.split_once(" - ")?;
+        let point = before.split(' ').nth(4)?;
+        let mut rest = after.split(' ');
+        let fstype = rest.next()?;
+        let _source = rest.next()?;
+        let options = rest.next().unwrap_or_default();
+        (fstype == "proc" && point == want).then(|| {
+            let opt = |k: &str| {
+                options
+                    .split(',')
+                    .find_map(|o| o.strip_prefix(k).map(str::to_string))
+            };
+            ProcMount {
+                hidepid: opt("hidepid="),
+                gid: opt("gid=").and_then(|g| g.parse().ok()),
+            }
+        })
+    })
+}
+
+/// Reads every fact under `options` (the one function of `doctor` that does I/O).
+pub fn gather(options: &ProbeOptions) -> Facts {
+    let roots = options.roots.clone();
+    let probe = Probe::with_options(options.clone());
+    let pid = probe.pid_view().clone();
+    let mut f = Facts::empty(roots.clone(), pid);
+    f.nvml = nvml_facts(&probe, options);
+    f.kernel_module_version =
+        fsread::read_string(&roots.proc.join("driver/nvidia/version"), Cap::PROC_OTHER)
+            .ok()
+            .or_else(|| fsread::read_trimmed(&roots.sys.join("module/nvidia/version")).ok())
+            .and_then(|t| parse_nvidia_version(&t));
+    f.nvidia_pci_devices = nvidia_pci_devices(&roots);
+    f.nvidia_smi = find_nvidia_smi(options);
+    f.dev_nodes = dev_nodes(&roots.dev);
+    let status = fsread::read_string(&roots.proc.join("self/status"), Cap::STATUS).ok();
+    f.user = UserFacts {
+        euid: nix::unistd::geteuid().as_raw(),
+        egid: nix::unistd::getegid().as_raw(),
+        groups: nix::unistd::getgroups()
+            .map(|g| g.iter().map(|g| g.as_raw()).collect())
+            .unwrap_or_default(),
+        cap_eff: status.as_deref().and_then(parse_cap_eff),
+    };
+    f.proc_mount = fsread::read_string(&roots.proc.join("self/mountinfo"), Cap::PROC_STAT)
+        .ok()
+        .and_then(|t| parse_proc_mount(&t, &roots.proc));
+    f.ptrace_scope = fsread::read_u64(&roots.proc.join("sys/kernel/yama/ptrace_scope"))
+        .ok()
+        .and_then(|v| u32::try_from(v).ok());
+    f.kernel_release = fsread::read_trimmed(&roots.proc.join("sys/kernel/osrelease")).ok();
+    f.drm = crate::drm::sysfs::discover(&roots)
+        .iter()
+        .map(|d| DrmFacts {
+            driver: d.driver.clone().unwrap_or_else(|| "unknown".into()),
+            address: d.pci.map_or_else(
+                || {
+                    d.dir
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                },
+                |p| p.to_string(),
+            ),
+            suspended: d.suspended(),
+        })
+        .collect();
+    f.cgroup = cgroup_facts(&roots);
+    f
+}
+
+/// The soname NVML is loaded by when no path is given.
+const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// NVML's state, versions and modes (through the probe's own NVML session).
+fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
+    let library = options
+        .nvml_library
+        .as_ref()
+        .map_or_else(|| DEFAULT_LIBRARY.to_string(), |p| p.display().to_string());
+    let mut f = match probe.nvml_slot() {
+        #[cfg(feature = "nvml")]
+        Ok(backend) => backend.doctor_facts(library.clone()),
+        #[cfg(not(feature = "nvml"))]
+        Ok(never) => match *never {},
+        Err(e) if e.means_absent() => {
+            NvmlFacts::new(library.clone(), NvmlState::Absent(e.to_string()))
+        }
+        Err(e) => {
+            #[cfg(feature = "nvml")]
+            let (code, version) = (
+                crate::nvml::facts::init_code(e),
+                crate::nvml::facts::version_without_init(std::ffi::OsStr::new(&library)),
+            );
+            #[cfg(not(feature = "nvml"))]
+            let (code, version) = (None, None);
+            let mut f = NvmlFacts::new(
+                library.clone(),
+                NvmlState::Failed {
+                    code,
+                    reason: e.to_string(),
+                },
+            );
+            f.library_version = version;
+            f
+        }
+    };
+    if f.state != NvmlState::Loaded {
+        return f;
+    }
+    // The file the loader mapped (this very process's maps).
+    f.loaded_from = fsread::read_string(&options.roots.proc.join("self/maps"), Cap::PROC_STAT)
+        .ok()
+        .and_then(|maps| {
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().nth(5))
+                .find(|p| p.contains("libnvidia-ml"))
+                .map(PathBuf::from)
+        })
+        .or_else(|| options.nvml_library.clone());
+    f
+}
+
+/// NVIDIA display (class 0x03…) devices under `<sys>/bus/pci/devices`.
+fn nvidia_pci_devices(roots: &Roots) -> u32 {
+    let Ok(entries) = fsread::list_dir(&roots.sys.join("bus/pci/devices")) else {
+        return 0;
+    };
+    let n = entries
+        .iter()
+        .filter(|d| {
+            fsread::read_hex_u16(&d.join("vendor")).ok() == Some(0x10de)
+                && fsread::read_trimmed(&d.join("class"))
+                    .is_ok_and(|c| c.trim_start_matches("0x").starts_with("03"))
+        })
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The configured `nvidia-smi`, or the first executable one on `PATH`.
+fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if let Some(p) = &options.nvidia_smi {
+        return if runnable(p) {
+            Ok(p.clone())
+        } else {
+            Err(format!("{} not found or not executable", p.display()))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("nvidia-smi"))
+        .find(|p| runnable(p))
+        .ok_or_else(|| "not on PATH".to_string())
+}
+
+/// `<dev>/nvidia*` and `<dev>/dri/*` (`card*`, `renderD*`).
+fn dev_nodes(dev: &Path) -> Vec<DevNode> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut paths: Vec<PathBuf> = fsread::list_dir(dev)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("nvidia"))
+        })
+        .collect();
+    paths.extend(
+        fsread::list_dir(&dev.join("dri"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with("card") || n.starts_with("renderD")
+                })
+            }),
+    );
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(&path).ok()?;
+            if meta.is_dir() {
+                return None; // /dev/nvidia-caps
+            }
+            let gid = meta.gid();
+            let accessible = nix::unistd::access(
+                &path,
+                nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+            )
+            .is_ok();
+            Some(DevNode {
+                group: nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+                    .ok()
+                    .flatten()
+                    .map(|g| g.name),
+                gid,
+                mode: meta.mode() & 0o7777,
+                accessible,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// The cgroup version, and a real try at `hmn run`'s group (created, then removed).
+fn cgroup_facts(roots: &Roots) -> CgroupFacts {
+    let base = roots.sys.join("fs/cgroup");
+    let version = if base.join("cgroup.controllers").exists() {
+        "v2"
+    } else if base.join("memory").is_dir() && base.join("unified/cgroup.controllers").exists() {
+        "hybrid"
+    } else if base.join("memory").is_dir() {
+        "v1"
+    } else {
+        "none"
+    };
+    let name = format!("hmn-doctor-{}", std::process::id());
+    let creatable = match crate::cgroup::PeakCgroup::create(roots, &name) {
+        Ok(group) => {
+            let dir = group.dir().to_path_buf();
+            match group.remove() {
+                Ok(()) => Ok(dir),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    CgroupFacts {
+        version,
+        creatable,
+        disabled_by_env: std::env::var_os("HMN_NO_CGROUP").is_some_and(|v| !v.is_empty()),
+    }
+}

@@ -1,0 +1,78 @@
+//! What `hmn doctor` asks of NVML ([`crate::doctor`]): versions, and each device's accounting
+//! and persistence modes — and, when `nvmlInit` failed, the library's own version, which NVML
+//! gives without a successful init (so a driver/library mismatch can name both sides).
+
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, OsStr, c_char, c_uint};
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::NvmlLib;
+
+use super::{NvmlBackend, describe};
+use crate::backend_error::BackendError;
+use crate::doctor::{NvmlDeviceFacts, NvmlFacts, NvmlState};
+
+impl NvmlBackend {
+    /// The facts of a loaded, initialised NVML.
+    pub(crate) fn doctor_facts(&self, library: String) -> NvmlFacts {
+        let mut f = NvmlFacts::new(library, NvmlState::Loaded);
+        f.library_version = self.nvml.sys_nvml_version().ok();
+        f.driver_version = self.driver_version.as_ref().ok().cloned();
+        f.cuda_version = self.nvml.sys_cuda_driver_version().ok();
+        let count = self.nvml.device_count().unwrap_or(0);
+        for index in 0..count {
+            let text = |e: NvmlError| describe(&e);
+            let (accounting, persistence) = match self.nvml.device_by_index(index) {
+                Ok(h) => (
+                    h.is_accounting_enabled().map_err(text),
+                    h.is_in_persistent_mode().map_err(text),
+                ),
+                Err(e) => (Err(describe(&e)), Err(describe(&e))),
+            };
+            f.devices
+                .push(NvmlDeviceFacts::new(index, accounting, persistence));
+        }
+        f
+    }
+}
+
+/// `nvmlInit`'s return code inside a backend error, when it has one.
+pub(crate) fn init_code(e: &BackendError) -> Option<u32> {
+    match e {
+        BackendError::InitFailed(err) => Some(match err {
+            NvmlError::LibRmVersionMismatch => 18,
+            NvmlError::UnexpectedVariant(code) => *code,
+            NvmlError::Unknown => 999,
+            _ => return None,
+        }),
+        BackendError::DriverNotLoaded => Some(9),
+        BackendError::NoPermission => Some(4),
+        BackendError::GpuNotFound => Some(28),
+        _ => None,
+    }
+}
+
+/// `nvmlSystemGetNVMLVersion` from `library` without initialising it (the call needs no init).
+/// `None` when the library cannot be loaded or the call fails.
+pub(crate) fn version_without_init(library: &OsStr) -> Option<String> {
+    // SAFETY: loads the same NVML library nvml-wrapper loaded (and unloaded) moments ago from
+    // the same name; its initialisers run again, as on every load.
+    let lib = unsafe { NvmlLib::new(library) }.ok()?;
+    let call = lib.nvmlSystemGetNVMLVersion.as_ref().ok()?;
+    let mut buf = [0 as c_char; 96];
+    let len = c_uint::try_from(buf.len()).ok()?;
+    // SAFETY: `buf` is writable for `len` bytes; NVML writes a NUL-terminated string of at most
+    // `len` bytes into it and keeps no pointer to it.
+    let rc = unsafe { call(buf.as_mut_ptr(), len) };
+    if rc != 0 {
+        return None;
+    }
+    if let Some(last) = buf.last_mut() {
+        *last = 0; // a string that filled the buffer still ends inside it
+    }
+    // SAFETY: `buf` holds a NUL (set above, or NVML's own) within its bounds and lives until
+    // the copy below is made.
+    let text = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Some(text.to_string_lossy().into_owned()).filter(|v| !v.is_empty())
+}
