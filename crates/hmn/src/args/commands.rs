@@ -220,7 +220,7 @@ pub struct ExecArgs {
     /// The standard fd of the terminal whose foreground the command's group takes.
     #[arg(long, value_name = "FD")]
     pub tty: Option<i32>,
-    /// The program's path, its argv[0], then its arguments.
+    /// The program's path, its `argv[0]`, then its arguments.
     #[arg(required = true, num_args = 2.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<std::ffi::OsString>,
 }

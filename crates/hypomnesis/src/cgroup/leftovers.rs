@@ -34,8 +34,10 @@ pub struct StaleCgroup {
 }
 
 impl PeakCgroup {
-    /// Removes the group after moving the processes still in it to its parent (see the
-    /// [module docs](self)); returns how many were moved.
+    /// Removes the group after moving the processes still in it to its parent — the group the
+    /// caller itself is in, where they would have been without it (a daemon the command
+    /// started leaves the tree but not the group); nothing is killed. Returns how many were
+    /// moved.
     ///
     /// # Errors
     /// [`CgroupError::Remove`] when the group cannot be removed (a process could not be moved:
@@ -125,9 +127,10 @@ fn owner_of(name: &str, prefix: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Removes the stale `<prefix><pid>` groups in the caller's own cgroups (see the
-/// [module docs](self)): each group whose pid names no process in the proc root (and is not the
-/// caller), after moving its processes to the caller's group. Best effort: a group that cannot
+/// Removes the stale `<prefix><pid>` groups in the caller's own cgroups — left by a run whose
+/// owner was killed (`SIGKILL`, a crash) before it could remove its group: each group whose pid
+/// names no process in the proc root (and is not the caller), after moving its processes to the
+/// caller's group. Only names made of the prefix and a pid are looked at. Best effort: a group that cannot
 /// be removed is an error in the list, the others are still removed.
 pub fn remove_stale(roots: &Roots, prefix: &str) -> Vec<Result<StaleCgroup, CgroupError>> {
     let me = std::process::id();

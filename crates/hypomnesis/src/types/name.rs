@@ -17,8 +17,10 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-/// A process name: the raw bytes of `comm` (or of `argv[0]`'s base name). See the
-/// [module docs](self) for how it is shown.
+/// A process name: the raw bytes of `comm` (or of `argv[0]`'s base name), never decoded on
+/// the way in. Shown three ways: [`ProcessName::escaped`] for a terminal (also `Display`),
+/// [`ProcessName::to_string_lossy`] and [`ProcessName::bytes_hex`] in JSON (`name` and, only
+/// when not valid UTF-8, `name_bytes_hex`), and the bytes ([`ProcessName::as_bytes`]).
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessName(Vec<u8>);
 
@@ -61,8 +63,9 @@ impl ProcessName {
         Some(out)
     }
 
-    /// The name for a terminal: invalid bytes and control characters escaped (see the
-    /// [module docs](self)).
+    /// The name for a terminal: valid UTF-8 as it is; each byte that is not valid UTF-8 and
+    /// each control character as `\xNN` (`\u{NNNN}` above U+00FF), so a hostile name can
+    /// neither break a line nor send an escape sequence.
     pub fn escaped(&self) -> String {
         let mut out = String::with_capacity(self.0.len());
         for chunk in self.0.utf8_chunks() {
@@ -150,7 +153,7 @@ impl PartialEq<&str> for ProcessName {
 }
 
 /// Serialised as the lossy text (the JSON `name`); the containing types add `name_bytes_hex`
-/// beside it through [`serde_fields`].
+/// beside it through `serde_fields`.
 #[cfg(feature = "serde")]
 impl serde::Serialize for ProcessName {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
