@@ -2,8 +2,7 @@
 //! instance, `serve`'s dcgm-compatible labels, `run` and `watch`, an instance destroyed at
 //! every call, and a driver too old for MIG — clear output, exit codes, never a panic.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess};
 use serde_json::Value;
@@ -173,39 +172,7 @@ fn fits_judges_a_mig_device_against_its_own_memory() {
 #[test]
 fn serve_labels_join_dcgm_exporter() {
     let bed = mig_bed();
-    let mut child = bed
-        .cmd(&["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stderr.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let body = loop {
-        let (status, _, body) = crate::serve::get(&addr, "/metrics", &[]);
-        if status == 200 {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "no metrics");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = child.kill();
-    let _ = child.wait();
-    let (ok, lint) = crate::serve::promtool(&body);
-    assert!(ok, "{lint}\n{body}");
+    let body = crate::serve::scrape_lint_clean(&bed);
     let parent = "UUID=\"GPU-0d0831da-0c98-2717-6446-8acd91d39b65\"";
     for want in [
         format!(
@@ -276,12 +243,9 @@ fn watch_follows_a_mig_device_and_says_what_mig_hides() {
     sleeper.wait().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let row = out.lines().nth(1).unwrap();
+    let row = crate::util::before_column(&out, 1, "WORKLOAD");
     assert!(row.contains("sleep") && row.contains("2 GiB"), "{out}");
-    assert!(
-        row.trim_end().ends_with('-'),
-        "no SM figure under MIG: {out}"
-    );
+    assert!(row.ends_with('-'), "no SM figure under MIG: {out}");
     let err = stderr(&o);
     assert!(err.contains("(top 5 on MIG-ee69)"), "{err}");
     assert!(

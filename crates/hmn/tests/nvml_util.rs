@@ -1,8 +1,7 @@
 //! NVML per-process utilization and accounting records outside MIG: `watch`'s SM column and
 //! closing lines (and their JSON), `serve`'s utilization series.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use hmn_testbed::{FakeDevice, FakeNvml, FakeProc, FakeProcess, FakeSample};
 use serde_json::Value;
@@ -39,8 +38,8 @@ fn watch_shows_sm_and_the_drivers_records() {
     sleeper.wait().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let row = out.lines().nth(1).unwrap();
-    assert!(row.trim_end().ends_with("37%"), "{out}");
+    let row = crate::util::before_column(&out, 1, "WORKLOAD");
+    assert!(row.ends_with("37%"), "{out}");
     let err = stderr(&o);
     assert!(
         err.contains(&format!(
@@ -70,39 +69,7 @@ fn serve_exports_per_process_utilization() {
     bed.fixture()
         .process(&FakeProc::new(4242, "python3"))
         .unwrap();
-    let mut child = bed
-        .cmd(&["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stderr.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let body = loop {
-        let (status, _, body) = crate::serve::get(&addr, "/metrics", &[]);
-        if status == 200 {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "no metrics");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = child.kill();
-    let _ = child.wait();
-    let (ok, lint) = crate::serve::promtool(&body);
-    assert!(ok, "{lint}\n{body}");
+    let body = crate::serve::scrape_lint_clean(&bed);
     let labels = "gpu=\"0\",gpu_uuid=\"GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e0000\",pid=\"4242\",comm=\"python3\"";
     for (engine, value) in [("sm", "0.37"), ("memory", "0.12"), ("encoder", "0.05")] {
         let want =

@@ -538,7 +538,7 @@ fn watch_top_by_vram_and_bad_pids() {
         head[..8],
         ["TIME", "PID", "NAME", "RSS", "ΔRSS", "VRAM", "ΔVRAM", "SM"]
     );
-    assert!(head.len() == 7 || head[7..] == ["WORKLOAD"], "{head:?}");
+    assert!(head.len() == 8 || head[8..] == ["WORKLOAD"], "{head:?}");
     assert!(
         lines[1].contains("sleep") && lines[1].contains("3 GiB"),
         "{out}"

@@ -88,6 +88,41 @@ pub fn start(extra: &[&str], env: &[(&str, &str)]) -> Server {
     server
 }
 
+/// Starts `hmn serve` over `bed`, takes one scrape of `/metrics` once it answers, stops it, and
+/// returns the exposition after checking it with `promtool`.
+pub fn scrape_lint_clean(bed: &Bed) -> String {
+    let mut child = bed
+        .cmd(&["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let (status, _, body) = get(&addr, "/metrics", &[]);
+        if status == 200 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no metrics");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let (ok, lint) = promtool(&body);
+    assert!(ok, "{lint}\n{body}");
+    body
+}
+
 /// One HTTP/1.1 request on a new connection: (status, headers, body).
 pub fn get(addr: &str, path: &str, headers: &[&str]) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -52,3 +52,24 @@ pub fn json(o: &Output) -> Value {
         )
     })
 }
+
+/// Line `line` of a text table, cut before the column headed `header` (the whole line when the
+/// table has no such column): for asserting on the columns before one that depends on the
+/// machine, such as `WORKLOAD` (the test process's own cgroup). Headers are left-aligned over
+/// left-aligned cells, so the cut is at the header's first character.
+pub fn before_column(table: &str, line: usize, header: &str) -> String {
+    let mut lines = table.lines();
+    let head = lines.next().unwrap_or_default();
+    let row = table.lines().nth(line).unwrap_or_default();
+    match head.find(header) {
+        Some(at) => {
+            let chars = head[..at].chars().count();
+            row.chars()
+                .take(chars)
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        }
+        None => row.trim_end().to_string(),
+    }
+}

@@ -502,8 +502,20 @@ mod tests {
         assert_eq!(t.largest_process_peak_rss_bytes, Some(150 * MIB));
         assert_eq!(t.devices.len(), 1);
         assert_eq!(t.devices[0].vram_accounting, AccountingState::Unavailable);
+        // A cgroup's peak is floored too: a page resident in a process but charged to another
+        // cgroup (a shared library first read elsewhere) is in its RSS, not in the group's.
         let t = TreePeaks::from_report(&r, None, Some((70 * MIB, CgroupVersion::V2)));
-        assert_eq!(t.peak_ram.bytes, 70 * MIB);
+        assert_eq!(
+            t.peak_ram,
+            PeakRam::new(150 * MIB, PeakRamSource::CgroupV2MemoryPeak)
+        );
+        let t = TreePeaks::from_report(&r, Some(160 * MIB), Some((200 * MIB, CgroupVersion::V1)));
+        assert_eq!(
+            t.peak_ram,
+            PeakRam::new(200 * MIB, PeakRamSource::CgroupV1MaxUsage)
+        );
+        assert_eq!(t.largest_process_peak_rss_bytes, Some(160 * MIB));
+        let t = TreePeaks::from_report(&r, None, Some((70 * MIB, CgroupVersion::V2)));
         assert_eq!(
             t.largest_process_peak_rss_bytes,
             Some(150 * MIB),
