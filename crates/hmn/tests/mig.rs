@@ -304,3 +304,22 @@ fn a_driver_too_old_for_mig_says_so_and_still_answers() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
+
+#[test]
+fn record_and_top_name_each_rows_mig_device() {
+    let bed = mig_bed();
+    let o = bed.run(&["record", "--interval", "100ms", "--duration", "150ms", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let rows = line["processes"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{line}");
+    for r in rows {
+        assert_eq!(r["mig_index"], 0, "{r}");
+        assert_eq!(r["mig"], "1c.3g.40gb GI 1 CI 0", "{r}");
+        assert!(
+            r.get("engines").is_none(),
+            "no utilization under MIG, never 0%: {r}"
+        );
+    }
+}

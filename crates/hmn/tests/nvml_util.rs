@@ -78,3 +78,26 @@ fn serve_exports_per_process_utilization() {
     }
     assert!(!body.contains("GPU_I_ID"), "no MIG labels outside MIG");
 }
+
+#[test]
+fn record_carries_nvml_sm_encoder_and_decoder_use() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0))
+        .process(FakeProcess::compute(0, 4242, 3 << 30))
+        .sample(FakeSample::new(0, 4242, [37, 12, 5, 0]));
+    let bed = Bed::with_nvml(&fake);
+    bed.fixture()
+        .process(&FakeProc::new(4242, "python3"))
+        .unwrap();
+    let o = bed.run(&["record", "--interval", "100ms", "--duration", "150ms", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let row = &line["processes"][0];
+    assert_eq!(row["pid"], 4242, "{line}");
+    assert_eq!(
+        row["engines"],
+        serde_json::json!({"sm": 37.0, "encoder": 5.0, "decoder": 0.0}),
+        "{row}"
+    );
+}

@@ -160,9 +160,9 @@ impl Collector {
                 name: id.name.map(|n| cut(n.escaped(), TEXT_MAX)),
                 uid: id.uid,
                 user: id.user.map(|n| cut(n, TEXT_MAX)),
-                workload: hypomnesis::cgroup::process_workload(roots, pid).map(|w| WorkloadView {
-                    kind: w.kind().to_string(),
-                    name: cut(w.name().to_string(), TEXT_MAX),
+                workload: hypomnesis::workload::of_process(roots, pid).map(|w| WorkloadView {
+                    kind: w.kind.as_str().to_string(),
+                    name: cut(w.label(), TEXT_MAX),
                 }),
                 cmdline: cmdline(roots, pid),
                 last_seen: tick,
@@ -199,6 +199,9 @@ impl Collector {
         };
         for p in &list.processes {
             let mut row = ProcessRow::from_gpu(p);
+            if p.mig_index.is_some() {
+                row.mig = Some(cut(crate::ps::mig_cell(p, &list), TEXT_MAX));
+            }
             let st = stat(p.pid);
             match &st {
                 Some(st) => {

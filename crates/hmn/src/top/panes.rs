@@ -194,8 +194,10 @@ pub fn help_lines(app: &App) -> Vec<String> {
         }
     }
     l.push(String::new());
-    l.push("Columns: KIND C compute, G graphics; VRAM on that device (sh N: counted".to_string());
-    l.push("on pid N's row); RSS host memory; GPU% busiest engine (DRM GPUs).".to_string());
+    l.push("Columns: DEV the GPU (/N its MIG device N); KIND C compute, G graphics,".to_string());
+    l.push("V video, D copy, M MPS client, MS MPS server, - idle; VRAM on that device".to_string());
+    l.push("(sh N: counted on pid N's row); RSS host memory; GPU% busiest engine".to_string());
+    l.push("(DRM engine classes; NVIDIA SM, encoder, decoder from NVML's samples).".to_string());
     l.push("? means unknown (never 0). Memory bars: █ used ▒ reserved ░ free.".to_string());
     if let Some((ms, calibrated)) = app.rescan {
         l.push(format!(

@@ -44,7 +44,7 @@ impl Column {
             Column::Vram => "VRAM",
             Column::Rss => "RSS",
             Column::Engine => "GPU%",
-            Column::Workload => "CONTAINER/UNIT",
+            Column::Workload => "WORKLOAD",
         }
     }
 

@@ -185,9 +185,15 @@ pub struct ProcessRow {
     /// Lower pids whose shared DRM clients are counted on their row, not this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_with: Vec<u32>,
-    /// The container, pod or systemd unit, from the process's cgroup.
+    /// The container, pod, Slurm job or systemd unit, from the process's cgroup
+    /// (`hypomnesis::workload`, as `hmn ps`'s WORKLOAD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadView>,
+    /// The MIG device the row runs in (index on its GPU) and its instance, `1g.10gb GI 1 CI 0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
     /// The command line, arguments separated by spaces (cut at [`CMDLINE_MAX`] bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmdline: Option<String>,
@@ -336,6 +342,27 @@ fn regions_view(r: &ProcessRegions) -> RegionsView {
     }
 }
 
+/// A row's engine use: a DRM row's engine classes; an NVIDIA row's SM, encoder and decoder
+/// use from NVML's per-process samples (the memory controller is not an engine: `ps --util`
+/// shows it).
+fn engines(p: &GpuProcess) -> BTreeMap<String, f64> {
+    if let Some(u) = &p.utilization {
+        return [
+            ("sm", u.sm_percent),
+            ("encoder", u.encoder_percent),
+            ("decoder", u.decoder_percent),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), f64::from(v)))
+        .collect();
+    }
+    p.engines
+        .iter()
+        .take(32)
+        .map(|(k, v)| (cut(k.clone(), 32), v.busy_percent))
+        .collect()
+}
+
 impl ProcessRow {
     /// A row from the library's, before the host figures are added.
     pub fn from_gpu(p: &GpuProcess) -> ProcessRow {
@@ -350,16 +377,13 @@ impl ProcessRow {
             kind: p.kind.as_str().to_string(),
             vram_bytes: p.used_bytes,
             rss_bytes: None,
-            engines: p
-                .engines
-                .iter()
-                .take(32)
-                .map(|(k, v)| (cut(k.clone(), 32), v.busy_percent))
-                .collect(),
+            engines: engines(p),
             regions: p.regions.as_ref().map(regions_view),
             drm_clients: p.drm_clients.iter().take(64).copied().collect(),
             shared_with: p.shared_with.iter().take(64).copied().collect(),
             workload: None,
+            mig_index: p.mig_index,
+            mig: None,
             cmdline: None,
             source: p.source.as_str().to_string(),
             unknown: unknowns(&p.unknown),
@@ -457,6 +481,17 @@ mod tests {
         );
         r.cmdline = Some("x".repeat(10));
         r
+    }
+
+    #[test]
+    fn an_nvidia_row_shows_its_sm_encoder_and_decoder_use() {
+        let mut g = hypomnesis::test_helpers::GpuProcessBuilder::new(9, 0).build();
+        g.utilization = Some(hypomnesis::ProcessUtilization::new(37, 12, 5, 0, true, 0));
+        let r = ProcessRow::from_gpu(&g);
+        assert_eq!(r.busiest_engine(), Some(("sm", 37.0)));
+        assert_eq!(r.engines.len(), 3, "the memory controller is not an engine");
+        g.utilization = None;
+        assert!(ProcessRow::from_gpu(&g).busiest_engine().is_none());
     }
 
     #[test]

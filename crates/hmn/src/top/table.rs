@@ -17,11 +17,11 @@ fn width_of(c: Column) -> usize {
         Column::Pid => 7,
         Column::User => 8,
         Column::Name => 0,
-        Column::Device => 3,
+        Column::Device => 4,
         Column::Kind => 4,
         Column::Vram | Column::Rss => 9,
         Column::Engine => 8,
-        Column::Workload => 14,
+        Column::Workload => 13,
     }
 }
 
@@ -57,13 +57,28 @@ pub fn fit(s: &str, w: usize, right_align: bool) -> String {
     out + &" ".repeat(w.saturating_sub(used + 1))
 }
 
-fn kind_cell(kind: &str) -> &'static str {
+/// The KIND cell: a letter per engine class the process used (`C` compute, `G` graphics, `V`
+/// video, `D` copy/DMA, `O` other, joined by `+`), `M` an MPS client, `MS` the MPS server, `-`
+/// idle, `?` unknown.
+fn kind_cell(kind: &str) -> String {
     match kind {
-        "compute" => "C",
-        "graphics" => "G",
-        "compute+graphics" => "C+G",
-        _ => "?",
+        "mps" => return "M".to_string(),
+        "mps-server" => return "MS".to_string(),
+        "idle" => return "-".to_string(),
+        _ => {}
     }
+    let letters: Option<Vec<&str>> = kind
+        .split('+')
+        .map(|class| match class {
+            "compute" => Some("C"),
+            "graphics" => Some("G"),
+            "video" => Some("V"),
+            "copy" => Some("D"),
+            "other" => Some("O"),
+            _ => None,
+        })
+        .collect();
+    letters.map_or_else(|| "?".to_string(), |l| l.join("+"))
 }
 
 /// The VRAM cell: the bytes, `?` when unknown, or where a shared client is counted.
@@ -79,8 +94,11 @@ fn cell(r: &ProcessRow, c: Column) -> String {
         Column::Pid => r.pid.to_string(),
         Column::User => r.user_cell(),
         Column::Name => r.name_or_unknown().to_string(),
-        Column::Device => r.device_index.to_string(),
-        Column::Kind => kind_cell(&r.kind).to_string(),
+        Column::Device => match r.mig_index {
+            Some(m) => format!("{}/{m}", r.device_index),
+            None => r.device_index.to_string(),
+        },
+        Column::Kind => kind_cell(&r.kind),
         Column::Vram => vram_cell(r),
         Column::Rss => opt_bytes(r.rss_bytes),
         Column::Engine => r
@@ -237,7 +255,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
     ));
     out.push(match &r.workload {
         Some(w) => format!("{}: {}", w.kind, w.name),
-        None => "container/unit: ? (no cgroup read)".to_string(),
+        None => "workload: - (none named by its cgroup, or no cgroup read)".to_string(),
     });
     let devices: Vec<&ProcessRow> = s.processes.iter().filter(|p| p.pid == r.pid).collect();
     for p in devices {
@@ -252,6 +270,12 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
             p.kind,
             p.source
         ));
+        if let Some(m) = &p.mig {
+            out.push(format!(
+                "  MIG device {}: {m}",
+                p.mig_index.unwrap_or_default()
+            ));
+        }
     }
     out.push(format!("host RSS {}", opt_bytes(r.rss_bytes)));
     if let Some(reg) = &r.regions {
@@ -306,6 +330,36 @@ pub fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_cells_name_every_class_and_mps_role() {
+        for (kind, cell) in [
+            ("compute", "C"),
+            ("graphics", "G"),
+            ("compute+graphics", "C+G"),
+            ("graphics+video+copy", "G+V+D"),
+            ("other", "O"),
+            ("idle", "-"),
+            ("unknown", "?"),
+            ("mps", "M"),
+            ("mps-server", "MS"),
+            ("graphics+warp", "?"),
+        ] {
+            assert_eq!(kind_cell(kind), cell, "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_mig_row_names_its_mig_device_in_dev_and_the_detail() {
+        let mut g = hypomnesis::test_helpers::GpuProcessBuilder::new(7, 1)
+            .used_bytes(Some(1 << 30))
+            .build();
+        g.mig_index = Some(2);
+        let mut r = ProcessRow::from_gpu(&g);
+        assert_eq!(cell(&r, Column::Device), "1/2");
+        r.mig_index = None;
+        assert_eq!(cell(&r, Column::Device), "1");
+    }
 
     #[test]
     fn fit_pads_cuts_and_aligns_by_display_width() {

@@ -148,14 +148,7 @@ fn the_fake_nvml_draws_devices_processes_and_host_memory() {
     // Rows: largest VRAM first, RSS from stat (524288 pages of 4 KiB), unknown VRAM as `?`.
     let header = row_of(&s, "PID");
     for col in [
-        "USER",
-        "NAME",
-        "DEV",
-        "KIND",
-        "VRAM▼",
-        "RSS",
-        "GPU%",
-        "CONTAINER/UNIT",
+        "USER", "NAME", "DEV", "KIND", "VRAM▼", "RSS", "GPU%", "WORKLOAD",
     ] {
         assert!(header.contains(col), "{header}");
     }
