@@ -1,8 +1,6 @@
 //! Text formatting shared by the subcommands: byte sizes, terminal-safe text, CSV fields and a
 //! column table measured in display width (so CJK names align).
 
-use std::fmt::Write as _;
-
 use unicode_width::UnicodeWidthStr;
 
 const KIB: u64 = 1024;
@@ -36,20 +34,7 @@ pub fn opt_bytes(n: Option<u64>) -> String {
 /// Makes text safe for a terminal: control characters (including escape sequences a hostile
 /// process name could carry) are shown as `\x..` / `\u{..}` escapes.
 pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            let code = u32::from(c);
-            if code < 0x100 {
-                let _ = write!(out, "\\x{code:02x}");
-            } else {
-                let _ = write!(out, "\\u{{{code:x}}}");
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    hypomnesis::ProcessName::escape_str(text)
 }
 
 /// Column alignment.

@@ -191,18 +191,7 @@ fn ps_csv() {
 #[test]
 fn ps_filters() {
     let bed = bed_with_processes();
-    let pids = |args: &[&str]| -> Vec<u64> {
-        let mut full = vec!["ps", "--json", "--sort", "pid"];
-        full.extend_from_slice(args);
-        let o = bed.run(&full);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        json(&o)["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["pid"].as_u64().unwrap())
-            .collect()
-    };
+    let pids = |args: &[&str]| -> Vec<u64> { bed.ps_pids(&[&["--sort", "pid"], args].concat()) };
     assert_eq!(pids(&["--device", "1"]), vec![5151, 6000]);
     assert_eq!(pids(&["--pid", "4242,1000"]), vec![1000, 4242]);
     assert_eq!(pids(&["--user", "root"]), vec![1000, 4242, 6000]);

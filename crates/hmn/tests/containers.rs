@@ -93,18 +93,7 @@ fn workloads_and_namespace_pids_on_the_host() {
 #[test]
 fn the_workload_filter() {
     let bed = host_bed();
-    let pids = |args: &[&str]| -> Vec<u64> {
-        let mut full = vec!["ps", "--json", "--sort", "pid"];
-        full.extend_from_slice(args);
-        let o = bed.run(&full);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        json(&o)["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["pid"].as_u64().unwrap())
-            .collect()
-    };
+    let pids = |args: &[&str]| -> Vec<u64> { bed.ps_pids(&[&["--sort", "pid"], args].concat()) };
     assert_eq!(pids(&["--workload", "POD"]), [48213]);
     assert_eq!(
         pids(&["--workload", &ID[30..50]]),

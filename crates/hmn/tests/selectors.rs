@@ -22,16 +22,7 @@ fn two_gpus() -> Bed {
 }
 
 fn ps_pids(bed: &Bed, args: &[&str]) -> Vec<u64> {
-    let mut all = vec!["ps", "--json"];
-    all.extend_from_slice(args);
-    let o = bed.run(&all);
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    json(&o)["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap())
-        .collect()
+    bed.ps_pids(args)
 }
 
 #[test]

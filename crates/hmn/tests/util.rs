@@ -25,6 +25,20 @@ impl Bed {
         self.cmd(args).output().unwrap()
     }
 
+    /// The pids of `hmn ps --json ARGS`, in its order (asserting it succeeded).
+    pub fn ps_pids(&self, args: &[&str]) -> Vec<u64> {
+        let mut all = vec!["ps", "--json"];
+        all.extend_from_slice(args);
+        let o = self.run(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        json(&o)["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect()
+    }
+
     /// Output with this bed's directory replaced by `<tmp>`.
     pub fn normalised(&self, bytes: &[u8]) -> String {
         let text = String::from_utf8(bytes.to_vec()).unwrap();

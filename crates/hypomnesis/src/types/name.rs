@@ -90,6 +90,18 @@ impl ProcessName {
     }
 }
 
+impl ProcessName {
+    /// Any text escaped for a terminal as a name is (a command line, a user name, a message
+    /// that quotes one): each control character as `\xNN` (`\u{NNNN}` above U+00FF).
+    pub fn escape_str(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            push_char(&mut out, c);
+        }
+        out
+    }
+}
+
 /// One character for a terminal: itself, or `\xNN` / `\u{N}` for a control character.
 fn push_char(out: &mut String, c: char) {
     if c.is_control() {
