@@ -106,6 +106,10 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
 /// # Errors
 /// [`Error::NotFound`] when the process is gone; [`Error::Parse`] on a malformed file.
 pub fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, Error> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return super::native::read_stat(pid);
+    }
     fsread::read_pid_file(roots, pid, "stat", parse_stat)
 }
 
@@ -223,6 +227,14 @@ impl ProcessTable {
     /// # Errors
     /// When the proc root cannot be listed; the table is then left as it was.
     pub fn refresh(&mut self, roots: &Roots) -> Result<(), Error> {
+        #[cfg(any(windows, target_os = "macos"))]
+        if roots.is_system() {
+            self.stats = super::native::all_stats()?
+                .into_iter()
+                .map(|st| (st.pid, st))
+                .collect();
+            return Ok(());
+        }
         let live: HashSet<u32> = fsread::list_pids(&roots.proc)?.into_iter().collect();
         self.stats.retain(|pid, _| live.contains(pid));
         for pid in live {
