@@ -26,6 +26,7 @@ mod run;
 #[cfg(feature = "serve")]
 mod serve;
 mod spill;
+#[cfg(unix)]
 mod top;
 mod watch;
 
@@ -70,6 +71,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    #[cfg(unix)]
     if let Some(Command::CgroupExec(a)) = &cli.command {
         return Ok(run::cgroup_exec(&a.procs, &a.command));
     }
@@ -85,9 +87,15 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(opts, &args, out),
-        #[cfg(feature = "top")]
+        #[cfg(all(feature = "top", unix))]
         Some(Command::Top(args)) => top::run(opts, &args),
+        #[cfg(unix)]
         Some(Command::Record(args)) => top::record::run(opts, &args),
+        // Platform seam: `top` and `record` use POSIX terminals and signals.
+        #[cfg(all(feature = "top", not(unix)))]
+        Some(Command::Top(_)) => anyhow::bail!("top: not supported on this platform yet"),
+        #[cfg(not(unix))]
+        Some(Command::Record(_)) => anyhow::bail!("record: not supported on this platform yet"),
         Some(Command::CgroupExec(_)) => Ok(ExitCode::from(2)),
     }
 }

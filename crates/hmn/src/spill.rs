@@ -10,6 +10,7 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write;
+#[cfg(unix)]
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -285,9 +286,12 @@ fn spawn(
     program: &OsString,
     rest: &[OsString],
 ) -> std::io::Result<std::process::Child> {
-    Command::new(path)
-        .arg0(program)
-        .args(rest)
+    let mut cmd = Command::new(path);
+    #[cfg(unix)]
+    cmd.arg0(program);
+    #[cfg(not(unix))]
+    let _ = program;
+    cmd.args(rest)
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
