@@ -18,7 +18,8 @@ mod child;
 #[path = "child_portable.rs"]
 mod child;
 // The portable runner's own tests also run on Linux.
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 #[allow(dead_code)]
 mod child_portable;
 pub(crate) mod compat;
