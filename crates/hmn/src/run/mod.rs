@@ -171,7 +171,10 @@ pub fn run(
     );
     // Windows: the Job object's continuous peak of the whole tree is the headline.
     #[cfg(windows)]
-    if let Some(peak) = job.as_ref().and_then(|j| j.peak_memory_bytes().ok()) {
+    if let Some(peak) = job
+        .as_ref()
+        .and_then(|j| j.peak_memory_bytes().ok().flatten())
+    {
         report.peak_ram = hypomnesis::peaks::PeakRam::new(
             peak,
             hypomnesis::peaks::PeakRamSource::JobPeakMemoryUsed,

@@ -122,6 +122,16 @@ pub(crate) fn process_memory(pid: u32, detail: MemoryDetail) -> Result<ProcessMe
         UnknownReason::Unsupported,
         "Windows gives no per-process swap figure (private_bytes is the commit charge)",
     )];
+    // A live process always has private bytes; 0 means the system does not keep the counter
+    // (Wine), so it is unknown, not zero.
+    let private = Some(c.PrivateUsage as u64).filter(|b| *b > 0);
+    if private.is_none() {
+        unknown.push(Unknown::new(
+            "private_bytes",
+            UnknownReason::Unsupported,
+            "the system reported 0 private bytes (counter not kept, as under Wine)",
+        ));
+    }
     if detail == MemoryDetail::WithPss {
         unknown.push(Unknown::new(
             "pss_bytes",
@@ -135,7 +145,7 @@ pub(crate) fn process_memory(pid: u32, detail: MemoryDetail) -> Result<ProcessMe
         peak_rss_bytes: Some(c.PeakWorkingSetSize as u64),
         swap_bytes: None,
         pss_bytes: None,
-        private_bytes: Some(c.PrivateUsage as u64),
+        private_bytes: private,
         unknown,
     })
 }

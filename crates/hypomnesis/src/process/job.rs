@@ -82,11 +82,13 @@ impl Job {
         let _ = unsafe { TerminateJobObject(self.handle, exit_code) };
     }
 
-    /// The peak of the committed memory of all the job's processes together, in bytes.
+    /// The peak of the committed memory of all the job's processes together, in bytes;
+    /// `Ok(None)` when the system reports 0, which no process that ran can have: the counter is
+    /// not kept (Wine), so the figure is unknown rather than zero.
     ///
     /// # Errors
     /// The `QueryInformationJobObject` failure.
-    pub fn peak_memory_bytes(&self) -> Result<u64, Error> {
+    pub fn peak_memory_bytes(&self) -> Result<Option<u64>, Error> {
         let mut info = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
         // SAFETY: `info` is a live, writable JOBOBJECT_EXTENDED_LIMIT_INFORMATION and the
         // length is its size.
@@ -100,7 +102,7 @@ impl Job {
             )
         }
         .map_err(|e| job_error("QueryInformationJobObject", &e))?;
-        Ok(info.PeakJobMemoryUsed as u64)
+        Ok(Some(info.PeakJobMemoryUsed as u64).filter(|b| *b > 0))
     }
 
     /// How many processes are in the job now.
