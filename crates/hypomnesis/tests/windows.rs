@@ -10,6 +10,7 @@
 //! program), including the hard time bound. DXGI and PDH are not here: Wine has no GPU
 //! counters; their logic is tested with fakes in the library's unit tests.
 #![cfg(windows)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
