@@ -50,7 +50,7 @@
 //! # Ok::<(), hypomnesis::HypomnesisError>(())
 //! ```
 
-mod fold;
+pub(crate) mod fold;
 mod source;
 
 use std::time::{Duration, Instant};
