@@ -152,8 +152,8 @@ pub mod fuzzing {
 }
 pub mod types;
 // Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
-// is Windows-only (`wddm/windows.rs`). Not yet dispatched from the Probe (see SUPPORT.md).
-#[allow(dead_code)]
+// is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
+#[cfg_attr(not(windows), allow(dead_code))]
 mod wddm;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.

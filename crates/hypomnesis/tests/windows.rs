@@ -293,3 +293,36 @@ fn a_hung_nvidia_smi_exe_is_killed_at_the_deadline() {
     let state = format!("{:?}", smi.state);
     assert!(state.contains("500"), "names the timeout: {state}");
 }
+
+/// DXGI and PDH run for real (Wine has a DXGI but no GPU counters): the backend reports a
+/// state, and every DXGI device's usage is a figure or an unknown with its reason.
+#[test]
+fn dxgi_and_pdh_answer_without_inventing_figures() {
+    let p = Probe::with_options(
+        ProbeOptions::default()
+            .nvml_library("no-such-nvml.dll")
+            .use_nvidia_smi(false),
+    );
+    let list = p.devices();
+    let dxgi = list
+        .backends
+        .iter()
+        .find(|b| b.backend == hypomnesis::Backend::Dxgi)
+        .expect("a DXGI status");
+    eprintln!("DXGI: {:?}", dxgi.state);
+    for d in list.devices.iter().filter(|d| d.source == Source::Dxgi) {
+        eprintln!("{d:?}");
+        assert!(d.memory.total_bytes.is_some_and(|t| t > 0));
+        assert!(
+            d.memory.used_bytes.is_some()
+                || d.unknown.iter().any(|u| u.field == "memory.used_bytes"),
+            "{d:?}"
+        );
+    }
+    let procs = p.gpu_processes();
+    assert!(procs.processes.iter().all(|r| r.used_bytes.is_some()));
+    // Spill: measurable only with PDH's adapter counters, which Wine does not have.
+    if under_wine() {
+        assert!(!hypomnesis::is_spill_measurable());
+    }
+}

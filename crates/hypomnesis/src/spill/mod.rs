@@ -51,7 +51,7 @@
 //! ```
 
 pub(crate) mod fold;
-mod source;
+pub(crate) mod source;
 
 use std::time::{Duration, Instant};
 

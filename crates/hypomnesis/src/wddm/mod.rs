@@ -21,6 +21,7 @@
 //! the resident system memory backing GPU allocations. Not compute-only: the compositor and
 //! browsers are listed too.
 
+pub(crate) mod devices;
 pub(crate) mod parse;
 #[cfg(windows)]
 #[allow(unsafe_code)]
@@ -64,8 +65,12 @@ impl Adapter {
     }
 }
 
+// The caller's own video memory (`AdapterSource::own_usage`) is implemented (DXGI LOCAL and
+// NON_LOCAL) but not yet dispatched to `own::OwnGpuUsage` (SUPPORT.md).
+
 /// One segment group of `QueryVideoMemoryInfo` for the calling process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)]
 pub(crate) struct SegmentUsage {
     /// `CurrentUsage`.
     pub usage_bytes: u64,
@@ -75,6 +80,7 @@ pub(crate) struct SegmentUsage {
 
 /// The caller's own video memory on one adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)]
 pub(crate) struct VideoMemory {
     /// `DXGI_MEMORY_SEGMENT_GROUP_LOCAL` (VRAM on a discrete GPU).
     pub local: SegmentUsage,
@@ -88,6 +94,7 @@ pub(crate) trait AdapterSource {
     /// end of the walk).
     fn adapters(&self) -> Result<Vec<Adapter>, String>;
     /// The caller's own usage on the adapter `luid`.
+    #[allow(dead_code)]
     fn own_usage(&self, luid: Luid) -> Result<VideoMemory, String>;
 }
 

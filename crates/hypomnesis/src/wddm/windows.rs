@@ -64,6 +64,7 @@ fn adapters_raw() -> Result<Vec<(IDXGIAdapter1, Adapter)>, String> {
     Ok(out)
 }
 
+#[allow(dead_code)]
 fn segment(a: &IDXGIAdapter3, group: DXGI_MEMORY_SEGMENT_GROUP) -> Result<SegmentUsage, String> {
     let mut info = DXGI_QUERY_VIDEO_MEMORY_INFO::default();
     // SAFETY: the adapter is live and `info` is a writable DXGI_QUERY_VIDEO_MEMORY_INFO.
@@ -227,4 +228,121 @@ impl super::CounterSource for Pdh {
             parse::adapter_instance(n).is_some()
         })
     }
+}
+
+/// Whether `list` holds an NVIDIA device from NVML or `nvidia-smi`.
+fn nvidia_listed(list: &crate::types::DeviceList) -> bool {
+    use crate::types::Source;
+    list.devices
+        .iter()
+        .any(|d| matches!(d.source, Source::Nvml | Source::NvidiaSmi))
+}
+
+/// The probe's seam (`Probe::collect` on Windows): appends the DXGI adapters NVML does not
+/// cover, numbered after the devices already listed, and DXGI's backend status.
+pub(crate) fn append_devices(list: &mut crate::types::DeviceList) {
+    use super::AdapterSource as _;
+    use crate::types::{Backend, BackendState, BackendStatus};
+    let first = list.devices.iter().map(|d| d.index + 1).max().unwrap_or(0);
+    let state = match Dxgi.adapters() {
+        Ok(adapters) => {
+            let memory = if cfg!(feature = "pdh") {
+                super::CounterSource::adapter_memory(&mut Pdh)
+            } else {
+                Err("built without the pdh feature".to_string())
+            };
+            let found = super::devices::devices(&adapters, &memory, first, nvidia_listed(list));
+            let n = u32::try_from(found.len()).unwrap_or(u32::MAX);
+            list.devices.extend(found.into_iter().map(|(d, _)| d));
+            if n == 0 {
+                BackendState::Absent {
+                    reason: "no DXGI adapter besides NVML's and the software renderer".to_string(),
+                }
+            } else {
+                BackendState::Active { devices: n }
+            }
+        }
+        Err(reason) => BackendState::Absent { reason },
+    };
+    list.backends.push(BackendStatus::new(Backend::Dxgi, state));
+}
+
+/// The probe's seam (`Probe::gpu_usage` on Windows): PDH's per-process rows on the DXGI
+/// devices of `list` (the same adapter walk numbers them as [`append_devices`] did).
+pub(crate) fn processes(list: &crate::types::DeviceList) -> Vec<crate::types::GpuProcess> {
+    use super::AdapterSource as _;
+    use crate::types::Source;
+    let Some(first) = list
+        .devices
+        .iter()
+        .filter(|d| d.source == Source::Dxgi)
+        .map(|d| d.index)
+        .min()
+    else {
+        return Vec::new();
+    };
+    let Ok(adapters) = Dxgi.adapters() else {
+        return Vec::new();
+    };
+    let listed: Vec<(u32, usize)> =
+        super::devices::devices(&adapters, &Ok(Vec::new()), first, nvidia_listed(list))
+            .into_iter()
+            .map(|(d, pos)| (d.index, pos))
+            .collect();
+    let Ok(samples) = super::CounterSource::process_memory(&mut Pdh) else {
+        return Vec::new();
+    };
+    super::devices::processes(&super::process_rows(&samples, &adapters), &listed)
+}
+
+impl crate::spill::source::SpillSource for super::PdhSpill<Pdh> {
+    fn read(&mut self) -> Option<crate::spill::fold::Reading> {
+        self.sample()
+    }
+}
+
+/// The spill seam (`spill::source::resolve` on Windows): the PDH source of a DXGI device, or
+/// why an NVML device's spill cannot be attributed; `None` for any other index.
+pub(crate) fn spill_source(
+    list: &crate::types::DeviceList,
+    index: u32,
+) -> Option<Result<Box<dyn crate::spill::source::SpillSource>, String>> {
+    use super::AdapterSource as _;
+    use crate::types::Source;
+    let dev = list.devices.iter().find(|d| d.index == index)?;
+    if matches!(dev.source, Source::Nvml | Source::NvidiaSmi) {
+        return Some(Err(
+            "NVIDIA on Windows: NVML's device is not yet matched to its DXGI \
+             adapter (by LUID or PCI address), so PDH's adapter counters cannot be attributed"
+                .to_string(),
+        ));
+    }
+    if dev.source != Source::Dxgi {
+        return None;
+    }
+    let first = list
+        .devices
+        .iter()
+        .filter(|d| d.source == Source::Dxgi)
+        .map(|d| d.index)
+        .min()?;
+    let adapters = match Dxgi.adapters() {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let (_, pos) = super::devices::devices(&adapters, &Ok(Vec::new()), first, nvidia_listed(list))
+        .into_iter()
+        .find(|(d, _)| d.index == index)?;
+    let a = adapters.get(pos)?;
+    Some(Ok(Box::new(super::PdhSpill {
+        counters: Pdh,
+        luid: a.luid,
+        limit_bytes: a.dedicated_bytes,
+    })))
+}
+
+/// Whether PDH's `GPU Adapter Memory` has any instance (upstream's rule; never an error).
+pub(crate) fn spill_measurable() -> bool {
+    instances("GPU Adapter Memory")
+        .is_ok_and(|v| v.iter().any(|n| parse::adapter_instance(n).is_some()))
 }
