@@ -151,6 +151,9 @@ pub mod fuzzing {
     }
 }
 pub mod types;
+// macOS: the Metal device (platform seam in `Probe::collect`).
+#[cfg(all(target_os = "macos", feature = "metal"))]
+mod metal;
 // Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
 // is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
 #[cfg_attr(not(windows), allow(dead_code))]

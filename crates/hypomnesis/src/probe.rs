@@ -312,6 +312,9 @@ impl Probe {
         // Platform seam: Windows adapters NVML does not cover (DXGI, with PDH's usage).
         #[cfg(all(windows, feature = "dxgi"))]
         crate::wddm::windows::append_devices(&mut list);
+        // Platform seam: the Metal device (macOS).
+        #[cfg(all(target_os = "macos", feature = "metal"))]
+        crate::metal::append_devices(&mut list);
         if !self.options.use_drm {
             list.backends.push(BackendStatus::new(
                 Backend::Drm,

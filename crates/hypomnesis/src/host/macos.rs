@@ -47,7 +47,7 @@ pub(crate) fn rusage_v4(pid: u32) -> Result<libc::rusage_info_v4, Error> {
 }
 
 /// `sysctlbyname(name)` as a `u64`.
-fn sysctl_u64(name: &std::ffi::CStr) -> Result<u64, Error> {
+pub(crate) fn sysctl_u64(name: &std::ffi::CStr) -> Result<u64, Error> {
     let mut value: u64 = 0;
     let mut len = std::mem::size_of::<u64>();
     // SAFETY: `value` is a live u64 and `len` states its size; no new value is written.
