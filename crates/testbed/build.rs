@@ -1,12 +1,16 @@
 //! Builds the fake NVML library (`fake-nvml/lib.rs`) with plain `rustc`, in four variants
 //! (driver generations: see `fake-nvml/lib.rs`), so `cargo test` from a clean clone needs no
-//! manual step.
+//! manual step. For a Windows target the library is named `nvml.dll` (cross-compiled with
+//! mingw from Linux), and the fake `nvidia-smi` (`fake-smi/main.rs`) is built as
+//! `nvidia-smi.exe`, since there is no `/bin/sh` to run the script version.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=fake-nvml");
+    println!("cargo:rerun-if-changed=fake-smi");
+    let windows = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "windows");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
         println!("cargo:warning=OUT_DIR is not set");
@@ -33,7 +37,11 @@ fn main() {
             println!("cargo:warning=cannot create {}: {e}", dir.display());
             std::process::exit(1);
         }
-        let lib = dir.join("libnvidia-ml.so.1");
+        let lib = dir.join(if windows {
+            "nvml.dll"
+        } else {
+            "libnvidia-ml.so.1"
+        });
         let mut cmd = Command::new(&rustc);
         cmd.args([
             "--edition",
@@ -73,5 +81,32 @@ fn main() {
             }
         }
         println!("cargo:rustc-env={env}={}", lib.display());
+    }
+    if windows {
+        let exe = out_dir.join("nvidia-smi.exe");
+        let mut cmd = Command::new(&rustc);
+        cmd.args([
+            "--edition",
+            "2021",
+            "--crate-type",
+            "bin",
+            "--crate-name",
+            "nvidia_smi",
+        ])
+        .args(["-C", "opt-level=1", "-C", "debuginfo=0", "-D", "warnings"])
+        .arg("-o")
+        .arg(&exe)
+        .arg(PathBuf::from("fake-smi").join("main.rs"));
+        if let Ok(target) = std::env::var("TARGET") {
+            cmd.args(["--target", &target]);
+        }
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            other => {
+                println!("cargo:warning=building the fake nvidia-smi.exe failed: {other:?}");
+                std::process::exit(1);
+            }
+        }
+        println!("cargo:rustc-env=HMN_FAKE_SMI_EXE={}", exe.display());
     }
 }

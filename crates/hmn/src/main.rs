@@ -16,10 +16,12 @@
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
 //! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
+//! | [`signals`] | the stop flag of `watch`, `record` and `top` (Ctrl+C, SIGTERM, SIGHUP) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
 
 mod args;
 mod devices;
+#[cfg(target_os = "linux")]
 mod doctor;
 mod fits;
 mod format;
@@ -31,7 +33,9 @@ mod run;
 mod select;
 #[cfg(feature = "serve")]
 mod serve;
+mod signals;
 mod spill;
+#[cfg(unix)]
 mod top;
 mod watch;
 mod watch_gpu;
@@ -88,6 +92,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match &cli.command {
+        #[cfg(unix)]
         Some(Command::Exec(a)) => return Ok(run::job::exec_helper(a)),
         Some(Command::Completions(a)) => return generate::completions(a.shell, out),
         Some(Command::Man) => return generate::man(out),
@@ -105,10 +110,23 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(opts, &args, out),
-        #[cfg(feature = "top")]
+        #[cfg(all(feature = "top", unix))]
         Some(Command::Top(args)) => top::run(opts, &args),
+        #[cfg(unix)]
         Some(Command::Record(args)) => top::record::run(opts, &args),
+        #[cfg(target_os = "linux")]
         Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
+        #[cfg(not(target_os = "linux"))]
+        Some(Command::Doctor) => {
+            anyhow::bail!(
+                "doctor: its checks read Linux facts (/proc, /sys, cgroups); not supported on this platform yet"
+            )
+        }
+        // Platform seam: `top` and `record` use POSIX terminals and signals.
+        #[cfg(all(feature = "top", not(unix)))]
+        Some(Command::Top(_)) => anyhow::bail!("top: not supported on this platform yet"),
+        #[cfg(not(unix))]
+        Some(Command::Record(_)) => anyhow::bail!("record: not supported on this platform yet"),
         Some(Command::Exec(_) | Command::Completions(_) | Command::Man) => Ok(ExitCode::from(2)),
     }
 }

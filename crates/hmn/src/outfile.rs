@@ -13,11 +13,23 @@
 //!   renamed over the target only if the target is (still) absent or a regular file; the
 //!   directory is then `fsync`ed. Any failure removes the new file and leaves the target as it
 //!   was: nothing partial is ever left under the target's name.
+//!
+//! On Windows the same rules hold with Windows means: the new file is created with
+//! `CREATE_NEW` and `FILE_FLAG_OPEN_REPARSE_POINT` (a planted name or link is never opened),
+//! renamed with `MoveFileExW(MOVEFILE_REPLACE_EXISTING)` (std's `rename`) only over a regular
+//! file, and put under an absent name with a hard link (which fails if the name appeared
+//! meanwhile) instead of `renameat2(RENAME_NOREPLACE)`; there are no FIFOs or device nodes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
+#[cfg(unix)]
 use std::os::fd::AsFd as _;
+#[cfg(unix)]
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+#[cfg(windows)]
+use std::os::windows::fs::OpenOptionsExt as _;
+#[cfg(windows)]
+use std::os::windows::io::AsHandle as _;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempPath;
@@ -47,6 +59,19 @@ fn refused(what: String) -> io::Error {
 }
 
 /// What a non-regular file is, in words.
+#[cfg(not(unix))]
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// What a non-regular file is, in words.
+#[cfg(unix)]
 fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_symlink() {
         "a symbolic link"
@@ -123,12 +148,15 @@ impl AtomicFile {
             .suffix(".hmn-tmp")
             .rand_bytes(12)
             .make_in(dir, |p| {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true) // O_CREAT|O_EXCL: never an existing file or link
-                    .mode(0o644)
-                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                    .open(p)
+                let mut open = OpenOptions::new();
+                open.write(true).create_new(true); // O_CREAT|O_EXCL / CREATE_NEW
+                #[cfg(unix)]
+                open.mode(0o644)
+                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC);
+                // FILE_FLAG_OPEN_REPARSE_POINT: a link is opened as itself, never followed.
+                #[cfg(windows)]
+                open.custom_flags(0x0020_0000);
+                open.open(p)
             })
             .map_err(|e| {
                 io::Error::new(
@@ -159,6 +187,12 @@ impl AtomicFile {
             std::fs::rename(&tmp, &target)?;
         } else {
             // Absent: a name created meanwhile (by anyone) is not replaced.
+            #[cfg(not(target_os = "linux"))]
+            {
+                std::fs::hard_link(&tmp, &target)?;
+                let _ = std::fs::remove_file(&tmp);
+            }
+            #[cfg(target_os = "linux")]
             nix::fcntl::renameat2(
                 nix::fcntl::AT_FDCWD,
                 &*tmp,
@@ -215,8 +249,13 @@ impl Sink {
     /// As [`AtomicFile::create`]; stdout closed.
     pub fn open(dest: &Dest) -> io::Result<Sink> {
         match dest {
+            #[cfg(unix)]
             Dest::Stdout => Ok(Sink::Stdout(File::from(
                 io::stdout().as_fd().try_clone_to_owned()?,
+            ))),
+            #[cfg(windows)]
+            Dest::Stdout => Ok(Sink::Stdout(File::from(
+                io::stdout().as_handle().try_clone_to_owned()?,
             ))),
             Dest::File(p) => AtomicFile::create(p).map(Sink::File),
         }
@@ -255,6 +294,7 @@ impl Write for Sink {
 ///
 /// # Errors
 /// The file is missing, a link or not a regular file, or the write fails.
+#[cfg(unix)]
 pub fn write_kernel_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -268,6 +308,7 @@ pub fn write_kernel_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 #[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;

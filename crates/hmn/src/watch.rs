@@ -12,7 +12,6 @@ use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -209,15 +208,7 @@ pub fn run(
             criteria(args)
         );
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    // SIGHUP (a closed terminal, a job scheduler) ends the watch like Ctrl+C: with its summary.
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = crate::signals::stop_flag()?;
     let ids = |fs: &[Followed]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
     let mut sampler = Sampler::new(
         probe,

@@ -360,12 +360,11 @@ fn create_in(
             // processes and is not the root). The kernel's file, written in place: never
             // created, truncated or reached through a link.
             use std::io::Write as _;
-            use std::os::unix::fs::OpenOptionsExt as _;
-            let _ = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(control)
-                .and_then(|mut f| f.write_all(b"+memory"));
+            let mut open = std::fs::OpenOptions::new();
+            open.write(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, nix::libc::O_NOFOLLOW);
+            let _ = open.open(control).and_then(|mut f| f.write_all(b"+memory"));
         }
     }
     if dir.join(peak_file).exists() {

@@ -199,6 +199,18 @@ fn format_reasons(reasons: &[(String, String)]) -> String {
         .join("; ")
 }
 
+/// `ESRCH`: a process that vanished between the open and the read of its procfs file (POSIX;
+/// Windows reports a vanished path as `NotFound` already).
+fn is_esrch(err: &io::Error) -> bool {
+    #[cfg(unix)]
+    return err.raw_os_error() == Some(nix::libc::ESRCH);
+    #[cfg(not(unix))]
+    return {
+        let _ = err;
+        false
+    };
+}
+
 impl Error {
     /// Classifies an I/O error on `path` into [`Error::NotFound`], [`Error::PermissionDenied`]
     /// or [`Error::Io`].
@@ -207,7 +219,7 @@ impl Error {
         match err.kind() {
             io::ErrorKind::NotFound => Error::NotFound { path },
             io::ErrorKind::PermissionDenied => Error::PermissionDenied { path },
-            _ if err.raw_os_error() == Some(nix::libc::ESRCH) => Error::NotFound { path },
+            _ if is_esrch(&err) => Error::NotFound { path },
             _ => Error::Io { path, source: err },
         }
     }

@@ -32,12 +32,26 @@
 
 use std::fs::File;
 use std::io::{self, Read as _};
+#[cfg(unix)]
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+#[cfg(unix)]
 use nix::dir::Dir;
+#[cfg(unix)]
 use nix::fcntl::OFlag;
+#[cfg(unix)]
 use nix::sys::stat::Mode;
+
+// Platform seam: the same readers over std::fs where there is no POSIX `openat`/`pread`
+// (Windows). Only a fixture tree passed through `Roots` is read there; the native readers
+// live in `crate::platform`.
+#[cfg(not(unix))]
+mod portable;
+#[cfg(not(unix))]
+pub(crate) use portable::{
+    numeric_entries, open_dir, open_dir_at, open_regular, read_at_start, read_link_at,
+};
 
 use crate::error::{Error, ParseError, Result};
 use crate::roots::Roots;
@@ -109,6 +123,7 @@ impl Cap {
 }
 
 /// What a file that is not regular is, in words.
+#[cfg(unix)]
 fn kind_of(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_fifo() {
@@ -135,6 +150,7 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 /// # Errors
 /// [`Error::NotAFile`]; [`Error::NotFound`] / [`Error::PermissionDenied`] / [`Error::Io`]
 /// naming the file.
+#[cfg(unix)]
 fn open_regular(path: &Path) -> Result<File, Error> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -313,6 +329,7 @@ pub(crate) fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(entries.flatten().map(|e| e.path()).collect())
 }
 
+#[cfg(unix)]
 const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
     .union(OFlag::O_CLOEXEC);
@@ -321,6 +338,7 @@ const DIR_FLAGS: OFlag = OFlag::O_RDONLY
 ///
 /// # Errors
 /// [`Error::NotFound`] / [`Error::PermissionDenied`] / [`Error::Io`] naming the directory.
+#[cfg(unix)]
 pub(crate) fn open_dir(dir: &Path) -> Result<Dir, Error> {
     Dir::open(dir, DIR_FLAGS, Mode::empty()).map_err(|e| Error::from_io(dir, io::Error::from(e)))
 }
@@ -330,6 +348,7 @@ pub(crate) fn open_dir(dir: &Path) -> Result<Dir, Error> {
 ///
 /// # Errors
 /// As [`open_dir`]; a vanished process is [`Error::NotFound`].
+#[cfg(unix)]
 pub(crate) fn open_dir_at(parent: &Dir, parent_path: &Path, name: &str) -> Result<Dir, Error> {
     Dir::openat(parent.as_fd(), name, DIR_FLAGS, Mode::empty())
         .map_err(|e| Error::from_io(parent_path.join(name), io::Error::from(e)))
@@ -337,6 +356,7 @@ pub(crate) fn open_dir_at(parent: &Dir, parent_path: &Path, name: &str) -> Resul
 
 /// The entries of an open directory whose names are decimal numbers (pids, tids, fds); every
 /// other entry (`self`, `meminfo`, `.`) is skipped.
+#[cfg(unix)]
 pub(crate) fn numeric_entries(dir: &mut Dir) -> Vec<u32> {
     dir.iter()
         .flatten()
@@ -355,10 +375,12 @@ pub(crate) fn list_pids(dir: &Path) -> Result<Vec<u32>, Error> {
 
 /// The numeric entries of a directory with the inode number each entry had in the listing
 /// (readdir's `d_ino`): for a proc root, a new process — even one with a reused pid — has a
-/// new inode. One readdir.
+/// new inode. One readdir. Where the platform gives no inode in a listing (a proc root read
+/// on Windows), each is 0: unknown.
 ///
 /// # Errors
 /// As [`open_dir`].
+#[cfg(unix)]
 pub(crate) fn list_pid_inodes(dir: &Path) -> Result<Vec<(u32, u64)>, Error> {
     Ok(open_dir(dir)?
         .iter()
@@ -367,8 +389,30 @@ pub(crate) fn list_pid_inodes(dir: &Path) -> Result<Vec<(u32, u64)>, Error> {
         .collect())
 }
 
+/// See the Unix version: no inode numbers, so each is 0 (unknown).
+///
+/// # Errors
+/// As [`open_dir`].
+#[cfg(not(unix))]
+pub(crate) fn list_pid_inodes(dir: &Path) -> Result<Vec<(u32, u64)>, Error> {
+    Ok(list_pids(dir)?.into_iter().map(|pid| (pid, 0)).collect())
+}
+
+/// The target of the symlink `name` in an open directory (`readlinkat`: an fd of
+/// `/proc/<pid>/fd`), as bytes.
+///
+/// # Errors
+/// The `nix` error of `readlinkat` (the fd was closed meanwhile).
+#[cfg(unix)]
+pub(crate) fn read_link_at(dir: &Dir, name: &str) -> Result<Vec<u8>, Error> {
+    use std::os::unix::ffi::OsStringExt as _;
+    nix::fcntl::readlinkat(dir.as_fd(), name)
+        .map(std::ffi::OsString::into_vec)
+        .map_err(|e| Error::from_io(name, io::Error::from(e)))
+}
+
 /// A name made only of ASCII digits, as a `u32`.
-fn parse_numeric(name: &[u8]) -> Option<u32> {
+pub(crate) fn parse_numeric(name: &[u8]) -> Option<u32> {
     if name.is_empty() || !name.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -403,6 +447,7 @@ pub(crate) fn open(path: &Path) -> Result<File, Error> {
 ///
 /// # Errors
 /// [`Error::Io`] (or a classified kind) naming `path`.
+#[cfg(unix)]
 pub(crate) fn read_at_start(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
     use std::os::unix::fs::FileExt;
     let mut len = 0;

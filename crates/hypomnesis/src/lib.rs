@@ -78,6 +78,8 @@
 pub mod accounting;
 mod backend_error;
 pub mod cgroup;
+// Platform seam: the checks read Linux facts (/proc, /sys, cgroups, device nodes).
+#[cfg(target_os = "linux")]
 pub mod doctor;
 mod drm;
 pub mod error;
@@ -161,6 +163,13 @@ pub mod fuzzing {
 }
 pub mod types;
 pub mod workload;
+// macOS: the Metal device (platform seam in `Probe::collect`).
+#[cfg(all(target_os = "macos", feature = "metal"))]
+mod metal;
+// Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
+// is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
+#[cfg_attr(not(windows), allow(dead_code))]
+mod wddm;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
 pub use error::{HypomnesisError, Result};

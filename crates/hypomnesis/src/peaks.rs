@@ -28,6 +28,8 @@ use serde::Serialize;
 pub enum PeakMethod {
     /// The kernel's peak for a transient cgroup holding the whole tree.
     Cgroup,
+    /// The kernel's peak for a Job object holding the whole tree (Windows).
+    Job,
     /// The largest per-sample sum of the tree (PSS, else RSS), floored by the largest
     /// single-process peak.
     Sampled,
@@ -55,6 +57,11 @@ pub enum PeakRamSource {
     /// each.
     #[cfg_attr(feature = "serde", serde(rename = "samples_rss"))]
     SamplesRss,
+    /// Windows: `JOBOBJECT_EXTENDED_LIMIT_INFORMATION.PeakJobMemoryUsed` of a Job object holding
+    /// the tree — the peak of the tree's committed private memory together (not its working
+    /// sets), kept by the kernel continuously.
+    #[cfg_attr(feature = "serde", serde(rename = "windows_job_peak_memory_used"))]
+    JobPeakMemoryUsed,
 }
 
 impl PeakRamSource {
@@ -66,6 +73,7 @@ impl PeakRamSource {
             PeakRamSource::CgroupV1MaxUsage => "cgroup_v1_memory.max_usage_in_bytes",
             PeakRamSource::SamplesPss => "samples_pss",
             PeakRamSource::SamplesRss => "samples_rss",
+            PeakRamSource::JobPeakMemoryUsed => "windows_job_peak_memory_used",
         }
     }
 
@@ -76,6 +84,7 @@ impl PeakRamSource {
                 PeakMethod::Cgroup
             }
             PeakRamSource::SamplesPss | PeakRamSource::SamplesRss => PeakMethod::Sampled,
+            PeakRamSource::JobPeakMemoryUsed => PeakMethod::Job,
         }
     }
 
@@ -87,12 +96,14 @@ impl PeakRamSource {
     /// waited for, still hold it. The kernel's cgroup peak is continuous, but counts only what
     /// was charged to the group: a page the command mapped that another group had already
     /// brought in (a shared library, a model file in the page cache) is in its RSS and not in
-    /// the group's peak, and so is what the command touched before it joined the group. The
-    /// tree used at least what its largest process had resident.
+    /// the group's peak, and so is what the command touched before it joined the group. A
+    /// Windows Job's peak is committed private memory, which leaves out the mapped files a
+    /// working set holds. The tree used at least what its largest process had resident.
     pub const fn floored(self) -> bool {
         match self {
             PeakRamSource::CgroupV2MemoryPeak
             | PeakRamSource::CgroupV1MaxUsage
+            | PeakRamSource::JobPeakMemoryUsed
             | PeakRamSource::SamplesPss
             | PeakRamSource::SamplesRss => true,
         }

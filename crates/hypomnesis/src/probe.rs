@@ -324,6 +324,12 @@ impl Probe {
     pub(crate) fn collect(&self) -> (DeviceList, DrmDevices) {
         let mut list = DeviceList::default();
         let nvml_reason = self.nvidia_devices(&mut list);
+        // Platform seam: Windows adapters NVML does not cover (DXGI, with PDH's usage).
+        #[cfg(all(windows, feature = "dxgi"))]
+        crate::wddm::windows::append_devices(&mut list);
+        // Platform seam: the Metal device (macOS).
+        #[cfg(all(target_os = "macos", feature = "metal"))]
+        crate::metal::append_devices(&mut list);
         if !self.options.use_drm {
             list.backends.push(BackendStatus::new(
                 Backend::Drm,
@@ -458,6 +464,10 @@ impl Probe {
         let found = self.drm.processes(&drm, &mut out.warnings);
         out.hidden_processes = found.hidden;
         out.processes.extend(found.rows);
+        // Platform seam: PDH's per-process rows on the DXGI devices (Windows).
+        #[cfg(all(windows, feature = "pdh"))]
+        out.processes
+            .extend(crate::wddm::windows::processes(&devices));
         out.devices = devices.devices;
         out.processes.sort_by_key(|p| (p.device_index, p.pid));
         out.failed_devices.sort_unstable();

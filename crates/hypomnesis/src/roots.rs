@@ -127,6 +127,9 @@ impl SystemInfo {
     /// The running machine's constants, read once and cached.
     pub fn current() -> SystemInfo {
         static CURRENT: std::sync::OnceLock<SystemInfo> = std::sync::OnceLock::new();
+        #[cfg(not(unix))]
+        return *CURRENT.get_or_init(|| SystemInfo::new(4096, 100));
+        #[cfg(unix)]
         *CURRENT.get_or_init(|| {
             use nix::unistd::{SysconfVar, sysconf};
             let read = |var, default: u64| {

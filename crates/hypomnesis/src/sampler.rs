@@ -553,7 +553,14 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time of the calling thread, milliseconds (Linux only; `None` elsewhere).
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_ms() -> Option<f64> {
+    None
+}
+
 /// CPU time of the calling thread, milliseconds.
+#[cfg(target_os = "linux")]
 fn thread_cpu_ms() -> Option<f64> {
     use nix::sys::resource::{UsageWho, getrusage};
     let u = getrusage(UsageWho::RUSAGE_THREAD).ok()?;

@@ -211,6 +211,7 @@ pub fn process_memory(
         peak_rss_bytes,
         swap_bytes: None,
         pss_bytes: None,
+        private_bytes: None,
         unknown: Vec::new(),
     }
 }

@@ -43,7 +43,10 @@ mod telemetry;
 mod utilization;
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
+#[cfg(unix)]
+use std::ffi::CStr;
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+#[cfg(unix)]
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::ptr;
@@ -130,6 +133,7 @@ fn find_error(errors: &[(String, u32)], sym: &str) -> Option<u32> {
     errors.iter().find(|(s, _)| s == sym).map(|(_, c)| *c)
 }
 
+#[cfg(unix)]
 #[repr(C)]
 struct DlInfo {
     dli_fname: *const c_char,
@@ -138,11 +142,39 @@ struct DlInfo {
     dli_saddr: *mut c_void,
 }
 
+#[cfg(unix)]
 extern "C" {
     fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
 }
 
+#[cfg(windows)]
+#[link(name = "kernel32")]
+extern "system" {
+    fn GetModuleHandleExW(flags: u32, addr: *const u16, module: *mut *mut c_void) -> i32;
+    fn GetModuleFileNameW(module: *mut c_void, name: *mut u16, size: u32) -> u32;
+}
+
+/// The path of `fake-nvml.conf` next to this very DLL (Windows).
+#[cfg(windows)]
+fn config_path() -> Option<PathBuf> {
+    // GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT
+    const FLAGS: u32 = 0x4 | 0x2;
+    let mut module: *mut c_void = ptr::null_mut();
+    let addr = nvmlInit_v2 as *const u16;
+    // SAFETY: `addr` is an address inside this DLL and `module` a writable pointer; with
+    // UNCHANGED_REFCOUNT no reference is taken that would need releasing.
+    if unsafe { GetModuleHandleExW(FLAGS, addr, &mut module) } == 0 {
+        return None;
+    }
+    let mut buf = [0u16; 1024];
+    // SAFETY: `buf` is writable for `buf.len()` UTF-16 units; the call writes at most that.
+    let n = unsafe { GetModuleFileNameW(module, buf.as_mut_ptr(), buf.len() as u32) } as usize;
+    let name = String::from_utf16_lossy(buf.get(..n)?);
+    Some(PathBuf::from(name).parent()?.join("fake-nvml.conf"))
+}
+
 /// The path of `fake-nvml.conf` next to this very library file.
+#[cfg(unix)]
 fn config_path() -> Option<PathBuf> {
     let mut info = DlInfo {
         dli_fname: ptr::null(),

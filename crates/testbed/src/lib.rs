@@ -24,6 +24,21 @@ pub mod sysfs;
 pub mod world;
 
 pub use env::Env;
+
+/// A symbolic link at `link` whose text is `target` (fixtures of `/proc` and `/sys`). On
+/// Windows a file symlink, which needs the privilege to create one (under Wine it works).
+///
+/// # Errors
+/// When the link cannot be created.
+pub fn symlink(
+    target: impl AsRef<std::path::Path>,
+    link: impl AsRef<std::path::Path>,
+) -> std::io::Result<()> {
+    #[cfg(unix)]
+    return std::os::unix::fs::symlink(target, link);
+    #[cfg(windows)]
+    return std::os::windows::fs::symlink_file(target, link);
+}
 pub use gguf::{GgufWriter, ggml};
 pub use nvml::{
     DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,

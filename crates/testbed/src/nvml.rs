@@ -458,7 +458,11 @@ impl FakeNvml {
     pub fn install(&self, dir: &Path) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
         crate::write_atomic(&dir.join("fake-nvml.conf"), self.to_conf().as_bytes())?;
-        let lib = dir.join("libnvidia-ml.so.1");
+        let lib = dir.join(if cfg!(windows) {
+            "nvml.dll"
+        } else {
+            "libnvidia-ml.so.1"
+        });
         let bytes = std::fs::read(fake_nvml_path(self.driver))?;
         crate::write_atomic(&lib, &bytes)?;
         Ok(lib)

@@ -258,7 +258,7 @@ impl ProcFixture {
         std::fs::create_dir_all(&dir)?;
         let link = dir.join(fd.to_string());
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(target, link)?;
+        crate::symlink(target, link)?;
         Ok(self)
     }
 
@@ -313,7 +313,7 @@ impl ProcFixture {
         std::fs::create_dir_all(&dir)?;
         let link = dir.join("pid");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(format!("pid:[{inode}]"), link)?;
+        crate::symlink(format!("pid:[{inode}]"), link)?;
         Ok(self)
     }
 
@@ -324,7 +324,7 @@ impl ProcFixture {
     pub fn self_link(&self, pid: u32) -> std::io::Result<&Self> {
         let link = self.root.join("self");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(pid.to_string(), link)?;
+        crate::symlink(pid.to_string(), link)?;
         Ok(self)
     }
 }

@@ -88,11 +88,47 @@ impl FakeSmi {
         }
     }
 
+    /// Windows: copies the built `nvidia-smi.exe` (`fake-smi/main.rs`) into `dir` with its data
+    /// files; returns the program's path. The behaviours that need a POSIX shell
+    /// (`LeavesChildHoldingStdout`, `ChildIgnoresTerm`) answer as `Normal` here.
+    ///
+    /// # Errors
+    /// When `dir` cannot be written.
+    #[cfg(windows)]
+    pub fn install(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        crate::write_atomic(&dir.join("gpus.csv"), self.gpu_csv.as_bytes())?;
+        crate::write_atomic(&dir.join("apps.csv"), self.apps_csv.as_bytes())?;
+        let behaviour = match &self.behaviour {
+            SmiBehaviour::Hang => "hang".to_string(),
+            SmiBehaviour::Fail { stdout, code } => {
+                crate::write_atomic(&dir.join("fail.txt"), stdout.as_bytes())?;
+                format!("fail {code}")
+            }
+            SmiBehaviour::NoReservedField => "no-reserved".to_string(),
+            _ => "normal".to_string(),
+        };
+        crate::write_atomic(&dir.join("behaviour"), behaviour.as_bytes())?;
+        if let Some(n) = self.devices {
+            crate::write_atomic(&dir.join("devices"), n.to_string().as_bytes())?;
+        }
+        let path = dir.join("nvidia-smi.exe");
+        std::fs::copy(env!("HMN_FAKE_SMI_EXE"), &path)?;
+        // Under Wine a Rust program needs the ProcessPrng shim beside it, as the test does
+        // (scripts/wine/runner.sh puts it beside the test binary).
+        let shim = std::env::current_exe()?.with_file_name("bcryptprimitives.dll");
+        if shim.is_file() {
+            std::fs::copy(&shim, dir.join("bcryptprimitives.dll"))?;
+        }
+        Ok(path)
+    }
+
     /// Writes `dir/nvidia-smi` (mode 0755) and its data files; returns the script's path.
     /// Every call appends its arguments, one line per call, to `dir/nvidia-smi.calls`.
     ///
     /// # Errors
     /// When `dir` cannot be written.
+    #[cfg(unix)]
     pub fn install(&self, dir: &Path) -> std::io::Result<PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(dir)?;

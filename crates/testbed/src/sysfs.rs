@@ -212,7 +212,7 @@ impl SysFixture {
             std::fs::create_dir_all(&entry)?;
             let link = entry.join("device");
             let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(Path::new("../../../devices").join(&g.dir_name), link)?;
+            crate::symlink(Path::new("../../../devices").join(&g.dir_name), link)?;
             if node.starts_with("card") {
                 std::fs::create_dir_all(self.root.join("class/drm").join(format!("{node}-DP-1")))?;
             }

@@ -36,9 +36,11 @@ pub enum ArgError {
     #[error("invalid duration {0:?}: shorter than 1 ms, the shortest interval hmn samples at")]
     DurationTooShort(String),
     /// A `--user` name the system does not know.
+    #[cfg_attr(not(unix), allow(dead_code))]
     #[error("no such user {0:?}")]
     NoSuchUser(String),
     /// A `--user` name that could not be looked up (the user database failed).
+    #[cfg_attr(not(unix), allow(dead_code))]
     #[error("cannot look up user {0:?}: {1}")]
     UserLookup(String, String),
     /// A root flag naming a directory that cannot be listed, or that holds neither process

@@ -1,20 +1,41 @@
 //! Running the command, for `hmn run` and `hmn spill`: finding it on `PATH` (so "not found" is
 //! 127 and "not executable" 126, as shells do), forwarding signals, and the exit status (a
 //! shell's, or upstream `hmn spill`'s). Starting it as a job of its own: [`super::job`].
+//!
+//! Platform seam: the POSIX items below are `cfg(unix)`; their Windows counterparts (PATHEXT
+//! resolution, exit codes, Ctrl+C) are in `exec/windows.rs` with the same names.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
+#[cfg(unix)]
+use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
+#[cfg(unix)]
 use std::os::unix::process::ExitStatusExt;
+#[cfg(unix)]
 use std::path::{Path, PathBuf};
+#[cfg(unix)]
 use std::process::ExitStatus;
+#[cfg(unix)]
 use std::sync::atomic::{AtomicU32, Ordering};
+#[cfg(unix)]
 use std::sync::{Arc, Mutex};
+#[cfg(unix)]
 use std::thread::JoinHandle;
 
+#[cfg(unix)]
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+#[cfg(unix)]
 use signal_hook::iterator::exfiltrator::WithOrigin;
+#[cfg(unix)]
 use signal_hook::iterator::{Handle, SignalsInfo};
+#[cfg(unix)]
 use signal_hook::low_level::siginfo::Cause;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::{SignalForwarder, children_max_rss_bytes, exit_code, resolve};
 
 /// Why the command could not be started.
 #[derive(Debug)]
@@ -61,6 +82,7 @@ impl std::fmt::Display for SpawnError {
     }
 }
 
+#[cfg(unix)]
 fn executable(path: &Path) -> Result<(), String> {
     let md = std::fs::metadata(path).map_err(|e| e.to_string())?;
     if md.is_dir() {
@@ -74,6 +96,7 @@ fn executable(path: &Path) -> Result<(), String> {
 
 /// Finds the program as the shell would: a name with a `/` as is, else the first executable
 /// match on `PATH`.
+#[cfg(unix)]
 pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
     let err = |not_found, detail: String| SpawnError {
         program: program.to_string_lossy().into_owned(),
@@ -124,6 +147,7 @@ impl Exit {
     }
 }
 
+#[cfg(unix)]
 pub fn exit_code(status: ExitStatus) -> Exit {
     match (status.code(), status.signal()) {
         (Some(c), _) => Exit {
@@ -143,6 +167,7 @@ pub fn exit_code(status: ExitStatus) -> Exit {
 
 /// Peak RSS of the largest waited-for child (the kernel's `ru_maxrss`, what GNU `time`
 /// reports), in bytes.
+#[cfg(unix)]
 pub fn children_max_rss_bytes() -> Option<u64> {
     use nix::sys::resource::{UsageWho, getrusage};
     let kib = getrusage(UsageWho::RUSAGE_CHILDREN).ok()?.max_rss();
@@ -155,6 +180,7 @@ pub fn children_max_rss_bytes() -> Option<u64> {
 /// directly as well. Signals the kernel sends (a terminal's Ctrl+C reaches the command's group,
 /// which holds the terminal) are not forwarded; hmn only survives them so it can write the
 /// report.
+#[cfg(unix)]
 pub struct SignalForwarder {
     handle: Handle,
     child: Arc<AtomicU32>,
@@ -162,6 +188,7 @@ pub struct SignalForwarder {
     thread: Option<JoinHandle<()>>,
 }
 
+#[cfg(unix)]
 impl SignalForwarder {
     pub fn install() -> std::io::Result<SignalForwarder> {
         let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
@@ -214,6 +241,7 @@ impl SignalForwarder {
 }
 
 #[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
 

@@ -13,7 +13,7 @@
 //!   the foreground and continues the command's group. The terminal is hmn's again when the
 //!   command has ended.
 //! - **It does not outlive hmn.** The first step of the child is `hmn __exec`, which asks the
-//!   kernel to kill it if hmn dies (`PR_SET_PDEATHSIG`, `SIGKILL`: what a signal to the shared
+//!   kernel to kill it if hmn dies (Linux `PR_SET_PDEATHSIG`, `SIGKILL`: what a signal to the shared
 //!   group did before), joins the transient cgroup, takes the terminal, then executes the
 //!   command with its own `argv[0]` (the name it was given, not the path it was found at).
 //!   Processes the command starts are not killed with it; the cgroup keeps account of them.
@@ -225,6 +225,9 @@ impl Job {
 /// fails the command still runs (hmn notices the cgroup stayed empty).
 pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
     if let Some(parent) = a.parent {
+        // Platform seam: macOS has no parent-death signal; there the command of a hmn killed
+        // outright (SIGKILL) keeps running, as it would under a shell.
+        #[cfg(target_os = "linux")]
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
         // hmn died before the request took effect: nothing is left to run the command for.
         if u32::try_from(getppid().as_raw()).ok() != Some(parent) {

@@ -2,6 +2,10 @@
 //! process tree. See `hmn run --help` and `docs/run-and-watch.md`.
 
 pub mod exec;
+#[cfg(unix)]
+pub mod job;
+#[cfg(windows)]
+#[path = "job_windows.rs"]
 pub mod job;
 #[cfg(feature = "plot")]
 mod plot;
@@ -83,8 +87,10 @@ pub fn run(
         None => None,
     };
     let mut warnings = Vec::new();
-    let no_cgroup =
-        args.no_cgroup || std::env::var_os(ENV_NO_CGROUP).is_some_and(|v| !v.is_empty());
+    // Platform seam: transient cgroups are Linux-only; Windows uses a Job object below.
+    let no_cgroup = args.no_cgroup
+        || !cfg!(target_os = "linux")
+        || std::env::var_os(ENV_NO_CGROUP).is_some_and(|v| !v.is_empty());
     let cgroup = if no_cgroup {
         None
     } else {
@@ -121,6 +127,8 @@ pub fn run(
         }
     };
     forwarder.forward_to(child.id());
+    #[cfg(windows)]
+    let job = windows_job(child.child(), &mut warnings);
     // The child joins the cgroup itself before it execs the command; if it could not, the
     // cgroup's peak says nothing about the command.
     let cgroup = cgroup.and_then(|c| {
@@ -196,7 +204,8 @@ pub fn run(
         }
     }
     let exit = exec::exit_code(status);
-    let report = RunReport::new(
+    #[cfg_attr(not(windows), allow(unused_mut))]
+    let mut report = RunReport::new(
         &args.command,
         exit,
         wall,
@@ -207,6 +216,17 @@ pub fn run(
         forwarded,
         warnings,
     );
+    // Windows: the Job object's continuous peak of the whole tree is the headline.
+    #[cfg(windows)]
+    if let Some(peak) = job
+        .as_ref()
+        .and_then(|j| j.peak_memory_bytes().ok().flatten())
+    {
+        report.peak_ram = hypomnesis::peaks::PeakRam::new(
+            peak,
+            hypomnesis::peaks::PeakRamSource::JobPeakMemoryUsed,
+        );
+    }
     let mut file_errors = Vec::new();
     if let Some(p) = &args.timeline {
         let out = match timeline.lock() {
@@ -317,6 +337,25 @@ impl TimelineOut {
             (Some(e), _) => Err(e),
             (None, Some(sink)) => sink.commit(),
             (None, None) => Ok(()),
+        }
+    }
+}
+
+/// Puts the command in a kill-on-close Job object (Windows): its children join it, closing it
+/// ends the tree, and `PeakJobMemoryUsed` is the tree's exact peak of committed memory. The
+/// command's first instructions run before it is assigned (std spawns it running), so a child
+/// it starts in that instant escapes the job; a failure is a warning, never a stop.
+#[cfg(windows)]
+fn windows_job(
+    child: &std::process::Child,
+    warnings: &mut Vec<String>,
+) -> Option<hypomnesis::process::job::Job> {
+    use hypomnesis::process::job::Job;
+    match Job::kill_on_close().and_then(|j| j.assign(child).map(|()| j)) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            warnings.push(format!("no Job object, so peak RAM is sampled ({e})"));
+            None
         }
     }
 }

@@ -110,6 +110,10 @@ impl RunReport {
                 "kernel peak of a transient cgroup, {}; includes page cache; floored by the largest single process",
                 self.peak_ram.source.as_str()
             ),
+            PeakMethod::Job => {
+                "kernel peak of the command's Job object: committed private memory of the whole tree"
+                    .to_string()
+            }
             _ if self.peak_ram.source == PeakRamSource::SamplesPss => format!(
                 "largest PSS sum of the tree, read about once a second, floored by per-process peaks; {} samples every {} ms",
                 self.samples, self.interval_ms

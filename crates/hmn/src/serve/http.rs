@@ -200,6 +200,7 @@ pub fn serve(
     latest: Latest,
     timeout: Duration,
 ) -> anyhow::Result<()> {
+    #[cfg(unix)]
     use tokio::signal::unix::{SignalKind, signal};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -207,10 +208,20 @@ pub fn serve(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let slots = Arc::new(Slots::default());
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
+        #[cfg(unix)]
+        let (mut term, mut int, mut hup) = (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::hangup())?,
+        );
+        // Windows: Ctrl+C and Ctrl+Break end the server (the console's two interrupts).
+        #[cfg(windows)]
+        let (mut int, mut brk) = (
+            tokio::signal::windows::ctrl_c()?,
+            tokio::signal::windows::ctrl_break()?,
+        );
         loop {
+            #[cfg(unix)]
             let accepted = tokio::select! {
                 a = listener.accept() => a,
                 _ = int.recv() => break,
@@ -219,6 +230,12 @@ pub fn serve(
                     let _ = crate::output::note("serve: SIGHUP ignored (nothing to reload)");
                     continue;
                 }
+            };
+            #[cfg(windows)]
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = int.recv() => break,
+                _ = brk.recv() => break,
             };
             let stream = match accepted {
                 Ok((stream, _peer)) => stream,

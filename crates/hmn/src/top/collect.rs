@@ -66,10 +66,15 @@ pub struct Collector {
     pub rescan: (Duration, bool),
 }
 
-/// CPU time this thread has used.
+/// CPU time this thread has used (macOS: the whole process's, which has no per-thread
+/// `getrusage`; an overestimate for the calibration).
 fn thread_cpu() -> Duration {
     use nix::sys::resource::{UsageWho, getrusage};
-    getrusage(UsageWho::RUSAGE_THREAD).map_or(Duration::ZERO, |u| {
+    #[cfg(target_os = "linux")]
+    let who = UsageWho::RUSAGE_THREAD;
+    #[cfg(not(target_os = "linux"))]
+    let who = UsageWho::RUSAGE_SELF;
+    getrusage(who).map_or(Duration::ZERO, |u| {
         let tv = |t: nix::sys::time::TimeVal| {
             Duration::new(
                 u64::try_from(t.tv_sec()).unwrap_or(0),

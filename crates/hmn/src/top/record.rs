@@ -6,7 +6,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -22,14 +21,7 @@ use crate::outfile::{Dest, Sink};
 pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let dest = Dest::of(&args.file);
     let mut sink = Sink::open(&dest).with_context(|| format!("record: {}", args.file.display()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = crate::signals::stop_flag()?;
     let mut collector = Collector::new(
         opts,
         CollectOptions {

@@ -118,14 +118,7 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
             Source::Live { rx, control }
         }
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = crate::signals::stop_flag()?;
     install_panic_hook();
     terminal::enable_raw_mode().context("top: the terminal refused raw mode")?;
     let guard = Guard;

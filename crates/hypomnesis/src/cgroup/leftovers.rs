@@ -85,6 +85,14 @@ fn procs(dir: &Path) -> Vec<u32> {
 }
 
 /// Writes a kernel file in place: never created, truncated or reached through a link.
+#[cfg(not(unix))]
+fn write_in_place(_path: &Path, _bytes: &[u8]) -> std::io::Result<()> {
+    // Platform seam: cgroups are Linux-only; nothing creates one elsewhere.
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Writes a kernel file in place: never created, truncated or reached through a link.
+#[cfg(unix)]
 fn write_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;

@@ -9,11 +9,6 @@
 //! inflated by every kernel thread on the machine. A process or fd that vanishes during the walk
 //! is skipped silently.
 
-use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-
-use nix::fcntl::readlinkat;
-
 use crate::error::Error;
 use crate::fsread::{self, Cap};
 use crate::roots::Roots;
@@ -67,10 +62,10 @@ pub(crate) fn build_index(roots: &Roots) -> FdIndex {
             Err(_) => continue, // vanished (ENOENT/ESRCH) or not a process directory
         };
         for fd in fsread::numeric_entries(&mut fd_dir) {
-            let Ok(link) = readlinkat(fd_dir.as_fd(), fd.to_string().as_str()) else {
+            let Ok(link) = fsread::read_link_at(&fd_dir, fd.to_string().as_str()) else {
                 continue; // closed meanwhile
             };
-            if let Some(node) = node_of(link.as_bytes()) {
+            if let Some(node) = node_of(&link) {
                 index.fds.push(NodeFd {
                     pid,
                     fd,

@@ -34,7 +34,6 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 /// `pid`'s name (see the module docs), lossy UTF-8 as upstream's `String`; `None` when its
 /// `comm` cannot be read or is empty.
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
     if comm.is_empty() {
@@ -45,7 +44,7 @@ pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
     }
     let exe = std::fs::read_link(roots.pid_file(pid, "exe"))
         .ok()
-        .and_then(|p| Some(p.file_name()?.as_bytes().to_vec()));
+        .and_then(|p| Some(p.file_name()?.as_encoded_bytes().to_vec()));
     let cmdline = fsread::read_prefix(&roots.pid_file(pid, "cmdline"), Cap::CMDLINE_PREFIX)
         .unwrap_or_default();
     Some(extended(comm, exe.as_deref(), &cmdline))

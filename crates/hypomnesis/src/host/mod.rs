@@ -13,8 +13,23 @@
 //!
 //! A pid that has exited is [`Error::NotFound`]; one this user may not read is
 //! [`Error::PermissionDenied`].
+//!
+//! Platform seam: on Windows and macOS, the system [`Roots`] ([`Roots::is_system`]) are read
+//! through the platform's own calls (`windows.rs`: `GlobalMemoryStatusEx`,
+//! `GetProcessMemoryInfo`; `macos.rs`: `host_statistics64`, `proc_pid_rusage`); a proc root
+//! named explicitly (a fixture, a mounted Linux `/proc`) is read as procfs on every platform.
 
+#[cfg(target_os = "macos")]
+#[allow(unsafe_code)]
+pub(crate) mod macos;
 pub mod parse;
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub(crate) mod windows;
+#[cfg(target_os = "macos")]
+use macos as native;
+#[cfg(windows)]
+use windows as native;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -73,6 +88,10 @@ pub struct ProcessMemory {
     /// `Pss` from `smaps_rollup`: shared pages divided among their users. Only read with
     /// [`MemoryDetail::WithPss`].
     pub pss_bytes: Option<u64>,
+    /// Private bytes (commit charge; Windows `PrivateUsage`). `None` on other platforms, where
+    /// this figure is not read (not an unknown: not asked for).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub private_bytes: Option<u64>,
     /// Fields that are `None` for a reason other than "not asked for".
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub unknown: Vec<Unknown>,
@@ -84,6 +103,10 @@ pub struct ProcessMemory {
 /// [`Error::NotFound`] / [`Error::PermissionDenied`] / [`Error::Io`] when the file cannot be
 /// read, [`Error::Parse`] when `MemTotal` or `MemFree` is missing or malformed.
 pub fn host_memory(roots: &Roots) -> Result<HostMemory, Error> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return native::host_memory();
+    }
     let m = fsread::read_parsed(
         &roots.proc.join("meminfo"),
         Cap::MEMINFO,
@@ -110,6 +133,10 @@ pub fn process_memory(
     pid: u32,
     detail: MemoryDetail,
 ) -> Result<ProcessMemory, Error> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return native::process_memory(pid, detail);
+    }
     let st = fsread::read_pid_file(roots, pid, "status", parse::parse_status)?;
     let mut mem = ProcessMemory {
         pid,
@@ -117,6 +144,7 @@ pub fn process_memory(
         peak_rss_bytes: st.vm_hwm_bytes,
         swap_bytes: st.vm_swap_bytes,
         pss_bytes: None,
+        private_bytes: None,
         unknown: Vec::new(),
     };
     if mem.rss_bytes.is_none() {
@@ -164,6 +192,9 @@ pub fn process_memory(
 pub(crate) struct SelfStatm {
     path: PathBuf,
     open: std::sync::OnceLock<Option<(u32, File)>>,
+    /// The system roots on Windows/macOS: the platform's own call, not procfs.
+    #[cfg(any(windows, target_os = "macos"))]
+    native: bool,
 }
 
 impl SelfStatm {
@@ -171,11 +202,17 @@ impl SelfStatm {
         SelfStatm {
             path: roots.proc.join("self").join("statm"),
             open: std::sync::OnceLock::new(),
+            #[cfg(any(windows, target_os = "macos"))]
+            native: roots.is_system(),
         }
     }
 
     /// This process's resident set size in bytes.
     pub(crate) fn rss_bytes(&self, sys: SystemInfo) -> Result<u64, Error> {
+        #[cfg(any(windows, target_os = "macos"))]
+        if self.native {
+            return native::own_rss();
+        }
         let me = std::process::id();
         let cached = self
             .open

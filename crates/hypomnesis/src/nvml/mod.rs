@@ -17,9 +17,11 @@
 //! a library that failed to initialise), [`mig`], [`mps`], [`util`].
 
 mod convert;
+#[cfg(target_os = "linux")]
 pub(crate) mod facts;
 mod ffi;
 mod ffi_mig;
+mod locate;
 mod mig;
 pub(crate) mod mps;
 mod util;
@@ -44,8 +46,7 @@ use crate::types::{
 pub(crate) use convert::{call_failure, describe, reason_of};
 use ffi::ProcessListKind;
 
-/// The soname NVML is loaded by when no path is given.
-pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+pub use locate::DEFAULT_LIBRARY;
 
 /// An initialised NVML session.
 pub(crate) struct NvmlBackend {
@@ -76,6 +77,22 @@ impl NvmlBackend {
     /// Loads and initialises NVML from `library` (or the default soname). `Err` is the reason
     /// the backend is absent.
     pub(crate) fn load(library: Option<&Path>) -> Result<NvmlBackend, BackendError> {
+        // Platform seam: Windows tries the driver's full paths first (`locate`).
+        #[cfg(windows)]
+        if library.is_none() {
+            let env = |k| std::env::var_os(k);
+            for p in locate::windows_candidates(
+                env("SystemRoot").as_deref(),
+                env("ProgramFiles").as_deref(),
+            ) {
+                if p.is_file() {
+                    match Self::load(Some(&p)) {
+                        Err(BackendError::LibraryUnloadable { .. }) => continue,
+                        done => return done,
+                    }
+                }
+            }
+        }
         let path: &OsStr = library.map_or(OsStr::new(DEFAULT_LIBRARY), Path::as_os_str);
         let shown = || path.to_string_lossy().into_owned();
         let nvml = Nvml::builder().lib_path(path).init().map_err(|e| match e {

@@ -12,6 +12,20 @@
 
 pub mod table;
 pub mod tree;
+// Platform seam (ARCHITECTURE.md "Platforms"): native process lists where there is no procfs.
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub mod job;
+#[cfg(target_os = "macos")]
+#[allow(unsafe_code)]
+pub(crate) mod macos;
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub(crate) mod windows;
+#[cfg(target_os = "macos")]
+pub(crate) use macos as native;
+#[cfg(windows)]
+pub(crate) use windows as native;
 
 use std::collections::HashMap;
 
@@ -56,6 +70,10 @@ pub fn display_name(comm: &[u8], cmdline: &[u8]) -> ProcessName {
 /// [`Error::NotFound`] when the process does not exist, [`Error::PermissionDenied`] when its
 /// files are hidden from this user.
 pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<ProcessName>, Error> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return native::process_name(pid).map(|n| n.map(ProcessName::from_bytes));
+    }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM)?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
     if comm.is_empty() {
@@ -100,14 +118,24 @@ impl IdentityCache {
     pub fn user_name(&mut self, uid: u32) -> Option<String> {
         self.users
             .entry(uid)
-            .or_insert_with(|| {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                    .ok()
-                    .flatten()
-                    .map(|u| u.name)
-            })
+            .or_insert_with(|| user_name_of(uid))
             .clone()
     }
+}
+
+/// The user name of `uid` from the system's user database (POSIX); `None` where there is
+/// none (Windows: owners are SIDs, not uids).
+fn user_name_of(uid: u32) -> Option<String> {
+    #[cfg(unix)]
+    return nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    #[cfg(not(unix))]
+    return {
+        let _ = uid;
+        None
+    };
 }
 
 #[cfg(test)]

@@ -63,6 +63,19 @@ impl ProcessTable {
     /// # Errors
     /// When the proc root cannot be listed; the table is then left as it was.
     pub fn refresh(&mut self, roots: &Roots) -> Result<(), Error> {
+        // Platform seam: no proc root on Windows and macOS; the native listing gives each
+        // process's start time, which stands for the inode (a reused pid has a new one).
+        #[cfg(any(windows, target_os = "macos"))]
+        if roots.is_system() {
+            self.entries = super::native::all_stats()?
+                .into_iter()
+                .map(|stat| {
+                    let inode = stat.start_time;
+                    (stat.pid, Entry { inode, stat })
+                })
+                .collect();
+            return Ok(());
+        }
         let live: HashMap<u32, u64> = fsread::list_pid_inodes(&roots.proc)?.into_iter().collect();
         self.entries
             .retain(|pid, e| e.inode != UNKNOWN_INODE && live.get(pid) == Some(&e.inode));

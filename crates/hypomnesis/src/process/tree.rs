@@ -149,6 +149,10 @@ pub fn parse_stat_bytes(bytes: &[u8]) -> Result<Stat, ParseError> {
 /// # Errors
 /// [`Error::NotFound`] when the process is gone; [`Error::Parse`] on a malformed file.
 pub fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, Error> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return super::native::read_stat(pid);
+    }
     fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes)
 }
 

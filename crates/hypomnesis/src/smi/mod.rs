@@ -10,7 +10,18 @@
 //! processes are listed (`--query-compute-apps`), and a driver older than R510 has no
 //! `memory.reserved` field (it is queried, and dropped on the "not a valid field" answer).
 
+// Platform seam: the bounded child runner (Linux: process group + waitid + poll; elsewhere:
+// reader threads, and a Job object on Windows).
+#[cfg(target_os = "linux")]
 mod child;
+#[cfg(not(target_os = "linux"))]
+#[path = "child_portable.rs"]
+mod child;
+// The portable runner's own tests also run on Linux.
+#[cfg(test)]
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+mod child_portable;
 pub(crate) mod compat;
 pub(crate) mod parse;
 

@@ -14,6 +14,9 @@ pub(crate) const fn source_of(source: Source) -> GpuQuerySource {
         Source::Nvml => GpuQuerySource::Nvml,
         Source::NvidiaSmi => GpuQuerySource::NvidiaSmi,
         Source::Sysfs | Source::Fdinfo | Source::Kfd => GpuQuerySource::Drm,
+        Source::Dxgi => GpuQuerySource::Dxgi,
+        Source::Pdh => GpuQuerySource::Pdh,
+        Source::Metal => GpuQuerySource::Metal,
     }
 }
 

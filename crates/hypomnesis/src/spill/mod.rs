@@ -50,8 +50,8 @@
 //! # Ok::<(), hypomnesis::HypomnesisError>(())
 //! ```
 
-mod fold;
-mod source;
+pub(crate) mod fold;
+pub(crate) mod source;
 
 use std::time::{Duration, Instant};
 

@@ -46,6 +46,11 @@ pub(crate) trait SpillSource: Send + Sync + UnwindSafe + RefUnwindSafe {
 /// why that device's spill is not measurable.
 pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>, String> {
     let (list, drm) = probe.collect();
+    // Platform seam: Windows devices spill through PDH (WDDM's definition, the same fold).
+    #[cfg(all(windows, feature = "pdh"))]
+    if let Some(source) = crate::wddm::windows::spill_source(&list, index) {
+        return source;
+    }
     if let Some((found, _)) = drm.listed.iter().find(|(_, i)| *i == index) {
         let plan = plan(probe.roots(), found)?;
         return Ok(Box::new(DrmSource {
@@ -76,6 +81,10 @@ pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>,
 /// Whether any DRM device under `roots` is measurable (existence checks only: nothing is read
 /// from a device, so none is woken; NVIDIA devices never are).
 pub(crate) fn any_measurable(roots: &Roots) -> bool {
+    #[cfg(all(windows, feature = "pdh"))]
+    if crate::wddm::windows::spill_measurable() {
+        return true;
+    }
     sysfs::discover(roots)
         .iter()
         .any(|f| plan(roots, f).is_ok())

@@ -66,6 +66,12 @@ pub enum Backend {
     /// DRM: AMD, Intel and other kernel GPU drivers (sysfs, fdinfo, KFD).
     #[cfg_attr(feature = "serde", serde(rename = "DRM"))]
     Drm,
+    /// Windows DXGI and PDH (WDDM adapters and their per-process counters).
+    #[cfg_attr(feature = "serde", serde(rename = "DXGI"))]
+    Dxgi,
+    /// macOS Metal.
+    #[cfg_attr(feature = "serde", serde(rename = "Metal"))]
+    Metal,
 }
 
 impl Backend {
@@ -75,6 +81,8 @@ impl Backend {
             Backend::Nvml => "NVML",
             Backend::NvidiaSmi => "nvidia-smi",
             Backend::Drm => "DRM",
+            Backend::Dxgi => "DXGI",
+            Backend::Metal => "Metal",
         }
     }
 }

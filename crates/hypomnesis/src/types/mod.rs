@@ -73,6 +73,15 @@ pub enum Source {
     /// The AMD KFD (ROCm compute) per-process sysfs files.
     #[cfg_attr(feature = "serde", serde(rename = "kfd"))]
     Kfd,
+    /// Windows DXGI (adapters; the caller's own `QueryVideoMemoryInfo`).
+    #[cfg_attr(feature = "serde", serde(rename = "dxgi"))]
+    Dxgi,
+    /// Windows performance counters (`GPU Process Memory`, `GPU Adapter Memory`).
+    #[cfg_attr(feature = "serde", serde(rename = "pdh"))]
+    Pdh,
+    /// macOS Metal (`MTLDevice`).
+    #[cfg_attr(feature = "serde", serde(rename = "metal"))]
+    Metal,
 }
 
 impl Source {
@@ -84,6 +93,9 @@ impl Source {
             Source::Sysfs => "sysfs",
             Source::Fdinfo => "fdinfo",
             Source::Kfd => "kfd",
+            Source::Dxgi => "dxgi",
+            Source::Pdh => "pdh",
+            Source::Metal => "metal",
         }
     }
 }

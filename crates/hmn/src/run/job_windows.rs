@@ -1,0 +1,68 @@
+//! The command of `hmn run` and `hmn spill` on Windows: started directly, with inherited
+//! standard streams. Windows has no process groups to separate, no terminal to hand over and no
+//! `exec`, so there is no `hmn __exec` step (see `job.rs` for the POSIX side): `hmn run` puts the
+//! command in a kill-on-close Job object instead, which keeps its tree together and ends it with
+//! hmn. `argv[0]` is the program's path (Windows passes one command line; the name the user
+//! typed is not kept apart). There are no transient cgroups.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// What to start: the program found on `PATH` (with `PATHEXT`), the name it was given, its
+/// arguments; `cgroup_procs` is always `None` here (cgroups are Linux-only).
+#[allow(dead_code)] // `argv0` and `cgroup_procs` are the POSIX side's.
+pub struct Launch<'a> {
+    pub path: &'a Path,
+    pub argv0: &'a OsStr,
+    pub args: &'a [OsString],
+    pub cgroup_procs: Option<&'a Path>,
+}
+
+/// The running command.
+#[derive(Debug)]
+pub struct Job {
+    child: Child,
+}
+
+impl Job {
+    /// Starts the command.
+    ///
+    /// # Errors
+    /// When it cannot be started.
+    pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Job> {
+        let child = Command::new(launch.path)
+            .args(launch.args)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        Ok(Job { child })
+    }
+
+    /// The command's pid.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The process handle (to assign it to a Job object).
+    pub fn child(&self) -> &Child {
+        &self.child
+    }
+
+    /// The command's status if it has ended.
+    ///
+    /// # Errors
+    /// When it cannot be waited for.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    /// Waits for the command to end.
+    ///
+    /// # Errors
+    /// When it cannot be waited for.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait()
+    }
+}
