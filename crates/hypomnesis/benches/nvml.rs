@@ -28,7 +28,10 @@ fn device_query(c: &mut Criterion) {
     g.bench_function("long_lived_probe", |b| {
         b.iter(|| black_box(probe.device(0).unwrap()))
     });
-    let raw = nvml_wrapper::Nvml::builder().lib_path(lib.as_os_str()).init().unwrap();
+    let raw = nvml_wrapper::Nvml::builder()
+        .lib_path(lib.as_os_str())
+        .init()
+        .unwrap();
     g.bench_function("bare_nvml_memory_info", |b| {
         b.iter(|| {
             let d = raw.device_by_index(0).unwrap();

@@ -15,6 +15,11 @@ const COMM_MAX: usize = 15;
 
 /// Whether `pid` is a running process (not a thread of one); `None` when `/proc` cannot tell.
 pub(crate) fn exists(roots: &Roots, pid: u32) -> Option<bool> {
+    // Platform seam: the system's own process list on Windows and macOS.
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return crate::process::native::exists(pid);
+    }
     match fsread::read_string(&roots.pid_file(pid, "status"), Cap::STATUS) {
         Ok(text) => Some(tgid_of(&text).is_none_or(|tgid| tgid == pid)),
         Err(e) if e.is_not_found() => Some(false),
@@ -32,6 +37,10 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 
 /// `pid`'s name (see the module docs); `None` when its `comm` cannot be read or is empty.
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return crate::process::native::process_name(pid).ok().flatten();
+    }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
     let comm = String::from_utf8_lossy(&comm);
     let comm = comm.trim_end_matches('\n');
