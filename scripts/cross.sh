@@ -45,6 +45,18 @@ run() { # run NAME CMD...: one part; a failure is recorded, the script goes on
     "$@" || loud "$name FAILED"
 }
 
+hmn_smoke() { # hmn.exe itself under Wine: the device view and `hmn run`'s exit code
+    cargo build -q -p hmn --target $WIN || return 1
+    local exe=${CARGO_TARGET_DIR:-$root/target}/$WIN/debug/hmn.exe out rc
+    out=$("$root/scripts/wine/runner.sh" "$exe" 2>&1) || { echo "$out"; return 1; }
+    grep -q '^RAM: .* available / ' <<<"$out" || { echo "no RAM line: $out"; return 1; }
+    "$root/scripts/wine/runner.sh" "$exe" run -- cmd.exe /c exit 3 2>/tmp/hmn-run-$$.txt
+    rc=$?
+    grep -q 'exit status   3' /tmp/hmn-run-$$.txt || { cat /tmp/hmn-run-$$.txt; rc=99; }
+    rm -f /tmp/hmn-run-$$.txt
+    [ "$rc" = 3 ] || { echo "hmn run exit $rc, want 3"; return 1; }
+}
+
 if [ $have_win = 1 ]; then
     run "clippy $WIN (library, default features)" cargo clippy -p hypomnesis --target $WIN -- -D warnings
     run "clippy $WIN (library, all features)" cargo clippy -p hypomnesis --target $WIN --all-features -- -D warnings
@@ -62,6 +74,7 @@ fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then
     export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$root/scripts/wine/runner.sh
     run "Windows tests under Wine (tests/windows.rs)" cargo test -p hypomnesis --target $WIN --test windows
+    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through)" hmn_smoke
 fi
 
 echo "== cross: $(( $(date +%s) - started )) s"
