@@ -60,6 +60,7 @@ hmn_smoke() { # hmn.exe itself under Wine: the device view and `hmn run`'s exit 
 if [ $have_win = 1 ]; then
     run "clippy $WIN (library, default features)" cargo clippy -p hypomnesis --target $WIN -- -D warnings
     run "clippy $WIN (library, all features)" cargo clippy -p hypomnesis --target $WIN --all-features -- -D warnings
+    run "clippy $WIN (library, no default features)" cargo clippy -p hypomnesis --target $WIN --lib --no-default-features -- -D warnings
     run "clippy $WIN (hmn, test bed, Windows tests)" cargo clippy -p hmn -p hmn-testbed --target $WIN -- -D warnings
     run "clippy $WIN (tests/windows.rs)" cargo clippy -p hypomnesis --target $WIN --test windows -- -D warnings
 fi
@@ -69,6 +70,7 @@ if [ $have_mac = 1 ]; then
     export CC_aarch64_apple_darwin=$root/scripts/cross/check-cc.sh AR_aarch64_apple_darwin=ar
     run "clippy $MAC (library, default features)" cargo clippy -p hypomnesis --target $MAC -- -D warnings
     run "clippy $MAC (library, all features)" cargo clippy -p hypomnesis --target $MAC --all-features -- -D warnings
+    run "clippy $MAC (library, no default features)" cargo clippy -p hypomnesis --target $MAC --lib --no-default-features -- -D warnings
     run "clippy $MAC (hmn)" cargo clippy -p hmn --target $MAC -- -D warnings
 fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then

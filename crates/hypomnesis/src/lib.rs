@@ -164,7 +164,7 @@ pub mod types;
 mod metal;
 // Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
 // is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
-#[cfg_attr(not(windows), allow(dead_code))]
+#[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
 mod wddm;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
