@@ -2,7 +2,7 @@
 # Windows and macOS from Linux (issue 11): installs what it needs, then
 #   1. clippy -D warnings for x86_64-pc-windows-gnu and aarch64-apple-darwin (the library with
 #      default and with all features, the CLI, the test bed),
-#   2. the Windows test binary (crates/hypomnesis/tests/windows.rs) cross-compiled with mingw
+#   2. the Windows test binary (crates/hypomnesis/tests/windows/main.rs) cross-compiled with mingw
 #      and run under Wine (scripts/wine/runner.sh: our ProcessPrng shim beside each .exe).
 # macOS is compile-checked only (no macOS runner here). A part whose tools cannot be installed
 # prints ONE loud line and fails; the other parts still run; the exit status is non-zero if any
@@ -62,7 +62,7 @@ if [ $have_win = 1 ]; then
     run "clippy $WIN (library, all features)" cargo clippy -p hypomnesis --target $WIN --all-features -- -D warnings
     run "clippy $WIN (library, no default features)" cargo clippy -p hypomnesis --target $WIN --lib --no-default-features -- -D warnings
     run "clippy $WIN (hmn, test bed, Windows tests)" cargo clippy -p hmn -p hmn-testbed --target $WIN -- -D warnings
-    run "clippy $WIN (tests/windows.rs)" cargo clippy -p hypomnesis --target $WIN --test windows -- -D warnings
+    run "clippy $WIN (tests/windows/main.rs)" cargo clippy -p hypomnesis --target $WIN --test windows -- -D warnings
 fi
 if [ $have_mac = 1 ]; then
     # Dependencies' C helpers (signal-hook) need Apple's SDK; a check links nothing, so a
@@ -75,7 +75,7 @@ if [ $have_mac = 1 ]; then
 fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then
     export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$root/scripts/wine/runner.sh
-    run "Windows tests under Wine (tests/windows.rs)" cargo test -p hypomnesis --target $WIN --test windows
+    run "Windows tests under Wine (tests/windows/main.rs)" cargo test -p hypomnesis --target $WIN --test windows
     run "hmn.exe under Wine (host RAM line; run passes exit code 3 through)" hmn_smoke
 fi
 
