@@ -8,7 +8,13 @@ import json
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
+import os
+
+# CRITERION_HOME as criterion reads it (the Wine run of the benches writes elsewhere).
+ROOT = pathlib.Path(
+    os.environ.get("CRITERION_HOME")
+    or pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
+)
 
 
 def median_ns(group: str, bench: str) -> float:
@@ -31,4 +37,6 @@ show("process_rss / bare pread of an open fd", ("own_rss", "process_rss"), ("own
 show("sysinfo refresh one / process_rss", ("own_rss", "sysinfo_refresh_one"), ("own_rss", "process_rss"), ">= 20x")
 show("init per call / long-lived probe", ("device_query", "init_per_call"), ("device_query", "long_lived_probe"), ">= 100x")
 show("cached-index tick / full DRM scan (idle /proc)", ("drm_query", "cached_index_tick"), ("drm_query", "full_scan"), "<= 0.10x")
+show("Probe device query / bare NVML handle + memory info (the floor)", ("device_query", "long_lived_probe"), ("device_query", "bare_nvml_memory_info"), "<= 3x")
+show("Windows: process_rss / bare GetProcessMemoryInfo (the floor)", ("own_rss", "process_rss"), ("own_rss", "bare_get_process_memory_info"), "<= 1.5x")
 sys.exit(0)

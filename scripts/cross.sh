@@ -2,7 +2,7 @@
 # Windows and macOS from Linux (issue 11): installs what it needs, then
 #   1. clippy -D warnings for x86_64-pc-windows-gnu and aarch64-apple-darwin (the library with
 #      default and with all features, the CLI, the test bed),
-#   2. the Windows test binary (crates/hypomnesis/tests/windows.rs) cross-compiled with mingw
+#   2. the Windows test binary (crates/hypomnesis/tests/windows/main.rs) cross-compiled with mingw
 #      and run under Wine (scripts/wine/runner.sh: our ProcessPrng shim beside each .exe).
 # macOS is compile-checked only (no macOS runner here). A part whose tools cannot be installed
 # prints ONE loud line and fails; the other parts still run; the exit status is non-zero if any
@@ -45,11 +45,24 @@ run() { # run NAME CMD...: one part; a failure is recorded, the script goes on
     "$@" || loud "$name FAILED"
 }
 
+hmn_smoke() { # hmn.exe itself under Wine: the device view and `hmn run`'s exit code
+    cargo build -q -p hmn --target $WIN || return 1
+    local exe=${CARGO_TARGET_DIR:-$root/target}/$WIN/debug/hmn.exe out rc
+    out=$("$root/scripts/wine/runner.sh" "$exe" 2>&1) || { echo "$out"; return 1; }
+    grep -q '^RAM: .* available / ' <<<"$out" || { echo "no RAM line: $out"; return 1; }
+    "$root/scripts/wine/runner.sh" "$exe" run -- cmd.exe /c exit 3 2>/tmp/hmn-run-$$.txt
+    rc=$?
+    grep -q 'exit status   3' /tmp/hmn-run-$$.txt || { cat /tmp/hmn-run-$$.txt; rc=99; }
+    rm -f /tmp/hmn-run-$$.txt
+    [ "$rc" = 3 ] || { echo "hmn run exit $rc, want 3"; return 1; }
+}
+
 if [ $have_win = 1 ]; then
     run "clippy $WIN (library, default features)" cargo clippy -p hypomnesis --target $WIN -- -D warnings
     run "clippy $WIN (library, all features)" cargo clippy -p hypomnesis --target $WIN --all-features -- -D warnings
+    run "clippy $WIN (library, no default features)" cargo clippy -p hypomnesis --target $WIN --lib --no-default-features -- -D warnings
     run "clippy $WIN (hmn, test bed, Windows tests)" cargo clippy -p hmn -p hmn-testbed --target $WIN -- -D warnings
-    run "clippy $WIN (tests/windows.rs)" cargo clippy -p hypomnesis --target $WIN --test windows -- -D warnings
+    run "clippy $WIN (tests/windows/main.rs)" cargo clippy -p hypomnesis --target $WIN --test windows -- -D warnings
 fi
 if [ $have_mac = 1 ]; then
     # Dependencies' C helpers (signal-hook) need Apple's SDK; a check links nothing, so a
@@ -57,11 +70,13 @@ if [ $have_mac = 1 ]; then
     export CC_aarch64_apple_darwin=$root/scripts/cross/check-cc.sh AR_aarch64_apple_darwin=ar
     run "clippy $MAC (library, default features)" cargo clippy -p hypomnesis --target $MAC -- -D warnings
     run "clippy $MAC (library, all features)" cargo clippy -p hypomnesis --target $MAC --all-features -- -D warnings
+    run "clippy $MAC (library, no default features)" cargo clippy -p hypomnesis --target $MAC --lib --no-default-features -- -D warnings
     run "clippy $MAC (hmn)" cargo clippy -p hmn --target $MAC -- -D warnings
 fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then
     export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$root/scripts/wine/runner.sh
-    run "Windows tests under Wine (tests/windows.rs)" cargo test -p hypomnesis --target $WIN --test windows
+    run "Windows tests under Wine (tests/windows/main.rs)" cargo test -p hypomnesis --target $WIN --test windows
+    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through)" hmn_smoke
 fi
 
 echo "== cross: $(( $(date +%s) - started )) s"

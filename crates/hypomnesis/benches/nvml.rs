@@ -1,6 +1,8 @@
-//! Device-query cost on the fake NVML: a long-lived `Probe` (NVML loaded and initialised once)
-//! against upstream's way, load + init + query + shutdown on every call. Ratios are computed by
-//! `bench/ratios.py`.
+//! Device-query cost on the fake NVML (`libnvidia-ml.so.1` on Linux, `nvml.dll` on Windows): a
+//! long-lived `Probe` (NVML loaded and initialised once) against upstream's way, load + init +
+//! query + shutdown on every call, and against the floor: the bare NVML calls of one device
+//! query (handle, memory info) through nvml-wrapper on an initialised library. Ratios are
+//! computed by `bench/ratios.py`.
 
 // Test and bench harness code: a failed step should stop with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -25,6 +27,16 @@ fn device_query(c: &mut Criterion) {
     probe.device(0).unwrap();
     g.bench_function("long_lived_probe", |b| {
         b.iter(|| black_box(probe.device(0).unwrap()))
+    });
+    let raw = nvml_wrapper::Nvml::builder()
+        .lib_path(lib.as_os_str())
+        .init()
+        .unwrap();
+    g.bench_function("bare_nvml_memory_info", |b| {
+        b.iter(|| {
+            let d = raw.device_by_index(0).unwrap();
+            black_box(d.memory_info().unwrap())
+        })
     });
     g.bench_function("init_per_call", |b| {
         b.iter(|| {

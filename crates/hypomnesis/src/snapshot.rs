@@ -80,15 +80,15 @@ pub struct ProcessGpuInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GpuQuerySource {
-    /// Windows DXGI (never produced by this crate).
+    /// Windows DXGI (adapters; this crate's DXGI devices).
     Dxgi,
     /// NVIDIA's NVML library.
     Nvml,
-    /// Windows performance counters (never produced by this crate).
+    /// Windows performance counters (per-process rows from `GPU Process Memory`).
     Pdh,
     /// The `nvidia-smi` program.
     NvidiaSmi,
-    /// macOS Metal (never produced by this crate).
+    /// macOS Metal (the Metal device).
     Metal,
     /// The Linux DRM interfaces: sysfs for devices, `/proc/<pid>/fdinfo` (and ROCm's KFD) for
     /// processes. Not in upstream.

@@ -15,6 +15,11 @@ const COMM_MAX: usize = 15;
 
 /// Whether `pid` is a running process (not a thread of one); `None` when `/proc` cannot tell.
 pub(crate) fn exists(roots: &Roots, pid: u32) -> Option<bool> {
+    // Platform seam: the system's own process list on Windows and macOS.
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return crate::process::native::exists(pid);
+    }
     // Lossily: the `Name:` line is whatever the process named itself.
     match fsread::read_bytes(&roots.pid_file(pid, "status"), Cap::STATUS) {
         Ok(b) => Some(tgid_of(&String::from_utf8_lossy(&b)).is_none_or(|tgid| tgid == pid)),
@@ -34,6 +39,10 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 /// `pid`'s name (see the module docs), lossy UTF-8 as upstream's `String`; `None` when its
 /// `comm` cannot be read or is empty.
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
+    #[cfg(any(windows, target_os = "macos"))]
+    if roots.is_system() {
+        return crate::process::native::process_name(pid).ok().flatten();
+    }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
     if comm.is_empty() {

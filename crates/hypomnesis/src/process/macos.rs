@@ -146,3 +146,13 @@ pub(crate) fn process_name(pid: u32) -> Result<Option<String>, Error> {
     let comm = from_c(&bsdinfo(pid)?.pbi_comm);
     Ok((!comm.is_empty()).then_some(comm))
 }
+
+/// Whether `pid` exists: `proc_pidinfo` answers → yes; no such process → no; refused by the
+/// sandbox → unknown (`None`).
+pub(crate) fn exists(pid: u32) -> Option<bool> {
+    match bsdinfo(pid) {
+        Ok(_) => Some(true),
+        Err(Error::PermissionDenied { .. }) => None,
+        Err(_) => Some(false),
+    }
+}

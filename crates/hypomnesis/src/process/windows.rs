@@ -195,3 +195,9 @@ pub(crate) fn process_name(pid: u32) -> Result<Option<String>, Error> {
         }),
     }
 }
+
+/// Whether `pid` is listed (upstream's rule on Windows: the Toolhelp snapshot contains it);
+/// `None` when the snapshot fails.
+pub(crate) fn exists(pid: u32) -> Option<bool> {
+    list().ok().map(|all| all.iter().any(|e| e.pid == pid))
+}

@@ -23,7 +23,7 @@
 
 pub(crate) mod devices;
 pub(crate) mod parse;
-#[cfg(windows)]
+#[cfg(all(windows, feature = "dxgi"))]
 #[allow(unsafe_code)]
 pub(crate) mod windows;
 

@@ -10,6 +10,9 @@
 //!   gauges: one sample is enough), `PdhGetFormattedCounterValue(PDH_FMT_LARGE)`; a negative or
 //!   failed value is unreadable (`None`), never 0. The query is closed on every path (RAII).
 
+// PDH is feature `pdh`; with `dxgi` alone its half is built but not dispatched.
+#![cfg_attr(not(feature = "pdh"), allow(dead_code))]
+
 use windows::Win32::Graphics::Dxgi::{
     CreateDXGIFactory1, DXGI_ADAPTER_FLAG_SOFTWARE, DXGI_MEMORY_SEGMENT_GROUP,
     DXGI_MEMORY_SEGMENT_GROUP_LOCAL, DXGI_MEMORY_SEGMENT_GROUP_NON_LOCAL,

@@ -93,6 +93,13 @@ fn a_missing_process_is_not_found() {
     let e = process_memory(&Roots::system(), 0xFFFF_FFF0, MemoryDetail::Basic).unwrap_err();
     assert!(matches!(e, Error::NotFound { .. }), "{e}");
     assert!(hypomnesis::process::process_name(&Roots::system(), 0xFFFF_FFF0).is_err());
+    assert_eq!(hypomnesis::process_exists(0xFFFF_FFF0), Some(false));
+    assert_eq!(hypomnesis::process_exists(std::process::id()), Some(true));
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(
+        hypomnesis::process_name(std::process::id()).as_deref(),
+        exe.file_name().and_then(|n| n.to_str())
+    );
 }
 
 #[test]
