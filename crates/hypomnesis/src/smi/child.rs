@@ -34,26 +34,7 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// After the group is killed, how long the child is given to die before it is set aside.
 const REAP_GRACE: Duration = Duration::from_millis(200);
 
-/// What a finished child left.
-#[derive(Debug)]
-pub(crate) struct Finished {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
-/// Why a run gave no [`Finished`].
-#[derive(Debug)]
-pub(crate) enum RunError {
-    /// The program could not be started.
-    Spawn(io::Error),
-    /// It did not finish before the deadline; its group was killed.
-    Timeout,
-    /// It wrote more than the output limit; its group was killed.
-    TooMuchOutput,
-    /// Waiting for it failed.
-    Wait(io::Error),
-}
+pub(crate) use super::outcome::{Finished, RunError};
 
 /// Runs children under a hard time bound. See the [module docs](self).
 #[derive(Debug)]

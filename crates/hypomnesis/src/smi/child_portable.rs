@@ -10,7 +10,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -19,26 +19,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(5);
 /// After the child exits, how long its pipes may still be drained.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
-/// What a finished child left.
-#[derive(Debug)]
-pub(crate) struct Finished {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
-/// Why a run gave no [`Finished`].
-#[derive(Debug)]
-pub(crate) enum RunError {
-    /// The program could not be started.
-    Spawn(io::Error),
-    /// It did not finish before the deadline; it (and on Windows its job) was killed.
-    Timeout,
-    /// It wrote more than the output limit; it was killed.
-    TooMuchOutput,
-    /// Waiting for it failed.
-    Wait(io::Error),
-}
+pub(crate) use super::outcome::{Finished, RunError};
 
 /// Runs children under a hard time bound. See the [module docs](self).
 #[derive(Debug, Default)]

@@ -23,6 +23,7 @@ mod child;
 #[allow(dead_code)]
 mod child_portable;
 pub(crate) mod compat;
+mod outcome;
 pub(crate) mod parse;
 
 use std::ffi::OsString;
