@@ -262,8 +262,14 @@ pub fn parse_sched_pid(text: &str) -> Option<u32> {
 
 /// Process `pid`'s pid in its own, innermost namespace, when that differs from `pid`.
 pub fn innermost_pid(roots: &Roots, pid: u32) -> Option<u32> {
-    let status = fsread::read_pid_file(roots, pid, "status", |t| Ok(parse_nspid(t))).ok()?;
-    status.last().copied().filter(|p| *p != pid)
+    fsread::read_pid_file(roots, pid, "status", |t| Ok(innermost_of(t, pid)))
+        .ok()
+        .flatten()
+}
+
+/// [`innermost_pid`] from `pid`'s `status` text (pure).
+pub fn innermost_of(status: &str, pid: u32) -> Option<u32> {
+    parse_nspid(status).last().copied().filter(|p| *p != pid)
 }
 
 /// The one-line reason and remedy for an NVML row whose host pid this proc root cannot show.

@@ -531,7 +531,7 @@ impl Probe {
             }
             row.uid = id.uid;
             row.user = id.user;
-            row.ns_pid = crate::pidns::innermost_pid(roots, row.pid);
+            row.ns_pid = id.ns_pid;
             row.workload = crate::workload::of_process(roots, row.pid);
         }
         #[cfg(feature = "nvml")]

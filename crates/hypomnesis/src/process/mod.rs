@@ -48,6 +48,9 @@ pub struct ProcessIdentity {
     pub uid: Option<u32>,
     /// The user name of `uid`, when it resolves.
     pub user: Option<String>,
+    /// The pid in its innermost PID namespace, when it differs from `pid`
+    /// ([`crate::pidns::innermost_pid`]; read from the same `status`).
+    pub ns_pid: Option<u32>,
 }
 
 /// Picks the display name from `comm` and the raw `cmdline` bytes (pure; bytes in, bytes out).
@@ -107,11 +110,21 @@ impl IdentityCache {
     /// Reads what can be read of `pid`; a vanished or hidden process gives an empty identity.
     pub fn identify(&mut self, roots: &Roots, pid: u32) -> ProcessIdentity {
         let name = process_name(roots, pid).ok().flatten();
-        let uid = fsread::read_pid_file(roots, pid, "status", parse::parse_status)
-            .ok()
-            .and_then(|st| st.uid_effective);
+        // One read of `status` for the owner and the innermost pid.
+        let (uid, ns_pid) = fsread::read_pid_file(roots, pid, "status", |t| {
+            Ok((
+                parse::parse_status(t).ok().and_then(|st| st.uid_effective),
+                crate::pidns::innermost_of(t, pid),
+            ))
+        })
+        .unwrap_or_default();
         let user = uid.and_then(|u| self.user_name(u));
-        ProcessIdentity { name, uid, user }
+        ProcessIdentity {
+            name,
+            uid,
+            user,
+            ns_pid,
+        }
     }
 
     /// The user name of `uid` (cached), or `None` when the system knows no such user.
