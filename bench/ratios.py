@@ -38,5 +38,6 @@ show("sysinfo refresh one / process_rss", ("own_rss", "sysinfo_refresh_one"), ("
 show("init per call / long-lived probe", ("device_query", "init_per_call"), ("device_query", "long_lived_probe"), ">= 100x")
 show("cached-index tick / full DRM scan (idle /proc)", ("drm_query", "cached_index_tick"), ("drm_query", "full_scan"), "<= 0.10x")
 show("Probe device query / bare NVML handle + memory info (the floor)", ("device_query", "long_lived_probe"), ("device_query", "bare_nvml_memory_info"), "<= 3x")
+show("Probe device query / the same NVML calls, bare (what the Probe layer adds)", ("device_query", "long_lived_probe"), ("device_query", "bare_nvml_same_calls"), "<= 1.5x")
 show("Windows: process_rss / bare GetProcessMemoryInfo (the floor)", ("own_rss", "process_rss"), ("own_rss", "bare_get_process_memory_info"), "<= 1.5x")
 sys.exit(0)

@@ -1,8 +1,8 @@
 //! Device-query cost on the fake NVML (`libnvidia-ml.so.1` on Linux, `nvml.dll` on Windows): a
 //! long-lived `Probe` (NVML loaded and initialised once) against upstream's way, load + init +
 //! query + shutdown on every call, and against the floor: the bare NVML calls of one device
-//! query (handle, memory info) through nvml-wrapper on an initialised library. Ratios are
-//! computed by `bench/ratios.py`.
+//! query (handle, memory info) through nvml-wrapper on an initialised library, and the same
+//! NVML calls a device query makes, bare. Ratios are computed by `bench/ratios.py`.
 
 // Test and bench harness code: a failed step should stop with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -36,6 +36,33 @@ fn device_query(c: &mut Criterion) {
         b.iter(|| {
             let d = raw.device_by_index(0).unwrap();
             black_box(d.memory_info().unwrap())
+        })
+    });
+    // The same NVML calls a device query makes, bare: what our layer adds (conversions,
+    // reasons for unknowns, the MIG check) is the gap between this and `long_lived_probe`.
+    g.bench_function("bare_nvml_same_calls", |b| {
+        use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+        b.iter(|| {
+            let n = raw.device_count().unwrap();
+            let d = raw.device_by_index(0).unwrap();
+            black_box((
+                n,
+                d.name().ok(),
+                d.uuid().ok(),
+                d.pci_info().ok(),
+                d.memory_info().ok(),
+                d.utilization_rates().ok(),
+                d.temperature(TemperatureSensor::Gpu).ok(),
+                d.power_usage().ok(),
+                d.total_energy_consumption().ok(),
+            ));
+            for clock in [Clock::Graphics, Clock::SM, Clock::Memory] {
+                black_box(d.clock_info(clock).ok());
+            }
+            for clock in [Clock::Graphics, Clock::Memory] {
+                black_box(d.max_clock_info(clock).ok());
+            }
+            black_box(d.mig_mode().ok())
         })
     });
     g.bench_function("init_per_call", |b| {
