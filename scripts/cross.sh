@@ -55,6 +55,27 @@ hmn_smoke() { # hmn.exe itself under Wine: the device view and `hmn run`'s exit 
     grep -q 'exit status   3' /tmp/hmn-run-$$.txt || { cat /tmp/hmn-run-$$.txt; rc=99; }
     rm -f /tmp/hmn-run-$$.txt
     [ "$rc" = 3 ] || { echo "hmn run exit $rc, want 3"; return 1; }
+    hmn_record_smoke "$exe"
+}
+
+hmn_record_smoke() { # `hmn record` writes snapshots; `hmn top` replays or refuses without a terminal
+    local exe=$1 rec=/tmp/hmn-rec-$$.jsonl out rc
+    "$root/scripts/wine/runner.sh" "$exe" record --interval 300ms --duration 1s "$rec" 2>/dev/null \
+        || { echo "hmn record failed"; return 1; }
+    python3 - "$rec" <<'PY' || { rm -f "$rec"; return 1; }
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) >= 2, f"want >= 2 samples, got {len(lines)}"
+for l in lines:
+    s = json.loads(l)
+    assert s["format"] == "hmn-top", s
+    assert s["host"]["memory_total_bytes"] > 0, s["host"]
+    assert s["no_gpu"].startswith("no GPU found"), s.get("no_gpu")
+PY
+    out=$("$root/scripts/wine/runner.sh" "$exe" top --replay "$rec" </dev/null 2>&1)
+    rc=$?
+    rm -f "$rec"
+    [ "$rc" = 2 ] && grep -q 'needs a terminal' <<<"$out" || { echo "hmn top without a terminal: exit $rc: $out"; return 1; }
 }
 
 if [ $have_win = 1 ]; then
@@ -76,7 +97,7 @@ fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then
     export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$root/scripts/wine/runner.sh
     run "Windows tests under Wine (tests/windows/main.rs)" cargo test -p hypomnesis --target $WIN --test windows
-    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through)" hmn_smoke
+    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through; record; top refuses without a terminal)" hmn_smoke
 fi
 
 echo "== cross: $(( $(date +%s) - started )) s"

@@ -10,6 +10,7 @@
 //! | [`args`] | the command line and every value parser (typed [`args::ArgError`]) |
 //! | [`output`] | JSON lines, stderr notes and warnings, the "no GPU" line |
 //! | [`outfile`] | every file hmn writes: stdout or a regular file replaced atomically |
+//! | [`infile`] | the files hmn opens itself for reading, never blocking on a FIFO |
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`select`] | `--device` values resolved (the library's selectors), `--cuda-order` |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
@@ -26,6 +27,7 @@ mod doctor;
 mod fits;
 mod format;
 mod generate;
+mod infile;
 mod outfile;
 mod output;
 mod ps;
@@ -35,7 +37,6 @@ mod select;
 mod serve;
 mod signals;
 mod spill;
-#[cfg(unix)]
 mod top;
 mod watch;
 mod watch_gpu;
@@ -110,9 +111,8 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(opts, &args, out),
-        #[cfg(all(feature = "top", unix))]
+        #[cfg(feature = "top")]
         Some(Command::Top(args)) => top::run(opts, &args),
-        #[cfg(unix)]
         Some(Command::Record(args)) => top::record::run(opts, &args),
         #[cfg(target_os = "linux")]
         Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
@@ -122,11 +122,6 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 "doctor: its checks read Linux facts (/proc, /sys, cgroups); not supported on this platform yet"
             )
         }
-        // Platform seam: `top` and `record` use POSIX terminals and signals.
-        #[cfg(all(feature = "top", not(unix)))]
-        Some(Command::Top(_)) => anyhow::bail!("top: not supported on this platform yet"),
-        #[cfg(not(unix))]
-        Some(Command::Record(_)) => anyhow::bail!("record: not supported on this platform yet"),
         Some(Command::Exec(_) | Command::Completions(_) | Command::Man) => Ok(ExitCode::from(2)),
     }
 }

@@ -222,10 +222,7 @@ impl Probe {
         }
         let state = if found.is_empty() {
             BackendState::Absent {
-                reason: format!(
-                    "no DRM GPU under {}",
-                    self.options.roots.sys.join("class/drm").display()
-                ),
+                reason: drm_absent_reason(&self.options.roots.sys),
             }
         } else {
             BackendState::Active {
@@ -438,6 +435,19 @@ impl Probe {
     pub fn own_rss(&self) -> Result<u64, Error> {
         self.self_statm.rss_bytes(self.options.system)
     }
+}
+
+/// Why the DRM backend found nothing. Platform seam: DRM is Linux's; elsewhere a sysfs exists
+/// only as a copy passed through the roots, and without one the reason says so (not a path
+/// with mixed separators that was never going to exist).
+fn drm_absent_reason(sys: &std::path::Path) -> String {
+    if cfg!(not(target_os = "linux")) && !sys.exists() {
+        return format!(
+            "not on this platform (DRM is Linux's /sys; {} names a copy)",
+            crate::roots::ENV_SYS_ROOT
+        );
+    }
+    format!("no DRM GPU under {}/class/drm", sys.display())
 }
 
 #[cfg(feature = "nvml")]

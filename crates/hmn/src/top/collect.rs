@@ -13,7 +13,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -68,6 +67,7 @@ pub struct Collector {
 
 /// CPU time this thread has used (macOS: the whole process's, which has no per-thread
 /// `getrusage`; an overestimate for the calibration).
+#[cfg(unix)]
 fn thread_cpu() -> Duration {
     use nix::sys::resource::{UsageWho, getrusage};
     #[cfg(target_os = "linux")]
@@ -85,6 +85,13 @@ fn thread_cpu() -> Duration {
     })
 }
 
+/// Platform seam: no DRM walk off Unix (there is no procfs fd table to walk), so nothing is
+/// calibrated there and the thread's CPU time is never asked for.
+#[cfg(not(unix))]
+fn thread_cpu() -> Duration {
+    Duration::ZERO
+}
+
 /// The rescan period that keeps a scan costing `cpu` within the budget.
 pub fn calibrated_rescan(cpu: Duration) -> Duration {
     cpu.div_f64(RESCAN_BUDGET).clamp(RESCAN_MIN, RESCAN_MAX)
@@ -100,11 +107,7 @@ pub fn now_ms() -> u64 {
 /// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes; only
 /// a regular file is read (a FIFO in a fixture tree never blocks).
 fn cmdline(roots: &Roots, pid: u32) -> Option<String> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(roots.pid_file(pid, "cmdline"))
-        .ok()?;
+    let f = crate::infile::open_nonblocking(&roots.pid_file(pid, "cmdline"), false).ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
     }

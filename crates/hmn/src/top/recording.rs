@@ -9,7 +9,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use super::snapshot::{FORMAT, Snapshot, VERSION};
@@ -153,12 +152,8 @@ impl Recording {
             path: path.to_path_buf(),
             source,
         };
-        // O_NONBLOCK: a FIFO is refused below instead of blocking the open.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(path)
-            .map_err(io_err)?;
+        // A FIFO is refused below instead of blocking the open.
+        let file = crate::infile::open_nonblocking(path, true).map_err(io_err)?;
         if !file.metadata().map_err(io_err)?.is_file() {
             return Err(ReplayError::NotRegular {
                 path: path.to_path_buf(),

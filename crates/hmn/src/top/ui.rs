@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hypomnesis::{ProbeOptions, Roots};
-use nix::errno::Errno;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
@@ -240,22 +239,36 @@ fn event_loop(
     }
 }
 
+/// What became of a confirmed signal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Sent,
+    /// The process belongs to another user (EPERM; Windows: access denied).
+    NotPermitted,
+    /// The process has already exited (ESRCH).
+    Gone,
+    /// Anything else, in the system's words.
+    Failed(String),
+}
+
 /// The status message for a signal's outcome.
-pub fn signal_result(c: &Confirm, r: Result<(), Errno>) -> String {
+pub fn signal_result(c: &Confirm, r: Delivery) -> String {
     let (sig, pid) = (c.sig.name(), c.pid);
     match r {
-        Ok(()) => format!("{sig} sent to {pid} ({})", c.name),
-        Err(Errno::EPERM) => {
-            format!("{sig} to {pid}: not permitted (EPERM): the process belongs to another user")
+        Delivery::Sent => format!("{sig} sent to {pid} ({})", c.name),
+        Delivery::NotPermitted => {
+            let why = if cfg!(unix) { "EPERM" } else { "access denied" };
+            format!("{sig} to {pid}: not permitted ({why}): the process belongs to another user")
         }
-        Err(Errno::ESRCH) => format!("{sig} to {pid}: the process has already exited"),
-        Err(e) => format!("{sig} to {pid}: {}", e.desc()),
+        Delivery::Gone => format!("{sig} to {pid}: the process has already exited"),
+        Delivery::Failed(e) => format!("{sig} to {pid}: {e}"),
     }
 }
 
 /// Sends a confirmed signal, only to the process that was listed: on this system's `/proc`
 /// (a proc root mounted from elsewhere names pids of another namespace), and only if its start
-/// time is still the one shown (a pid reused since is left alone).
+/// time is still the one shown (a pid reused since is left alone; on Windows, which has no
+/// start time here, only if its name is still the one shown).
 fn send(c: &Confirm, roots: &Roots) -> String {
     if roots.proc != std::path::Path::new("/proc") {
         return format!(
@@ -267,22 +280,76 @@ fn send(c: &Confirm, roots: &Roots) -> String {
     if let Some(start) = c.start_time {
         match hypomnesis::process::tree::read_stat(roots, c.pid) {
             Ok(st) if st.start_time == start => {}
-            Ok(_) => {
-                return format!(
-                    "{} not sent: pid {} is now another process",
-                    c.sig.name(),
-                    c.pid
-                );
-            }
-            Err(_) => return signal_result(c, Err(Errno::ESRCH)),
+            Ok(_) => return reused(c),
+            Err(_) => return signal_result(c, Delivery::Gone),
+        }
+    } else if cfg!(not(unix)) {
+        match hypomnesis::process_name(c.pid) {
+            Some(n) if n == c.name => {}
+            Some(_) => return reused(c),
+            None => return signal_result(c, Delivery::Gone),
         }
     }
-    let sig = match c.sig {
+    signal_result(c, deliver(c.pid, c.sig))
+}
+
+fn reused(c: &Confirm) -> String {
+    format!(
+        "{} not sent: pid {} is now another process",
+        c.sig.name(),
+        c.pid
+    )
+}
+
+/// Platform seam: `kill(2)`.
+#[cfg(unix)]
+fn deliver(pid: u32, sig: Sig) -> Delivery {
+    use nix::errno::Errno;
+    let sig = match sig {
         Sig::Term => nix::sys::signal::Signal::SIGTERM,
         Sig::Kill => nix::sys::signal::Signal::SIGKILL,
     };
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(c.pid).unwrap_or(i32::MAX));
-    signal_result(c, nix::sys::signal::kill(pid, sig))
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+    match nix::sys::signal::kill(pid, sig) {
+        Ok(()) => Delivery::Sent,
+        Err(Errno::EPERM) => Delivery::NotPermitted,
+        Err(Errno::ESRCH) => Delivery::Gone,
+        Err(e) => Delivery::Failed(e.desc().to_string()),
+    }
+}
+
+/// Platform seam: Windows has no signals. `taskkill /PID n` asks the process to close (what
+/// SIGTERM asks); `/F` ends it (what SIGKILL does, `TerminateProcess`).
+#[cfg(not(unix))]
+fn deliver(pid: u32, sig: Sig) -> Delivery {
+    let mut cmd = std::process::Command::new("taskkill");
+    cmd.args(["/PID", &pid.to_string()]);
+    if sig == Sig::Kill {
+        cmd.arg("/F");
+    }
+    match cmd.output() {
+        Ok(o) => taskkill_outcome(o.status.code(), &o.stdout, &o.stderr),
+        Err(e) => Delivery::Failed(format!("taskkill: {e}")),
+    }
+}
+
+/// What `taskkill` said, as a [`Delivery`] (pure): exit 0 sent, 128 no such process, "Access
+/// is denied" another user's (or a protected) process, anything else its first line.
+#[cfg_attr(unix, allow(dead_code))]
+fn taskkill_outcome(code: Option<i32>, stdout: &[u8], stderr: &[u8]) -> Delivery {
+    let text = String::from_utf8_lossy(if stderr.is_empty() { stdout } else { stderr });
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    match code {
+        Some(0) => Delivery::Sent,
+        Some(128) => Delivery::Gone,
+        _ if text.to_ascii_lowercase().contains("access is denied") => Delivery::NotPermitted,
+        Some(c) => Delivery::Failed(format!("taskkill exited {c}: {line}")),
+        None => Delivery::Failed(format!("taskkill was killed: {line}")),
+    }
 }
 
 #[cfg(test)]
@@ -301,14 +368,48 @@ mod tests {
     #[test]
     fn signal_outcomes_in_words() {
         let c = confirm(42, None);
-        assert_eq!(signal_result(&c, Ok(())), "SIGTERM sent to 42 (python3)");
         assert_eq!(
-            signal_result(&c, Err(Errno::EPERM)),
+            signal_result(&c, Delivery::Sent),
+            "SIGTERM sent to 42 (python3)"
+        );
+        assert_eq!(
+            signal_result(&c, Delivery::NotPermitted),
             "SIGTERM to 42: not permitted (EPERM): the process belongs to another user"
         );
         assert_eq!(
-            signal_result(&c, Err(Errno::ESRCH)),
+            signal_result(&c, Delivery::Gone),
             "SIGTERM to 42: the process has already exited"
+        );
+    }
+
+    #[test]
+    fn taskkill_answers_in_words() {
+        // Wine 8's taskkill for a pid that does not exist (exit 128), and Windows' wording for
+        // a process of another user (exit 1).
+        assert_eq!(
+            taskkill_outcome(
+                Some(128),
+                b"",
+                b"Error: Could not find process \"99999\".\r\n"
+            ),
+            Delivery::Gone
+        );
+        let denied = b"ERROR: The process with PID 4 could not be terminated.\r\nReason: Access is denied.\r\n";
+        assert_eq!(
+            taskkill_outcome(Some(1), b"", denied),
+            Delivery::NotPermitted
+        );
+        assert_eq!(
+            taskkill_outcome(
+                Some(0),
+                b"SUCCESS: Sent termination signal to the process with PID 42.",
+                b""
+            ),
+            Delivery::Sent
+        );
+        assert_eq!(
+            taskkill_outcome(Some(1), b"", b"\r\nERROR: Invalid argument/option.\r\n"),
+            Delivery::Failed("taskkill exited 1: ERROR: Invalid argument/option.".into())
         );
     }
 
