@@ -8,7 +8,7 @@
 //! | Query | NVIDIA (`i` < NVML's count) | DRM device `i` | then | finally |
 //! |---|---|---|---|---|
 //! | device | NVML device, v1 figures | sysfs, when total and free are known | `nvidia-smi --id=i` | bounds |
-//! | own use | own NVML compute row | own DRM row, else the device's used memory | `nvidia-smi --id=i` memory.used, device-wide | bounds |
+//! | own use | Windows: own DXGI `CurrentUsage` on the adapter joined by PCI location; then own NVML compute row | own DRM row, else the device's used memory | `nvidia-smi --id=i` memory.used, device-wide | bounds |
 //! | listing | NVML compute rows (never smi once NVML answered) | DRM rows with a known figure | `nvidia-smi --id=i` compute apps | bounds |
 //!
 //! "Bounds" is upstream's end of every chain: `DeviceIndexOutOfRange` when a count answered
@@ -195,6 +195,23 @@ impl<'p> Session<'p> {
     /// The calling process's use of device `index` (its own figure, else the device's).
     pub(crate) fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let me = std::process::id();
+        // Platform seam (upstream's order on Windows): DXGI's own figure before NVML, whose
+        // per-process rows are NVML_VALUE_NOT_AVAILABLE under WDDM.
+        #[cfg(all(windows, feature = "dxgi"))]
+        if self.nvml_device(index).is_some() {
+            if let Some(id) = self.devices().device(index).ok().and_then(|d| d.pci_bus_id) {
+                match crate::wddm::windows::own_local_usage(&id) {
+                    Ok(used_bytes) => {
+                        return Ok(ProcessGpuInfo {
+                            used_bytes,
+                            is_per_process: true,
+                            source: crate::snapshot::GpuQuerySource::Dxgi,
+                        });
+                    }
+                    Err(e) => trace!("[DXGI debug]", "device {index}: {e}"),
+                }
+            }
+        }
         if let Some(nvml) = self.nvml_device(index) {
             #[cfg(feature = "nvml")]
             match nvml.compute_processes(index) {

@@ -2,8 +2,9 @@
 //! per-process rows as [`GpuProcess`]es (pure; tested on every platform).
 //!
 //! - Which adapters: hardware GPUs only ([`Adapter::is_gpu`]); NVIDIA adapters only when NVML
-//!   and `nvidia-smi` listed no NVIDIA device — NVML's device and DXGI's adapter cannot be
-//!   matched without a PCI address or LUID from both sides, and they are never matched by order.
+//!   and `nvidia-smi` listed no NVIDIA device (NVML's device is the row; its adapter is found
+//!   by PCI location, [`super::join`], only for the caller's own VRAM and for spill — never by
+//!   order).
 //! - Memory: total = `DedicatedVideoMemory`, or `SharedSystemMemory` for an integrated GPU
 //!   (dedicated 0, stated as integrated); used = PDH's adapter-wide `Dedicated Usage` (committed;
 //!   for an integrated GPU its `Shared Usage`), unknown with the reason when PDH did not answer;

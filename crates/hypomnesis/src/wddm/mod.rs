@@ -7,6 +7,7 @@
 //!   memory) and [`VideoMemory`] (the caller's own usage, `QueryVideoMemoryInfo` LOCAL and
 //!   NON_LOCAL);
 //! - [`AdapterSource`] (DXGI) and [`CounterSource`] (PDH), the seams;
+//! - NVML's devices joined to DXGI's adapters by PCI location ([`join`]);
 //! - the folds: per-process rows summed over an adapter's physical segments and joined to
 //!   adapters **by LUID, never by order** ([`process_rows`]); an adapter's spill [`Reading`]
 //!   from `GPU Adapter Memory` ([`adapter_reading`]), all-or-nothing: one unreadable segment
@@ -22,6 +23,9 @@
 //! browsers are listed too.
 
 pub(crate) mod devices;
+// Used by the Windows FFI half only; tested everywhere.
+#[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
+pub(crate) mod join;
 pub(crate) mod parse;
 #[cfg(all(windows, feature = "dxgi"))]
 #[allow(unsafe_code)]
@@ -64,9 +68,6 @@ impl Adapter {
             && (self.dedicated_bytes > 0 || self.shared_bytes > 0)
     }
 }
-
-// The caller's own video memory (`AdapterSource::own_usage`) is implemented (DXGI LOCAL and
-// NON_LOCAL) but not yet dispatched to `own::OwnGpuUsage` (SUPPORT.md).
 
 /// One segment group of `QueryVideoMemoryInfo` for the calling process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,7 @@ use windows::Win32::System::Performance::{
 };
 use windows::core::{HSTRING, Interface as _, PCWSTR, PWSTR};
 
+use super::join::{self, PciLocation};
 use super::{Adapter, CounterSample, Luid, SegmentUsage, VideoMemory, parse};
 
 /// DXGI, walked afresh on every call (no COM object is kept).
@@ -67,7 +68,87 @@ fn adapters_raw() -> Result<Vec<(IDXGIAdapter1, Adapter)>, String> {
     Ok(out)
 }
 
-#[allow(dead_code)]
+/// Where the adapter `luid` sits on the PCI bus: `D3DKMTOpenAdapterFromLuid`, then
+/// `D3DKMTQueryAdapterInfo(KMTQAITYPE_ADAPTERADDRESS)`; the adapter handle is closed on every
+/// path.
+fn location(luid: Luid) -> Result<PciLocation, String> {
+    use windows::Wdk::Graphics::Direct3D::{
+        D3DKMT_ADAPTERADDRESS, D3DKMT_CLOSEADAPTER, D3DKMT_OPENADAPTERFROMLUID,
+        D3DKMT_QUERYADAPTERINFO, D3DKMTCloseAdapter, D3DKMTOpenAdapterFromLuid,
+        D3DKMTQueryAdapterInfo, KMTQAITYPE_ADAPTERADDRESS,
+    };
+    use windows::Win32::Foundation::LUID;
+    let mut open = D3DKMT_OPENADAPTERFROMLUID {
+        AdapterLuid: LUID {
+            LowPart: luid.low,
+            HighPart: luid.high,
+        },
+        hAdapter: 0,
+    };
+    // SAFETY: `open` is a valid, writable D3DKMT_OPENADAPTERFROMLUID; on success the call
+    // writes the adapter handle into it, which is closed below.
+    let st = unsafe { D3DKMTOpenAdapterFromLuid(&raw mut open) };
+    if st.is_err() {
+        return Err(format!("D3DKMTOpenAdapterFromLuid: {:#010x}", st.0));
+    }
+    let mut addr = D3DKMT_ADAPTERADDRESS::default();
+    let mut query = D3DKMT_QUERYADAPTERINFO {
+        hAdapter: open.hAdapter,
+        Type: KMTQAITYPE_ADAPTERADDRESS,
+        pPrivateDriverData: (&raw mut addr).cast(),
+        PrivateDriverDataSize: std::mem::size_of::<D3DKMT_ADAPTERADDRESS>() as u32,
+    };
+    // SAFETY: the handle is open; `pPrivateDriverData` points to a D3DKMT_ADAPTERADDRESS of
+    // the size given, live for the call.
+    let st = unsafe { D3DKMTQueryAdapterInfo(&raw mut query) };
+    let close = D3DKMT_CLOSEADAPTER {
+        hAdapter: open.hAdapter,
+    };
+    // SAFETY: the handle was opened above and is closed only here.
+    let _ = unsafe { D3DKMTCloseAdapter(&raw const close) };
+    if st.is_err() {
+        return Err(format!(
+            "D3DKMTQueryAdapterInfo(ADAPTERADDRESS): {:#010x}",
+            st.0
+        ));
+    }
+    Ok(PciLocation {
+        bus: addr.BusNumber,
+        device: addr.DeviceNumber,
+        function: addr.FunctionNumber,
+    })
+}
+
+/// The DXGI adapter of the NVIDIA GPU at `id` (NVML's PCI address), joined by PCI location
+/// ([`join::adapter_at`]), with the adapter itself for its COM calls.
+fn nvidia_adapter(id: &crate::pci::PciBusId) -> Result<(IDXGIAdapter1, Adapter), String> {
+    let mut nvidia: Vec<(IDXGIAdapter1, Adapter)> = adapters_raw()?
+        .into_iter()
+        .filter(|(_, a)| a.vendor_id == 0x10DE && a.is_gpu())
+        .collect();
+    let located: Vec<(Luid, Result<PciLocation, String>)> = nvidia
+        .iter()
+        .map(|(_, a)| (a.luid, location(a.luid)))
+        .collect();
+    let luid = join::adapter_at(id, &located)?;
+    let pos = nvidia
+        .iter()
+        .position(|(_, a)| a.luid == luid)
+        .ok_or_else(|| "the joined adapter vanished".to_string())?;
+    Ok(nvidia.swap_remove(pos))
+}
+
+/// The caller's own dedicated video memory (`QueryVideoMemoryInfo` LOCAL `CurrentUsage`) on
+/// the NVIDIA GPU at `id`: what upstream's `process_gpu_info` reports on Windows, where NVML's
+/// per-process figures are `NVML_VALUE_NOT_AVAILABLE` under WDDM.
+pub(crate) fn own_local_usage(id: &crate::pci::PciBusId) -> Result<u64, String> {
+    let (adapter, _) = nvidia_adapter(id)?;
+    let a3: IDXGIAdapter3 = adapter
+        .cast()
+        .map_err(|e| format!("IDXGIAdapter3 unavailable (WDDM 2.0+ needed): {e}"))?;
+    Ok(segment(&a3, DXGI_MEMORY_SEGMENT_GROUP_LOCAL)?.usage_bytes)
+}
+
 fn segment(a: &IDXGIAdapter3, group: DXGI_MEMORY_SEGMENT_GROUP) -> Result<SegmentUsage, String> {
     let mut info = DXGI_QUERY_VIDEO_MEMORY_INFO::default();
     // SAFETY: the adapter is live and `info` is a writable DXGI_QUERY_VIDEO_MEMORY_INFO.
@@ -314,11 +395,20 @@ pub(crate) fn spill_source(
     use crate::types::Source;
     let dev = list.devices.iter().find(|d| d.index == index)?;
     if matches!(dev.source, Source::Nvml | Source::NvidiaSmi) {
-        return Some(Err(
-            "NVIDIA on Windows: NVML's device is not yet matched to its DXGI \
-             adapter (by LUID or PCI address), so PDH's adapter counters cannot be attributed"
-                .to_string(),
-        ));
+        let Some(id) = dev.pci_bus_id else {
+            return Some(Err(
+                "NVIDIA on Windows: the device's PCI address is unknown, so it cannot be joined \
+                 to its DXGI adapter for PDH's counters"
+                    .to_string(),
+            ));
+        };
+        return Some(nvidia_adapter(&id).map(|(_, a)| {
+            Box::new(super::PdhSpill {
+                counters: Pdh,
+                luid: a.luid,
+                limit_bytes: a.dedicated_bytes,
+            }) as Box<dyn crate::spill::source::SpillSource>
+        }));
     }
     if dev.source != Source::Dxgi {
         return None;
