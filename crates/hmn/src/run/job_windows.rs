@@ -1,9 +1,10 @@
 //! The command of `hmn run` and `hmn spill` on Windows: started directly, with inherited
 //! standard streams. Windows has no process groups to separate, no terminal to hand over and no
-//! `exec`, so there is no `hmn __exec` step (see `job.rs` for the POSIX side): `hmn run` puts the
-//! command in a kill-on-close Job object instead, which keeps its tree together and ends it with
-//! hmn. `argv[0]` is the program's path (Windows passes one command line; the name the user
-//! typed is not kept apart). There are no transient cgroups.
+//! `exec`, so there is no `hmn __exec` step (see `job.rs` for the POSIX side): `hmn run` starts the
+//! command suspended inside a kill-on-close Job object instead, which keeps its whole tree
+//! together from its first instruction and ends it with hmn. `argv[0]` is the program's path
+//! (Windows passes one command line; the name the user typed is not kept apart). There are no
+//! transient cgroups.
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
@@ -40,14 +41,45 @@ impl Job {
         Ok(Job { child })
     }
 
+    /// Starts the command inside a new kill-on-close Job object (`hmn run`): created suspended,
+    /// assigned, then resumed ([`hypomnesis::process::job::Job::spawn_into`]), so nothing it
+    /// starts escapes the job. Without a job (it cannot be made, or the command cannot join),
+    /// the command still runs and the reason is pushed to `warnings`.
+    ///
+    /// # Errors
+    /// When the command cannot be started.
+    pub fn spawn_in_job(
+        launch: &Launch<'_>,
+        warnings: &mut Vec<String>,
+    ) -> std::io::Result<(Job, Option<hypomnesis::process::job::Job>)> {
+        let job = match hypomnesis::process::job::Job::kill_on_close() {
+            Ok(j) => j,
+            Err(e) => {
+                warnings.push(format!("no Job object, so peak RAM is sampled ({e})"));
+                return Ok((Job::spawn(launch)?, None));
+            }
+        };
+        let mut cmd = Command::new(launch.path);
+        cmd.args(launch.args)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        let (child, refused) = job.spawn_into(&mut cmd, 0)?;
+        let job = match refused {
+            None => Some(job),
+            Some(e) => {
+                warnings.push(format!(
+                    "the command could not join a Job object, so peak RAM is sampled ({e})"
+                ));
+                None
+            }
+        };
+        Ok((Job { child }, job))
+    }
+
     /// The command's pid.
     pub fn id(&self) -> u32 {
         self.child.id()
-    }
-
-    /// The process handle (to assign it to a Job object).
-    pub fn child(&self) -> &Child {
-        &self.child
     }
 
     /// The command's status if it has ended.

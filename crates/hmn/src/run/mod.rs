@@ -115,7 +115,14 @@ pub fn run(
         args: rest,
         cgroup_procs: procs.as_deref(),
     };
-    let mut child = match job::Job::spawn(&launch) {
+    #[cfg(not(windows))]
+    let spawned = job::Job::spawn(&launch);
+    #[cfg(windows)]
+    let (spawned, job) = match job::Job::spawn_in_job(&launch, &mut warnings) {
+        Ok((c, j)) => (Ok(c), j),
+        Err(e) => (Err(e), None),
+    };
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let err = exec::SpawnError::from_io(program, &e);
@@ -127,8 +134,6 @@ pub fn run(
         }
     };
     forwarder.forward_to(child.id());
-    #[cfg(windows)]
-    let job = windows_job(child.child(), &mut warnings);
     // The child joins the cgroup itself before it execs the command; if it could not, the
     // cgroup's peak says nothing about the command.
     let cgroup = cgroup.and_then(|c| {
@@ -337,25 +342,6 @@ impl TimelineOut {
             (Some(e), _) => Err(e),
             (None, Some(sink)) => sink.commit(),
             (None, None) => Ok(()),
-        }
-    }
-}
-
-/// Puts the command in a kill-on-close Job object (Windows): its children join it, closing it
-/// ends the tree, and `PeakJobMemoryUsed` is the tree's exact peak of committed memory. The
-/// command's first instructions run before it is assigned (std spawns it running), so a child
-/// it starts in that instant escapes the job; a failure is a warning, never a stop.
-#[cfg(windows)]
-fn windows_job(
-    child: &std::process::Child,
-    warnings: &mut Vec<String>,
-) -> Option<hypomnesis::process::job::Job> {
-    use hypomnesis::process::job::Job;
-    match Job::kill_on_close().and_then(|j| j.assign(child).map(|()| j)) {
-        Ok(j) => Some(j),
-        Err(e) => {
-            warnings.push(format!("no Job object, so peak RAM is sampled ({e})"));
-            None
         }
     }
 }

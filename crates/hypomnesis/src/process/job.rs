@@ -76,6 +76,34 @@ impl Job {
             .map_err(|e| job_error("AssignProcessToJobObject", &e))
     }
 
+    /// Starts `cmd` inside the job: created suspended (`CREATE_SUSPENDED`), assigned, then its
+    /// one thread resumed — so its first instruction, and every process it starts, runs in the
+    /// job (a child assigned after a plain spawn runs briefly outside it, and a process it starts
+    /// in that instant escapes). `cmd`'s own creation flags are kept.
+    ///
+    /// Returns the running child, and the assignment's error when the child could not join
+    /// (it then runs outside the job, as a plain spawn would).
+    ///
+    /// # Errors
+    /// The spawn's error; or, when the child cannot be resumed, that error (the child is
+    /// killed first: a process left suspended would never end).
+    pub fn spawn_into(
+        &self,
+        cmd: &mut std::process::Command,
+        flags: u32,
+    ) -> std::io::Result<(Child, Option<Error>)> {
+        use std::os::windows::process::CommandExt as _;
+        use windows::Win32::System::Threading::CREATE_SUSPENDED;
+        let mut child = cmd.creation_flags(flags | CREATE_SUSPENDED.0).spawn()?;
+        let joined = self.assign(&child).err();
+        if let Err(e) = resume_only_thread(child.id()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(e.to_string()));
+        }
+        Ok((child, joined))
+    }
+
     /// Kills every process in the job with `exit_code`.
     pub fn terminate(&self, exit_code: u32) {
         // SAFETY: the job handle is live (owned by self).
@@ -125,6 +153,52 @@ impl Job {
         .map_err(|e| job_error("QueryInformationJobObject", &e))?;
         Ok(info.ActiveProcesses)
     }
+}
+
+/// Resumes the single thread of the just-created, suspended process `pid` (std does not hand
+/// out the thread handle `CreateProcessW` returned, so the thread is found with Toolhelp).
+fn resume_only_thread(pid: u32) -> Result<(), Error> {
+    use windows::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, TH32CS_SNAPTHREAD, THREADENTRY32, Thread32First, Thread32Next,
+    };
+    use windows::Win32::System::Threading::{OpenThread, ResumeThread, THREAD_SUSPEND_RESUME};
+    // SAFETY: plain values in; the snapshot handle is owned here and closed below.
+    let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) }
+        .map_err(|e| job_error("CreateToolhelp32Snapshot(THREAD)", &e))?;
+    let mut entry = THREADENTRY32 {
+        dwSize: std::mem::size_of::<THREADENTRY32>() as u32,
+        ..THREADENTRY32::default()
+    };
+    let mut found = None;
+    // SAFETY: `snap` is live and `entry` a writable THREADENTRY32 with `dwSize` set.
+    let mut more = unsafe { Thread32First(snap, &raw mut entry) }.is_ok();
+    while more {
+        if entry.th32OwnerProcessID == pid {
+            found = Some(entry.th32ThreadID);
+            break;
+        }
+        // SAFETY: as above.
+        more = unsafe { Thread32Next(snap, &raw mut entry) }.is_ok();
+    }
+    // SAFETY: the snapshot handle was created above and is closed only here.
+    let _ = unsafe { CloseHandle(snap) };
+    let tid = found.ok_or_else(|| Error::NotFound {
+        path: format!("the thread of suspended pid {pid}").into(),
+    })?;
+    // SAFETY: plain values in; the thread handle is owned here and closed below.
+    let thread = unsafe { OpenThread(THREAD_SUSPEND_RESUME, false, tid) }
+        .map_err(|e| job_error("OpenThread", &e))?;
+    // SAFETY: `thread` is live and opened with THREAD_SUSPEND_RESUME.
+    let previous = unsafe { ResumeThread(thread) };
+    // SAFETY: opened above, closed only here.
+    let _ = unsafe { CloseHandle(thread) };
+    if previous == u32::MAX {
+        return Err(job_error(
+            "ResumeThread",
+            &windows::core::Error::from_thread(),
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for Job {

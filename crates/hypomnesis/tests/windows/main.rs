@@ -4,10 +4,10 @@
 //!
 //! What runs here: host RAM (`GlobalMemoryStatusEx`), a process's working set / peak / private
 //! bytes (`GetProcessMemoryInfo`), the own-RSS fast path, the process table and names (Toolhelp,
-//! `GetProcessTimes`, `QueryFullProcessImageNameW`), a Job object's tree peak, NVML loaded from
-//! a DLL (the test bed's fake NVML built as `nvml.dll` with mingw) by explicit path and through
-//! the `%SystemRoot%\System32` search, and the `nvidia-smi.exe` fallback (the test bed's fake
-//! program), including the hard time bound. DXGI and PDH are not here: Wine has no GPU
+//! `GetProcessTimes`, `QueryFullProcessImageNameW`), a Job object's tree peak and a command
+//! started suspended inside one, NVML loaded from a DLL (the test bed's fake NVML built as
+//! `nvml.dll` with mingw) by explicit path and through the `%SystemRoot%\System32` search, and
+//! the `nvidia-smi.exe` fallback (the test bed's fake program), including the hard time bound. DXGI and PDH are not here: Wine has no GPU
 //! counters; their logic is tested with fakes in the library's unit tests.
 #![cfg(windows)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -170,6 +170,47 @@ fn a_job_object_holds_the_exact_tree_peak() {
         Some(peak) => assert!((200 * MIB..4096 * MIB).contains(&peak), "peak {peak}"),
         None => assert!(under_wine(), "Windows keeps PeakJobMemoryUsed"),
     }
+    assert_eq!(job.active_processes().unwrap(), 0);
+}
+
+/// Helper: exits 0 when this process is in a job from its start, 7 when not (run only when
+/// named).
+#[test]
+#[ignore = "run as a child by other tests"]
+fn in_job_reporter() {
+    use windows::Win32::System::JobObjects::IsProcessInJob;
+    use windows::Win32::System::Threading::GetCurrentProcess;
+    let mut in_job = windows::core::BOOL(0);
+    // SAFETY: the current-process pseudo-handle, no job (any job), a writable BOOL.
+    unsafe { IsProcessInJob(GetCurrentProcess(), None, &raw mut in_job) }.unwrap();
+    std::process::exit(if in_job.as_bool() { 0 } else { 7 });
+}
+
+#[test]
+fn a_command_spawned_into_a_job_runs_in_it_from_its_start() {
+    use hypomnesis::process::job::Job;
+    let exe = std::env::current_exe().unwrap();
+    let job = Job::kill_on_close().unwrap();
+    let mut cmd = Command::new(&exe);
+    cmd.args(["--exact", "in_job_reporter", "--ignored", "--quiet"]);
+    let t0 = Instant::now();
+    let (mut child, refused) = job.spawn_into(&mut cmd, 0).unwrap();
+    assert!(refused.is_none(), "{refused:?}");
+    // Resumed: it runs to its end (a child left suspended would hang here).
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the child never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "the child was not in the job");
+    // A command that does not exist is the spawn's error, and nothing is left in the job.
+    let mut missing = Command::new("Z:\\no\\such\\program.exe");
+    assert!(job.spawn_into(&mut missing, 0).is_err());
     assert_eq!(job.active_processes().unwrap(), 0);
 }
 
