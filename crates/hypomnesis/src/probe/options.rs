@@ -13,7 +13,7 @@ pub const ENV_NVIDIA_SMI: &str = "HMN_NVIDIA_SMI";
 /// Environment variable with the `nvidia-smi` time limit in milliseconds.
 pub const ENV_NVIDIA_SMI_TIMEOUT_MS: &str = "HMN_NVIDIA_SMI_TIMEOUT_MS";
 
-/// How a [`Probe`] finds the kernel's files and the GPU libraries.
+/// How a [`Probe`](super::Probe) finds the kernel's files and the GPU libraries.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProbeOptions {
