@@ -135,11 +135,16 @@ pub fn run(
     };
     forwarder.forward_to(child.id());
     // The child joins the cgroup itself before it execs the command; if it could not, the
-    // cgroup's peak says nothing about the command.
+    // cgroup's peak says nothing about the command. A command that ended before it was seen in
+    // the group did join if anything was charged to the group (only it could have joined it).
     let cgroup = cgroup.and_then(|c| {
         let deadline = Instant::now() + std::time::Duration::from_millis(500);
         while !c.contains(child.id()) {
-            if Instant::now() > deadline || matches!(child.try_wait(), Ok(Some(_))) {
+            let ended = matches!(child.try_wait(), Ok(Some(_)));
+            if ended && c.peak_bytes().is_some_and(|b| b > 0) {
+                break;
+            }
+            if Instant::now() > deadline || ended {
                 warnings.push(
                     "the command could not join the transient cgroup; peak RAM is sampled"
                         .to_string(),
@@ -155,6 +160,8 @@ pub fn run(
     // Measurement: a problem here never stops the workload.
     let root = match read_stat(&opts.roots, child.id()) {
         Ok(st) => Some(st.id()),
+        // Ended before the first sample: its peak is the kernel's (cgroup, rusage).
+        Err(_) if matches!(child.try_wait(), Ok(Some(_))) => None,
         Err(e) => {
             warnings.push(format!(
                 "cannot follow the command's processes ({e}); running it unmeasured"
