@@ -76,6 +76,17 @@ PY
     rc=$?
     rm -f "$rec"
     [ "$rc" = 2 ] && grep -q 'needs a terminal' <<<"$out" || { echo "hmn top without a terminal: exit $rc: $out"; return 1; }
+    # `hmn doctor`: Windows' checks, each with a verdict (no GPU under Wine: all ok)
+    out=$("$root/scripts/wine/runner.sh" "$exe" doctor --json 2>/dev/null)
+    rc=$?
+    python3 -c '
+import json, sys
+v = json.loads(sys.argv[1])
+ids = [c["id"] for c in v["checks"]]
+assert ids == ["nvml", "nvidia-smi", "accounting", "gpu-backends"], ids
+assert all(c["status"] in ("ok", "warn", "fail") and c["saw"] for c in v["checks"]), v
+assert v["status"] == "ok", v
+' "$out" && [ "$rc" = 0 ] || { echo "hmn doctor: exit $rc: $out"; return 1; }
 }
 
 if [ $have_win = 1 ]; then
@@ -97,7 +108,7 @@ fi
 if [ $have_win = 1 ] && [ $have_wine = 1 ]; then
     export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$root/scripts/wine/runner.sh
     run "Windows tests under Wine (tests/windows/main.rs)" cargo test -p hypomnesis --target $WIN --test windows
-    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through; record; top refuses without a terminal)" hmn_smoke
+    run "hmn.exe under Wine (host RAM line; run passes exit code 3 through; record; top refuses without a terminal; doctor)" hmn_smoke
 fi
 
 echo "== cross: $(( $(date +%s) - started )) s"

@@ -22,7 +22,6 @@
 
 mod args;
 mod devices;
-#[cfg(target_os = "linux")]
 mod doctor;
 mod fits;
 mod format;
@@ -114,14 +113,7 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "top")]
         Some(Command::Top(args)) => top::run(opts, &args),
         Some(Command::Record(args)) => top::record::run(opts, &args),
-        #[cfg(target_os = "linux")]
         Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
-        #[cfg(not(target_os = "linux"))]
-        Some(Command::Doctor) => {
-            anyhow::bail!(
-                "doctor: its checks read Linux facts (/proc, /sys, cgroups); not supported on this platform yet"
-            )
-        }
         Some(Command::Exec(_) | Command::Completions(_) | Command::Man) => Ok(ExitCode::from(2)),
     }
 }

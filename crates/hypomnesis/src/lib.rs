@@ -86,8 +86,8 @@
 pub mod accounting;
 mod backend_error;
 pub mod cgroup;
-// Platform seam: the checks read Linux facts (/proc, /sys, cgroups, device nodes).
-#[cfg(target_os = "linux")]
+// Platform seam inside: Linux's checks read /proc, /sys, cgroups and device nodes; elsewhere
+// the checks are NVIDIA's and the platform's GPU backends.
 pub mod doctor;
 mod drm;
 pub mod error;

@@ -14,6 +14,9 @@ const CAP_PERFMON: u32 = 38;
 
 /// Every check over the facts, in the order of the [module docs](super).
 pub fn checks(f: &Facts) -> Vec<Check> {
+    if f.platform != super::Platform::Linux {
+        return super::portable::checks(f);
+    }
     vec![
         nvml(f),
         nvidia_smi(f),
@@ -29,7 +32,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
     ]
 }
 
-fn nvidia_gpus(f: &Facts) -> String {
+pub(super) fn nvidia_gpus(f: &Facts) -> String {
     format!(
         "{} NVIDIA GPU{} on the PCI bus",
         f.nvidia_pci_devices,
@@ -117,7 +120,7 @@ fn reload_remedy() -> String {
         .to_string()
 }
 
-fn nvidia_smi(f: &Facts) -> Check {
+pub(super) fn nvidia_smi(f: &Facts) -> Check {
     let nvml_ok = f.nvml.state == NvmlState::Loaded;
     match &f.nvidia_smi {
         Ok(p) => Check::ok(
@@ -147,7 +150,7 @@ fn nvidia_smi(f: &Facts) -> Check {
 }
 
 /// `accounting` or `persistence`, over every NVML device.
-fn nvml_mode(f: &Facts, which: &'static str) -> Check {
+pub(super) fn nvml_mode(f: &Facts, which: &'static str) -> Check {
     if f.nvml.state != NvmlState::Loaded || f.nvml.devices.is_empty() {
         return Check::ok(which, "no NVIDIA device through NVML: nothing to check");
     }

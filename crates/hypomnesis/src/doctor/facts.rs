@@ -7,6 +7,9 @@ use crate::fsread::{self, Cap};
 use crate::pidns::PidView;
 use crate::probe::{Probe, ProbeOptions};
 use crate::roots::Roots;
+use crate::types::BackendStatus;
+
+use super::Platform;
 
 /// How NVML came up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +234,10 @@ pub struct Facts {
     pub cgroup: CgroupFacts,
     /// The PID namespace verdict.
     pub pid: PidView,
+    /// The platform the facts were read on (which checks apply).
+    pub platform: Platform,
+    /// The probe's backend states (off Linux: DXGI, Metal).
+    pub gpu_backends: Vec<BackendStatus>,
 }
 
 impl Facts {
@@ -250,6 +257,8 @@ impl Facts {
             drm: Vec::new(),
             cgroup: CgroupFacts::new("none", Err("not looked for".into()), false),
             pid,
+            platform: Platform::Linux,
+            gpu_backends: Vec::new(),
         }
     }
 }
@@ -301,18 +310,37 @@ pub fn parse_proc_mount(mountinfo: &str, mount_point: &Path) -> Option<ProcMount
 
 /// Reads every fact under `options` (the one function of `doctor` that does I/O).
 pub fn gather(options: &ProbeOptions) -> Facts {
-    let roots = options.roots.clone();
     let probe = Probe::with_options(options.clone());
-    let pid = probe.pid_view().clone();
-    let mut f = Facts::empty(roots.clone(), pid);
+    let mut f = Facts::empty(options.roots.clone(), probe.pid_view().clone());
+    f.platform = Platform::current();
     f.nvml = nvml_facts(&probe, options);
+    f.nvidia_smi = find_nvidia_smi(options);
+    #[cfg(target_os = "linux")]
+    linux_facts(&mut f);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let list = probe.devices();
+        // NVIDIA adapters the platform sees that NVML did not list (DXGI lists them only then).
+        let nvidia = list.devices.iter().filter(|d| {
+            d.vendor == crate::types::Vendor::Nvidia && d.source != crate::types::Source::Nvml
+        });
+        f.nvidia_pci_devices = u32::try_from(nvidia.count()).unwrap_or(u32::MAX);
+        f.gpu_backends = list.backends;
+    }
+    f
+}
+
+/// The Linux facts: the kernel module, the PCI bus, device nodes, the user, the proc mount,
+/// ptrace, the kernel, DRM devices, cgroups.
+#[cfg(target_os = "linux")]
+fn linux_facts(f: &mut Facts) {
+    let roots = f.roots.clone();
     f.kernel_module_version =
         fsread::read_string(&roots.proc.join("driver/nvidia/version"), Cap::PROC_OTHER)
             .ok()
             .or_else(|| fsread::read_trimmed(&roots.sys.join("module/nvidia/version")).ok())
             .and_then(|t| parse_nvidia_version(&t));
     f.nvidia_pci_devices = nvidia_pci_devices(&roots);
-    f.nvidia_smi = find_nvidia_smi(options);
     f.dev_nodes = dev_nodes(&roots.dev);
     let status = fsread::read_string(&roots.proc.join("self/status"), Cap::STATUS).ok();
     f.user = UserFacts {
@@ -346,11 +374,14 @@ pub fn gather(options: &ProbeOptions) -> Facts {
         })
         .collect();
     f.cgroup = cgroup_facts(&roots);
-    f
 }
 
-/// The soname NVML is loaded by when no path is given.
-const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+/// The library NVML is loaded by when no path is given.
+const DEFAULT_LIBRARY: &str = if cfg!(windows) {
+    "nvml.dll"
+} else {
+    "libnvidia-ml.so.1"
+};
 
 /// NVML's state, versions and modes (through the probe's own NVML session).
 fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
@@ -402,6 +433,7 @@ fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
 }
 
 /// NVIDIA display (class 0x03…) devices under `<sys>/bus/pci/devices`.
+#[cfg(target_os = "linux")]
 fn nvidia_pci_devices(roots: &Roots) -> u32 {
     let Ok(entries) = fsread::list_dir(&roots.sys.join("bus/pci/devices")) else {
         return 0;
@@ -419,9 +451,14 @@ fn nvidia_pci_devices(roots: &Roots) -> u32 {
 
 /// The configured `nvidia-smi`, or the first executable one on `PATH`.
 fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
-    use std::os::unix::fs::PermissionsExt as _;
     let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(p).is_ok_and(|m| {
+            #[cfg(unix)]
+            let exec = std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0;
+            #[cfg(not(unix))]
+            let exec = true;
+            m.is_file() && exec
+        })
     };
     if let Some(p) = &options.nvidia_smi {
         return if runnable(p) {
@@ -432,12 +469,19 @@ fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|d| d.join("nvidia-smi"))
+        .map(|d| {
+            d.join(if cfg!(windows) {
+                "nvidia-smi.exe"
+            } else {
+                "nvidia-smi"
+            })
+        })
         .find(|p| runnable(p))
         .ok_or_else(|| "not on PATH".to_string())
 }
 
 /// `<dev>/nvidia*` and `<dev>/dri/*` (`card*`, `renderD*`).
+#[cfg(target_os = "linux")]
 fn dev_nodes(dev: &Path) -> Vec<DevNode> {
     use std::os::unix::fs::MetadataExt as _;
     let mut paths: Vec<PathBuf> = fsread::list_dir(dev)
@@ -488,6 +532,7 @@ fn dev_nodes(dev: &Path) -> Vec<DevNode> {
 }
 
 /// The cgroup version, and a real try at `hmn run`'s group (created, then removed).
+#[cfg(target_os = "linux")]
 fn cgroup_facts(roots: &Roots) -> CgroupFacts {
     let base = roots.sys.join("fs/cgroup");
     let version = if base.join("cgroup.controllers").exists() {

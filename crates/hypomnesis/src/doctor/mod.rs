@@ -19,10 +19,15 @@
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
+//! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
+//!
+//! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and
+//! the remedies name that platform's files and tools.
 
 mod checks;
 mod facts;
 mod kernel;
+mod portable;
 
 pub use checks::checks;
 pub use facts::{
@@ -35,6 +40,32 @@ pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 use serde::Serialize;
 
 use crate::ProbeOptions;
+
+/// Which platform's checks apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Platform {
+    /// Every check of the table above.
+    Linux,
+    /// `nvml` (`nvml.dll`), `nvidia-smi`, `accounting`, and `gpu-backends` (DXGI and PDH).
+    Windows,
+    /// `nvml` (no NVIDIA driver exists for current macOS), `nvidia-smi`, `accounting`, and
+    /// `gpu-backends` (Metal).
+    MacOs,
+}
+
+impl Platform {
+    /// This build's platform (a Unix other than macOS gets Linux's checks).
+    pub const fn current() -> Platform {
+        if cfg!(windows) {
+            Platform::Windows
+        } else if cfg!(target_os = "macos") {
+            Platform::MacOs
+        } else {
+            Platform::Linux
+        }
+    }
+}
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -24,10 +24,15 @@ impl NvmlBackend {
         for index in 0..count {
             let text = |e: NvmlError| describe(&e);
             let (accounting, persistence) = match self.nvml.device_by_index(index) {
-                Ok(h) => (
-                    h.is_accounting_enabled().map_err(text),
-                    h.is_in_persistent_mode().map_err(text),
-                ),
+                Ok(h) => {
+                    // Platform seam: persistence mode is Linux's (nvml-wrapper has no call
+                    // elsewhere; Windows keeps the driver loaded).
+                    #[cfg(target_os = "linux")]
+                    let persistence = h.is_in_persistent_mode().map_err(text);
+                    #[cfg(not(target_os = "linux"))]
+                    let persistence = Err("not on this platform".to_string());
+                    (h.is_accounting_enabled().map_err(text), persistence)
+                }
                 Err(e) => (Err(describe(&e)), Err(describe(&e))),
             };
             f.devices

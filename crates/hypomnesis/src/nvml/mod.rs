@@ -17,7 +17,6 @@
 //! a library that failed to initialise), [`mig`], [`mps`], [`util`].
 
 mod convert;
-#[cfg(target_os = "linux")]
 pub(crate) mod facts;
 mod ffi;
 mod ffi_mig;
