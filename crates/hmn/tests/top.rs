@@ -15,20 +15,6 @@ use serde_json::Value;
 
 use crate::util::{Bed, stderr, stdout};
 
-/// Writes `<proc>/<pid>/stat` (the fixtures have none): parent, start time, RSS pages.
-fn stat(bed: &Bed, pid: u32, comm: &str, ppid: u32, rss_pages: u64) {
-    let dir = bed.proc().join(pid.to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("stat"),
-        format!(
-            "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {} 1000000 {rss_pages} 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
-            1000 + pid
-        ),
-    )
-    .unwrap();
-}
-
 /// One H100 with a trainer (4242, under bash 4200), its worker (4243) and Xorg (5000).
 fn bed() -> Bed {
     let fake = FakeNvml::new()
@@ -43,10 +29,12 @@ fn bed() -> Bed {
     f.process(&FakeProc::new(4243, "pt_data_worker")).unwrap();
     f.process(&FakeProc::new(5000, "Xorg")).unwrap();
     f.process(&FakeProc::new(4200, "bash")).unwrap();
-    stat(&bed, 4242, "python3", 4200, 524_288);
-    stat(&bed, 4243, "pt_data_worker", 4242, 1000);
-    stat(&bed, 5000, "Xorg", 1, 2000);
-    stat(&bed, 4200, "bash", 1, 100);
+    bed.fixture().stat(4242, "python3", 4200, 524_288).unwrap();
+    bed.fixture()
+        .stat(4243, "pt_data_worker", 4242, 1000)
+        .unwrap();
+    bed.fixture().stat(5000, "Xorg", 1, 2000).unwrap();
+    bed.fixture().stat(4200, "bash", 1, 100).unwrap();
     bed
 }
 

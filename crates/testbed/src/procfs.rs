@@ -294,6 +294,21 @@ impl ProcFixture {
         Ok(self)
     }
 
+    /// Writes `<pid>/stat` as the kernel prints it (state `S`, the pid its own group and
+    /// session): parent `ppid`, start time `1000 + pid` ticks, `rss_pages` resident pages.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn stat(&self, pid: u32, comm: &str, ppid: u32, rss_pages: u64) -> std::io::Result<&Self> {
+        let start = 1000 + u64::from(pid);
+        let line = format!(
+            "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {start} 1000000 {rss_pages} 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+        );
+        std::fs::create_dir_all(self.root.join(pid.to_string()))?;
+        crate::write_atomic(&self.root.join(format!("{pid}/stat")), line.as_bytes())?;
+        Ok(self)
+    }
+
     /// Writes any file under the root (`rel` such as `42/cgroup` or `1/sched`).
     ///
     /// # Errors

@@ -42,20 +42,6 @@ fn collector(bed: &Sandbox, max: usize) -> Collector {
     )
 }
 
-/// Writes `<proc>/<pid>/stat` (parent, start time, RSS pages), which the fixtures lack.
-fn stat(bed: &Sandbox, pid: u32, comm: &str, ppid: u32, rss_pages: u64) {
-    let dir = bed.proc().join(pid.to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("stat"),
-        format!(
-            "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {} 1000000 {rss_pages} 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
-            1000 + pid
-        ),
-    )
-    .unwrap();
-}
-
 /// Two H100s: a trainer (pid 4242, child of bash 4200) with a worker child (4243) on both
 /// devices, and one process whose VRAM the driver does not report.
 fn nvidia_bed() -> Sandbox {
@@ -77,10 +63,12 @@ fn nvidia_bed() -> Sandbox {
     f.process(&FakeProc::new(4243, "pt_data_worker")).unwrap();
     f.process(&FakeProc::new(5000, "Xorg")).unwrap();
     f.process(&FakeProc::new(4200, "bash")).unwrap();
-    stat(&bed, 4242, "python3", 4200, 524_288);
-    stat(&bed, 4243, "pt_data_worker", 4242, 1000);
-    stat(&bed, 5000, "Xorg", 1, 2000);
-    stat(&bed, 4200, "bash", 1, 100);
+    bed.fixture().stat(4242, "python3", 4200, 524_288).unwrap();
+    bed.fixture()
+        .stat(4243, "pt_data_worker", 4242, 1000)
+        .unwrap();
+    bed.fixture().stat(5000, "Xorg", 1, 2000).unwrap();
+    bed.fixture().stat(4200, "bash", 1, 100).unwrap();
     bed
 }
 
