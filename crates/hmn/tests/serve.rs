@@ -29,6 +29,20 @@ impl Drop for Server {
     }
 }
 
+/// The `host:port` a just-started `hmn serve` prints in its first stderr line
+/// (`… http://127.0.0.1:PORT/metrics …`).
+fn listen_addr(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string()
+}
+
 /// Starts `hmn serve` on a free loopback port over two fake H100s (with processes), an amdgpu
 /// card with a client, and fixture /proc and /sys trees.
 pub fn start(extra: &[&str], env: &[(&str, &str)]) -> Server {
@@ -62,16 +76,7 @@ pub fn start(extra: &[&str], env: &[(&str, &str)]) -> Server {
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let addr = listen_addr(&mut child);
     let path = bed.dir.path().to_path_buf();
     let server = Server {
         child,
@@ -97,16 +102,7 @@ pub fn scrape_lint_clean(bed: &Bed) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let addr = listen_addr(&mut child);
     let deadline = Instant::now() + Duration::from_secs(10);
     let body = loop {
         let (status, _, body) = get(&addr, "/metrics", &[]);
