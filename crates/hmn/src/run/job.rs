@@ -18,10 +18,8 @@
 //!   command with its own `argv[0]` (the name it was given, not the path it was found at).
 //!   Processes the command starts are not killed with it; the cgroup keeps account of them.
 
-use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd as _, BorrowedFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
-use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
@@ -30,14 +28,7 @@ use nix::unistd::{Pid, getpgrp, getppid, isatty, setpgid, tcgetpgrp, tcsetpgrp};
 
 use crate::args::ExecArgs;
 
-/// What to start: the program found on `PATH`, the name it was given (its `argv[0]`), its
-/// arguments, and the cgroup to join first.
-pub struct Launch<'a> {
-    pub path: &'a Path,
-    pub argv0: &'a OsStr,
-    pub args: &'a [OsString],
-    pub cgroup_procs: Option<&'a Path>,
-}
+pub use super::Launch;
 
 /// The running command. See the [module docs](self).
 #[derive(Debug)]

@@ -6,18 +6,19 @@
 //! (Windows passes one command line; the name the user typed is not kept apart). There are no
 //! transient cgroups.
 
-use std::ffi::{OsStr, OsString};
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-/// What to start: the program found on `PATH` (with `PATHEXT`), the name it was given, its
-/// arguments; `cgroup_procs` is always `None` here (cgroups are Linux-only).
-#[allow(dead_code)] // `argv0` and `cgroup_procs` are the POSIX side's.
-pub struct Launch<'a> {
-    pub path: &'a Path,
-    pub argv0: &'a OsStr,
-    pub args: &'a [OsString],
-    pub cgroup_procs: Option<&'a Path>,
+pub use super::Launch;
+
+/// The command with inherited standard streams (Windows: the program's path is its
+/// `argv[0]`; there is no cgroup to join).
+fn command(launch: &Launch<'_>) -> Command {
+    let mut cmd = Command::new(launch.path);
+    cmd.args(launch.args)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    cmd
 }
 
 /// The running command.
@@ -32,13 +33,9 @@ impl Job {
     /// # Errors
     /// When it cannot be started.
     pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Job> {
-        let child = Command::new(launch.path)
-            .args(launch.args)
-            .stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        Ok(Job { child })
+        Ok(Job {
+            child: command(launch).spawn()?,
+        })
     }
 
     /// Starts the command inside a new kill-on-close Job object (`hmn run`): created suspended,
@@ -59,12 +56,7 @@ impl Job {
                 return Ok((Job::spawn(launch)?, None));
             }
         };
-        let mut cmd = Command::new(launch.path);
-        cmd.args(launch.args)
-            .stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
-        let (child, refused) = job.spawn_into(&mut cmd, 0)?;
+        let (child, refused) = job.spawn_into(&mut command(launch), 0)?;
         let job = match refused {
             None => Some(job),
             Some(e) => {
