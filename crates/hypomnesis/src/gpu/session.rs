@@ -192,25 +192,37 @@ impl<'p> Session<'p> {
         Err(self.unanswered(index))
     }
 
+    /// The caller's own `CurrentUsage` on NVIDIA device `index`, through the DXGI adapter at
+    /// its PCI address. The address comes from the session's device list when it was read
+    /// already, else from this one device (not a walk of every backend, PDH's included).
+    #[cfg(all(windows, feature = "dxgi"))]
+    fn dxgi_own_usage(&self, index: u32) -> Option<ProcessGpuInfo> {
+        self.nvml_device(index)?;
+        let id = match self.devices.get() {
+            Some(list) => list.device(index).ok()?.pci_bus_id?,
+            None => self.probe.device(index).ok()?.pci_bus_id?,
+        };
+        match crate::wddm::windows::own_local_usage(&id) {
+            Ok(used_bytes) => Some(ProcessGpuInfo {
+                used_bytes,
+                is_per_process: true,
+                source: crate::snapshot::GpuQuerySource::Dxgi,
+            }),
+            Err(e) => {
+                trace!("[DXGI debug]", "device {index}: {e}");
+                None
+            }
+        }
+    }
+
     /// The calling process's use of device `index` (its own figure, else the device's).
     pub(crate) fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let me = std::process::id();
         // Platform seam (upstream's order on Windows): DXGI's own figure before NVML, whose
         // per-process rows are NVML_VALUE_NOT_AVAILABLE under WDDM.
         #[cfg(all(windows, feature = "dxgi"))]
-        if self.nvml_device(index).is_some() {
-            if let Some(id) = self.devices().device(index).ok().and_then(|d| d.pci_bus_id) {
-                match crate::wddm::windows::own_local_usage(&id) {
-                    Ok(used_bytes) => {
-                        return Ok(ProcessGpuInfo {
-                            used_bytes,
-                            is_per_process: true,
-                            source: crate::snapshot::GpuQuerySource::Dxgi,
-                        });
-                    }
-                    Err(e) => trace!("[DXGI debug]", "device {index}: {e}"),
-                }
-            }
+        if let Some(own) = self.dxgi_own_usage(index) {
+            return Ok(own);
         }
         if let Some(nvml) = self.nvml_device(index) {
             #[cfg(feature = "nvml")]

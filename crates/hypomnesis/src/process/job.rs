@@ -79,7 +79,8 @@ impl Job {
     /// Starts `cmd` inside the job: created suspended (`CREATE_SUSPENDED`), assigned, then its
     /// one thread resumed — so its first instruction, and every process it starts, runs in the
     /// job (a child assigned after a plain spawn runs briefly outside it, and a process it starts
-    /// in that instant escapes). `cmd`'s own creation flags are kept.
+    /// in that instant escapes). `flags` are the creation flags to start with: std's
+    /// `creation_flags` replaces any set on `cmd` before, and cannot report them.
     ///
     /// Returns the running child, and the assignment's error when the child could not join
     /// (it then runs outside the job, as a plain spawn would).
