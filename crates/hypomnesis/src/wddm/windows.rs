@@ -143,10 +143,14 @@ fn nvidia_adapter(id: &crate::pci::PciBusId) -> Result<(IDXGIAdapter1, Adapter),
 /// per-process figures are `NVML_VALUE_NOT_AVAILABLE` under WDDM.
 pub(crate) fn own_local_usage(id: &crate::pci::PciBusId) -> Result<u64, String> {
     let (adapter, _) = nvidia_adapter(id)?;
-    let a3: IDXGIAdapter3 = adapter
+    Ok(segment(&adapter3(&adapter)?, DXGI_MEMORY_SEGMENT_GROUP_LOCAL)?.usage_bytes)
+}
+
+/// The adapter's `IDXGIAdapter3` face, which has `QueryVideoMemoryInfo`.
+fn adapter3(adapter: &IDXGIAdapter1) -> Result<IDXGIAdapter3, String> {
+    adapter
         .cast()
-        .map_err(|e| format!("IDXGIAdapter3 unavailable (WDDM 2.0+ needed): {e}"))?;
-    Ok(segment(&a3, DXGI_MEMORY_SEGMENT_GROUP_LOCAL)?.usage_bytes)
+        .map_err(|e| format!("IDXGIAdapter3 unavailable (WDDM 2.0+ needed): {e}"))
 }
 
 fn segment(a: &IDXGIAdapter3, group: DXGI_MEMORY_SEGMENT_GROUP) -> Result<SegmentUsage, String> {
@@ -170,9 +174,7 @@ impl super::AdapterSource for Dxgi {
             .into_iter()
             .find(|(_, a)| a.luid == luid)
             .ok_or_else(|| "no DXGI adapter with that LUID".to_string())?;
-        let a3: IDXGIAdapter3 = adapter
-            .cast()
-            .map_err(|e| format!("IDXGIAdapter3 unavailable (WDDM 2.0+ needed): {e}"))?;
+        let a3 = adapter3(&adapter)?;
         Ok(VideoMemory {
             local: segment(&a3, DXGI_MEMORY_SEGMENT_GROUP_LOCAL)?,
             non_local: segment(&a3, DXGI_MEMORY_SEGMENT_GROUP_NON_LOCAL)?,
