@@ -83,40 +83,41 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod accounting;
-mod backend_error;
-pub mod cgroup;
+// The layers, bottom to top (ARCHITECTURE.md "Layers"); a file imports only from its own layer
+// or one of lower rank, and no circle of files: `crates/layers` checks both.
+pub mod types; // 0: the data model and its vocabulary
+mod system; // 1: the I/O edge and the operating system's facts
+mod backends; // 2: NVML, nvidia-smi, DRM, WDDM, Metal
+pub mod probe; // 3: the truthful entry point
+mod measure; // 4: rules over readings taken over time
+pub mod estimate; // 4: will it fit (a sibling of `measure`; neither imports the other)
 // Platform seam inside: Linux's checks read /proc, /sys, cgroups and device nodes; elsewhere
 // the checks are NVIDIA's and the platform's GPU backends.
-pub mod doctor;
-mod drm;
-pub mod error;
-pub mod estimate;
-pub mod eviction;
-mod fsread;
-pub mod gpu;
-pub mod host;
-#[cfg(feature = "nvml")]
-mod nvml;
-pub mod own;
-pub mod pci;
-pub mod pci_ids;
-pub mod peaks;
-pub mod phase;
-pub mod pidns;
-pub mod probe;
-pub mod process;
-pub mod ram;
-#[cfg(feature = "report")]
-pub mod report;
-pub mod roots;
-pub mod sampler;
-pub mod select;
-mod smi;
-pub mod snapshot;
-pub mod spill;
+pub mod doctor; // 5
+mod compat; // 6: the upstream-compatible API
 #[cfg(feature = "test-helpers")]
 pub mod test_helpers;
+
+// The layers' public modules, at the paths they have always had.
+#[cfg(feature = "report")]
+pub use compat::report;
+pub use compat::{gpu, ram, snapshot, spill};
+pub use measure::{accounting, eviction, own, peaks, phase, sampler};
+pub use probe::select;
+pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
+pub use types::pci;
+
+/// The library's error types: [`HypomnesisError`], upstream hypomnesis 0.2's error, returned
+/// by the upstream-compatible API at the crate root; [`Error`] and [`ParseError`], the errors
+/// of the truthful API; and [`Result`].
+///
+/// [`Result`] defaults to upstream's error (`hypomnesis::Result<T>` is upstream's alias); the
+/// truthful API spells `Result<T, Error>`. The `Display` text is a one-line English message
+/// meant for humans; its wording is not part of the API. Match on the variants and their
+/// fields instead.
+pub mod error {
+    pub use crate::types::error::{Error, HypomnesisError, ParseError, Result};
+}
 
 /// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`; not a stable API).
 #[cfg(feature = "fuzzing")]
@@ -125,31 +126,31 @@ pub mod fuzzing {
     /// Parses DRM fdinfo text and runs the region model and the utilization maths over it.
     pub fn fdinfo(data: &[u8]) {
         let text = String::from_utf8_lossy(data);
-        let stats = crate::drm::fdinfo::parse(&text);
-        let regions = crate::drm::model::regions_of(&stats);
+        let stats = crate::backends::drm::fdinfo::parse(&text);
+        let regions = crate::backends::drm::model::regions_of(&stats);
         let _ = regions.used_bytes();
-        let sample = crate::drm::model::EngineSample {
+        let sample = crate::backends::drm::model::EngineSample {
             at_ns: 1_000_000_000,
             engines: stats.engines.clone(),
         };
-        let earlier = crate::drm::model::EngineSample {
+        let earlier = crate::backends::drm::model::EngineSample {
             at_ns: 0,
             engines: stats.engines,
         };
-        let _ = crate::drm::model::busy_percent(Some(&earlier), &sample);
+        let _ = crate::backends::drm::model::busy_percent(Some(&earlier), &sample);
     }
 
     /// Parses nvidia-smi CSV (both queries) and procfs memory files.
     pub fn text_parsers(data: &[u8]) {
         let text = String::from_utf8_lossy(data);
-        let _ = crate::smi::parse::parse_gpus(&text, true);
-        let _ = crate::smi::parse::parse_gpus(&text, false);
-        let _ = crate::smi::parse::parse_apps(&text);
-        let _ = crate::host::parse::parse_status(&text);
-        let _ = crate::host::parse::parse_meminfo(&text);
-        let _ = crate::host::parse::parse_smaps_rollup(&text);
-        let _ = crate::host::parse::statm_resident_pages(data);
-        let _ = text.parse::<crate::PciBusId>();
+        let _ = crate::backends::smi::parse::parse_gpus(&text, true);
+        let _ = crate::backends::smi::parse::parse_gpus(&text, false);
+        let _ = crate::backends::smi::parse::parse_apps(&text);
+        let _ = crate::system::host::parse::parse_status(&text);
+        let _ = crate::system::host::parse::parse_meminfo(&text);
+        let _ = crate::system::host::parse::parse_smaps_rollup(&text);
+        let _ = crate::system::host::parse::statm_resident_pages(data);
+        let _ = text.parse::<crate::types::pci::PciBusId>();
     }
 
     /// Parses a safetensors JSON header and, as the same bytes, a `config.json`.
@@ -169,15 +170,6 @@ pub mod fuzzing {
         }
     }
 }
-pub mod types;
-pub mod workload;
-// macOS: the Metal device (platform seam in `Probe::collect`).
-#[cfg(all(target_os = "macos", feature = "metal"))]
-mod metal;
-// Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
-// is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
-#[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
-mod wddm;
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
 pub use error::{HypomnesisError, Result};

@@ -12,9 +12,9 @@
 //! assert_eq!(row.pid, 4242);
 //! ```
 
-use crate::host::{HostMemory, ProcessMemory};
-use crate::own::{OwnGpuUsage, OwnSnapshot};
-use crate::pci::PciBusId;
+use crate::system::host::{HostMemory, ProcessMemory};
+use crate::measure::own::{OwnGpuUsage, OwnSnapshot};
+use crate::types::pci::PciBusId;
 use crate::types::{
     Device, DeviceMemory, GpuProcess, ProcessKind, ProcessRegions, Source, Unknown, Vendor,
 };

@@ -39,7 +39,7 @@ pub(crate) fn append_devices(list: &mut DeviceList) {
     let unified = dev.hasUnifiedMemory();
     d.integrated = Some(unified);
     let budget = dev.recommendedMaxWorkingSetSize();
-    match crate::host::macos::sysctl_u64(c"hw.memsize") {
+    match crate::system::host::macos::sysctl_u64(c"hw.memsize") {
         Ok(total) if unified => {
             d.memory.total_bytes = Some(total);
             d.memory.free_bytes = Some(budget.min(total));

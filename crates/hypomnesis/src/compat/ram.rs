@@ -1,6 +1,6 @@
 //! Upstream's `hypomnesis::ram`: the calling process's resident memory.
 
-use crate::error::{HypomnesisError, Result};
+use crate::types::error::{HypomnesisError, Result};
 use crate::probe::shared_probe;
 
 /// The calling process's resident set size in bytes (upstream's `process_rss`).

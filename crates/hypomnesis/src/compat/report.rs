@@ -10,7 +10,7 @@
 //! elsewhere calls the `format_*` methods. The truthful counterpart is
 //! [`crate::phase::PhaseReport`], whose unknown VRAM stays unknown.
 
-use crate::snapshot::Snapshot;
+use crate::compat::snapshot::Snapshot;
 
 /// Bytes per "MB".
 const MIB: f64 = 1_048_576.0;
@@ -123,7 +123,7 @@ impl MemoryReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuDeviceInfo, GpuQuerySource, ProcessGpuInfo};
+    use crate::compat::snapshot::{GpuDeviceInfo, GpuQuerySource, ProcessGpuInfo};
 
     const MIB_U: u64 = 1 << 20;
 

@@ -20,7 +20,7 @@ pub(crate) mod convert;
 #[cfg(feature = "test-helpers")]
 pub use builders::{GpuDeviceInfoBuilder, GpuProcessEntryBuilder};
 
-use crate::error::{HypomnesisError, Result};
+use crate::types::error::{HypomnesisError, Result};
 
 /// One GPU's memory, device-wide, as the upstream API reports it.
 ///
@@ -146,8 +146,8 @@ impl Snapshot {
     /// [`HypomnesisError::Ram`] when the process's own RAM cannot be read; every GPU failure
     /// leaves `gpu` or `gpu_device` `None` instead.
     pub fn now(device_index: u32) -> Result<Self> {
-        let ram_bytes = crate::ram::process_rss()?;
-        let session = crate::gpu::Session::shared();
+        let ram_bytes = crate::compat::ram::process_rss()?;
+        let session = crate::compat::gpu::Session::shared();
         Ok(Snapshot {
             ram_bytes,
             gpu: session.process_gpu_info(device_index).ok(),
@@ -164,8 +164,8 @@ impl Snapshot {
     /// [`HypomnesisError::Nvml`] when NVML is installed but broken (GPUs may exist that cannot
     /// be counted).
     pub fn all() -> Result<Vec<Self>> {
-        let ram_bytes = crate::ram::process_rss()?;
-        let session = crate::gpu::Session::shared();
+        let ram_bytes = crate::compat::ram::process_rss()?;
+        let session = crate::compat::gpu::Session::shared();
         let count = match session.count() {
             Ok(n) => n,
             Err(HypomnesisError::NoGpuSource) => 0,

@@ -3,7 +3,7 @@
 use super::Check;
 use super::facts::{DevNode, Facts, NvmlState};
 use super::kernel::{fdinfo_support, parse_release};
-use crate::pidns::ProcRootNamespace;
+use crate::system::pidns::ProcRootNamespace;
 
 /// `CAP_DAC_READ_SEARCH`.
 const CAP_DAC_READ_SEARCH: u32 = 2;

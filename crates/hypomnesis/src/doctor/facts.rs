@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fsread::{self, Cap};
-use crate::pidns::PidView;
+use crate::system::fsread::{self, Cap};
+use crate::system::pidns::PidView;
 use crate::probe::{Probe, ProbeOptions};
-use crate::roots::Roots;
+use crate::system::roots::Roots;
 use crate::types::BackendStatus;
 
 use super::Platform;
@@ -358,7 +358,7 @@ fn linux_facts(f: &mut Facts) {
         .ok()
         .and_then(|v| u32::try_from(v).ok());
     f.kernel_release = fsread::read_trimmed(&roots.proc.join("sys/kernel/osrelease")).ok();
-    f.drm = crate::drm::sysfs::discover(&roots)
+    f.drm = crate::backends::drm::sysfs::discover(&roots)
         .iter()
         .map(|d| DrmFacts {
             driver: d.driver.clone().unwrap_or_else(|| "unknown".into()),
@@ -400,8 +400,8 @@ fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
         Err(e) => {
             #[cfg(feature = "nvml")]
             let (code, version) = (
-                crate::nvml::facts::init_code(e),
-                crate::nvml::facts::version_without_init(std::ffi::OsStr::new(&library)),
+                crate::backends::nvml::facts::init_code(e),
+                crate::backends::nvml::facts::version_without_init(std::ffi::OsStr::new(&library)),
             );
             #[cfg(not(feature = "nvml"))]
             let (code, version) = (None, None);
@@ -545,7 +545,7 @@ fn cgroup_facts(roots: &Roots) -> CgroupFacts {
         "none"
     };
     let name = format!("hmn-doctor-{}", std::process::id());
-    let creatable = match crate::cgroup::PeakCgroup::create(roots, &name) {
+    let creatable = match crate::system::cgroup::PeakCgroup::create(roots, &name) {
         Ok(group) => {
             let dir = group.dir().to_path_buf();
             match group.remove() {

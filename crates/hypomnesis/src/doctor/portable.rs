@@ -136,9 +136,9 @@ mod tests {
 
     fn facts(platform: Platform) -> Facts {
         let roots = crate::Roots::system();
-        let pid = crate::pidns::view(&crate::pidns::NamespaceFacts::new(
-            Some(crate::pidns::INIT_PID_NS_INODE),
-            Some(crate::pidns::INIT_PID_NS_INODE),
+        let pid = crate::system::pidns::view(&crate::system::pidns::NamespaceFacts::new(
+            Some(crate::system::pidns::INIT_PID_NS_INODE),
+            Some(crate::system::pidns::INIT_PID_NS_INODE),
             vec![10],
             None,
             vec![],

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::pidns::{self, NamespaceFacts};
-use crate::roots::Roots;
+use crate::system::pidns::{self, NamespaceFacts};
+use crate::system::roots::Roots;
 
 const HOST_NS: u64 = pidns::INIT_PID_NS_INODE;
 
-fn host_view() -> crate::pidns::PidView {
+fn host_view() -> crate::system::pidns::PidView {
     pidns::view(&NamespaceFacts::new(
         Some(HOST_NS),
         Some(HOST_NS),

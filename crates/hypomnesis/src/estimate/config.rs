@@ -16,7 +16,7 @@
 use serde_json::Value as Json;
 
 use super::kv::{Architecture, KvHeadsFrom, Layer, LayerKind};
-use crate::error::ParseError;
+use crate::types::error::ParseError;
 
 pub use super::gguf_arch::from_gguf;
 

@@ -1,7 +1,7 @@
 //! Element types and exact tensor sizes: every safetensors dtype (sub-byte F4/F6 included) and
 //! every GGML type (block-quantized: a row of `ne0` elements is `ne0 / block × bytes_per_block`).
 
-use crate::error::ParseError;
+use crate::types::error::ParseError;
 
 /// A safetensors element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 
 use super::dtype::{Dtype, GgmlType, tensor_bytes};
-use crate::error::ParseError;
+use crate::types::error::ParseError;
 
 /// Limits on what a header may claim.
 pub const MAX_TENSORS: u64 = 1 << 20;

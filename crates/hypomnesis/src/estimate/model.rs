@@ -16,8 +16,8 @@ use super::fit::ModelSpec;
 use super::gguf;
 use super::layout::WeightsLayout;
 use super::safetensors;
-use crate::error::{Error, Result};
-use crate::fsread::{self, Cap};
+use crate::types::error::{Error, Result};
+use crate::system::fsread::{self, Cap};
 
 /// What was read.
 #[derive(Debug, Clone, PartialEq, Eq)]

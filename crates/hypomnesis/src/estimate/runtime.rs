@@ -4,7 +4,7 @@
 //! `gpu_memory_utilization` ([`Utilization`]) and the typed refusal of a setting a runtime does
 //! not have ([`ParamError`]).
 
-use crate::error::ParseError;
+use crate::types::error::ParseError;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

@@ -14,9 +14,9 @@
 //!
 //! [`TreePeaks::from_report`] applies all of them at once. Nothing here reads a file.
 
-use crate::accounting::DeviceAccounting;
-use crate::cgroup::CgroupVersion;
-use crate::sampler::SamplerReport;
+use crate::measure::accounting::DeviceAccounting;
+use crate::system::cgroup::CgroupVersion;
+use crate::measure::sampler::SamplerReport;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

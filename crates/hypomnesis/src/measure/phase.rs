@@ -19,8 +19,8 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
-use crate::own::OwnSnapshot;
+use crate::types::error::{Error, Result};
+use crate::measure::own::OwnSnapshot;
 use crate::probe::Probe;
 use crate::probe::shared_probe;
 use crate::types::Device;
@@ -243,7 +243,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::own::OwnGpuUsage;
+    use crate::measure::own::OwnGpuUsage;
     use crate::types::{DeviceMemory, Source, Vendor};
 
     fn snap(ram_mib: u64, vram_mib: Option<u64>) -> OwnSnapshot {

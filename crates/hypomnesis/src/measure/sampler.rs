@@ -22,12 +22,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::accounting::{DeviceAccounting, record_belongs};
-use crate::fsread::{self, Cap};
-use crate::host::parse::{parse_smaps_rollup, parse_status};
+use crate::measure::accounting::{DeviceAccounting, record_belongs};
+use crate::system::fsread::{self, Cap};
+use crate::system::host::parse::{parse_smaps_rollup, parse_status};
 use crate::probe::Probe;
-use crate::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
-use crate::roots::Roots;
+use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
+use crate::system::roots::Roots;
 use crate::types::{ProcessName, ProcessUtilization, Telemetry};
 use crate::types::{Unknown, UnknownReason};
 
@@ -35,7 +35,7 @@ use crate::types::{Unknown, UnknownReason};
 use serde::Serialize;
 
 /// What a sampler follows: a tree (re-discovered every sample) or a list of processes.
-pub use crate::process::tree::Target;
+pub use crate::system::process::tree::Target;
 
 /// How a sampler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

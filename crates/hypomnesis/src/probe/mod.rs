@@ -11,34 +11,35 @@
 
 use std::sync::OnceLock;
 
-use crate::backend_error::BackendError;
-use crate::drm::{DrmBackend, DrmDevices};
+use crate::backends::error::BackendError;
+use crate::backends::drm::{DrmBackend, DrmDevices};
 // Without NVML, `Error` is named only in the docs.
 #[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
-use crate::error::{Error, Result};
-use crate::host::{self, HostMemory, MemoryDetail, ProcessMemory};
-use crate::process::IdentityCache;
-use crate::roots::Roots;
+use crate::types::error::{Error, Result};
+use crate::system::host::{self, HostMemory, MemoryDetail, ProcessMemory};
+use crate::system::process::IdentityCache;
+use crate::system::roots::Roots;
 use crate::types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source,
     Unknown, UnknownReason, Warning,
 };
 
 mod options;
+pub mod select;
 pub use options::{ENV_NVIDIA_SMI, ENV_NVIDIA_SMI_TIMEOUT_MS, ENV_NVML_LIB, ProbeOptions};
 
 #[cfg(feature = "nvml")]
-pub(crate) type NvmlSlot = std::result::Result<crate::nvml::NvmlBackend, BackendError>;
+pub(crate) type NvmlSlot = std::result::Result<crate::backends::nvml::NvmlBackend, BackendError>;
 #[cfg(not(feature = "nvml"))]
 pub(crate) type NvmlSlot = std::result::Result<std::convert::Infallible, BackendError>;
 
 /// Which NVIDIA source answers this probe: NVML, or `nvidia-smi` with NVML's absence reason.
 enum Nvidia<'a> {
     #[cfg(feature = "nvml")]
-    Nvml(&'a crate::nvml::NvmlBackend),
+    Nvml(&'a crate::backends::nvml::NvmlBackend),
     Smi {
         nvml_reason: &'a BackendError,
-        smi: Option<&'a crate::smi::Smi>,
+        smi: Option<&'a crate::backends::smi::Smi>,
     },
 }
 
@@ -55,9 +56,9 @@ pub struct Probe {
     options: ProbeOptions,
     self_statm: host::SelfStatm,
     nvml: OnceLock<NvmlSlot>,
-    smi: crate::smi::Smi,
+    smi: crate::backends::smi::Smi,
     drm: DrmBackend,
-    pid_view: OnceLock<crate::pidns::PidView>,
+    pid_view: OnceLock<crate::system::pidns::PidView>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -88,7 +89,7 @@ impl Probe {
     pub fn with_options(options: ProbeOptions) -> Probe {
         Probe {
             self_statm: host::SelfStatm::new(&options.roots),
-            smi: crate::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
+            smi: crate::backends::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
             drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age),
             options,
             nvml: OnceLock::new(),
@@ -98,9 +99,9 @@ impl Probe {
 
     /// Which PID namespace the proc root shows, and whether `hmn` runs in a container (read
     /// once per probe; see [`crate::pidns`]).
-    pub fn pid_view(&self) -> &crate::pidns::PidView {
+    pub fn pid_view(&self) -> &crate::system::pidns::PidView {
         self.pid_view
-            .get_or_init(|| crate::pidns::view(&crate::pidns::gather(&self.options.roots)))
+            .get_or_init(|| crate::system::pidns::view(&crate::system::pidns::gather(&self.options.roots)))
     }
 
     /// The options this probe was made with.
@@ -121,7 +122,7 @@ impl Probe {
             }
             #[cfg(feature = "nvml")]
             {
-                crate::nvml::NvmlBackend::load(self.options.nvml_library.as_deref())
+                crate::backends::nvml::NvmlBackend::load(self.options.nvml_library.as_deref())
             }
             #[cfg(not(feature = "nvml"))]
             {
@@ -198,10 +199,10 @@ impl Probe {
         let nvml_reason = self.nvidia_devices(&mut list);
         // Platform seam: Windows adapters NVML does not cover (DXGI, with PDH's usage).
         #[cfg(all(windows, feature = "dxgi"))]
-        crate::wddm::windows::append_devices(&mut list);
+        crate::backends::wddm::windows::append_devices(&mut list);
         // Platform seam: the Metal device (macOS).
         #[cfg(all(target_os = "macos", feature = "metal"))]
-        crate::metal::append_devices(&mut list);
+        crate::backends::metal::append_devices(&mut list);
         if !self.options.use_drm {
             list.backends.push(BackendStatus::new(
                 Backend::Drm,
@@ -235,7 +236,7 @@ impl Probe {
     }
 
     /// The `nvidia-smi` fallback when this probe may use it (the option and the feature).
-    pub(crate) fn smi_fallback(&self) -> Option<&crate::smi::Smi> {
+    pub(crate) fn smi_fallback(&self) -> Option<&crate::backends::smi::Smi> {
         (self.options.use_nvidia_smi && cfg!(feature = "nvidia-smi")).then_some(&self.smi)
     }
 
@@ -304,13 +305,13 @@ impl Probe {
                     if got.failed {
                         out.failed_devices.push(dev.index);
                     }
-                    if crate::nvml::mps::has_clients(&got.rows) {
+                    if crate::backends::nvml::mps::has_clients(&got.rows) {
                         // MPS clients listed: name the server among the compute rows.
-                        crate::nvml::mps::classify(&mut got.rows, |r| {
-                            crate::process::process_name(&self.options.roots, r.pid)
+                        crate::backends::nvml::mps::classify(&mut got.rows, |r| {
+                            crate::system::process::process_name(&self.options.roots, r.pid)
                                 .ok()
                                 .flatten()
-                                .is_some_and(|n| crate::nvml::mps::is_server_name(n.as_bytes()))
+                                .is_some_and(|n| crate::backends::nvml::mps::is_server_name(n.as_bytes()))
                         });
                     }
                     out.processes.extend(got.rows);
@@ -336,7 +337,7 @@ impl Probe {
         // Platform seam: PDH's per-process rows on the DXGI devices (Windows).
         #[cfg(all(windows, feature = "pdh"))]
         out.processes
-            .extend(crate::wddm::windows::processes(&devices));
+            .extend(crate::backends::wddm::windows::processes(&devices));
         out.devices = devices.devices;
         out.processes.sort_by_key(|p| (p.device_index, p.pid));
         out.failed_devices.sort_unstable();
@@ -349,7 +350,7 @@ impl Probe {
     /// `enabled: Some(false)` and no records. Devices that keep no such record (nvidia-smi,
     /// DRM) are not listed, and without NVML the list is empty. One driver call per device
     /// and pid: meant for the end of a run, not for every sample.
-    pub fn vram_accounting(&self, pids: &[u32]) -> Vec<crate::accounting::DeviceAccounting> {
+    pub fn vram_accounting(&self, pids: &[u32]) -> Vec<crate::measure::accounting::DeviceAccounting> {
         match self.nvidia() {
             #[cfg(feature = "nvml")]
             Nvidia::Nvml(nvml) => match nvml.device_count() {
@@ -386,11 +387,11 @@ impl Probe {
         let view = self.pid_view();
         let mut cache = IdentityCache::new();
         for row in rows.iter_mut() {
-            if !crate::pidns::visible(view, row) {
+            if !crate::system::pidns::visible(view, row) {
                 row.unknown.push(Unknown::new(
                     "name",
                     UnknownReason::OtherPidNamespace,
-                    crate::pidns::not_visible_detail(row.pid, &roots.proc),
+                    crate::system::pidns::not_visible_detail(row.pid, &roots.proc),
                 ));
                 continue;
             }
@@ -401,13 +402,13 @@ impl Probe {
             row.uid = id.uid;
             row.user = id.user;
             row.ns_pid = id.ns_pid;
-            row.workload = crate::workload::of_process(roots, row.pid);
+            row.workload = crate::system::workload::of_process(roots, row.pid);
         }
         #[cfg(feature = "nvml")]
-        crate::nvml::mps::classify(rows, |r| {
+        crate::backends::nvml::mps::classify(rows, |r| {
             r.name
                 .as_ref()
-                .is_some_and(|n| crate::nvml::mps::is_server_name(n.as_bytes()))
+                .is_some_and(|n| crate::backends::nvml::mps::is_server_name(n.as_bytes()))
         });
     }
 
@@ -444,7 +445,7 @@ fn drm_absent_reason(sys: &std::path::Path) -> String {
     if cfg!(not(target_os = "linux")) && !sys.exists() {
         return format!(
             "not on this platform (DRM is Linux's /sys; {} names a copy)",
-            crate::roots::ENV_SYS_ROOT
+            crate::system::roots::ENV_SYS_ROOT
         );
     }
     format!("no DRM GPU under {}/class/drm", sys.display())
@@ -476,7 +477,7 @@ fn nvml_state(reason: &BackendError) -> BackendState {
     }
 }
 
-fn smi_devices(smi: Option<&crate::smi::Smi>, devices: &mut Vec<Device>) -> BackendState {
+fn smi_devices(smi: Option<&crate::backends::smi::Smi>, devices: &mut Vec<Device>) -> BackendState {
     let Some(smi) = smi else {
         return BackendState::Absent {
             reason: "disabled".to_string(),

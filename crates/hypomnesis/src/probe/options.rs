@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::roots::{Roots, SystemInfo};
+use crate::system::roots::{Roots, SystemInfo};
 
 /// Environment variable naming the NVML library to load (a path, or a soname).
 pub const ENV_NVML_LIB: &str = "HMN_NVML_LIB";
@@ -46,7 +46,7 @@ impl Default for ProbeOptions {
             system: SystemInfo::current(),
             nvml_library: None,
             nvidia_smi: None,
-            nvidia_smi_timeout: crate::smi::DEFAULT_TIMEOUT,
+            nvidia_smi_timeout: crate::backends::smi::DEFAULT_TIMEOUT,
             use_nvml: true,
             use_nvidia_smi: true,
             use_drm: true,
@@ -68,7 +68,7 @@ impl ProbeOptions {
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|ms| *ms > 0)
-            .map_or(crate::smi::DEFAULT_TIMEOUT, Duration::from_millis);
+            .map_or(crate::backends::smi::DEFAULT_TIMEOUT, Duration::from_millis);
         ProbeOptions {
             roots: Roots::from_env(),
             nvml_library: path(ENV_NVML_LIB),

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 
 pub use leftovers::{StaleCgroup, remove_stale};
 
-use crate::error::Error;
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
-use crate::workload::{WorkloadInfo, WorkloadKind, classify};
+use crate::types::error::Error;
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
+use crate::system::workload::{WorkloadInfo, WorkloadKind, classify};
 
 /// One line of `/proc/<pid>/cgroup`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +149,7 @@ pub fn workload(path: &str) -> Workload {
 /// [`crate::workload::path_of`] picks). `None` when the file cannot be read or names no group
 /// below the root.
 pub fn process_workload(roots: &Roots, pid: u32) -> Option<Workload> {
-    crate::workload::of_process(roots, pid).map(|w| Workload::from(&w))
+    crate::system::workload::of_process(roots, pid).map(|w| Workload::from(&w))
 }
 
 /// Which cgroup version a [`PeakCgroup`] uses.

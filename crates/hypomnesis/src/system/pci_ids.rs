@@ -19,8 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
 
 /// The most read of one database file (`pci.ids` is 1.4 MB in 2023; `amdgpu.ids` 17 KB).
 const IDS_CAP: Cap = Cap::bytes(16 << 20);

@@ -30,9 +30,9 @@
 
 use std::path::Path;
 
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
-use crate::workload::{self, WorkloadKind};
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
+use crate::system::workload::{self, WorkloadKind};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -220,7 +220,7 @@ pub fn gather(roots: &Roots) -> NamespaceFacts {
     let own = fsread::read_string(&proc.join("self/cgroup"), Cap::PROC_CGROUP)
         .ok()
         .and_then(|t| {
-            let lines = crate::cgroup::parse_proc_cgroup(&t);
+            let lines = crate::system::cgroup::parse_proc_cgroup(&t);
             workload::path_of(&lines).and_then(workload::classify)
         });
     if let Some(w) = own.filter(|w| matches!(w.kind, WorkloadKind::Pod | WorkloadKind::Container)) {

@@ -21,9 +21,9 @@
 //! a path with none of them is `other`, and the root (`/`, what a process in a private cgroup
 //! namespace sees of itself) is no workload at all.
 
-use crate::cgroup::{self, CgroupLine};
-use crate::fsread;
-use crate::roots::Roots;
+use crate::system::cgroup::{self, CgroupLine};
+use crate::system::fsread;
+use crate::system::roots::Roots;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::{Device, GpuProcess};
-use crate::error::{Error, Result};
+use crate::types::error::{Error, Result};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

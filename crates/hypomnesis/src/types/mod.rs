@@ -25,10 +25,13 @@ macro_rules! spelled_as_str {
     };
 }
 
+// The truthful API's errors (public through the crate root's `error` module).
+pub(crate) mod error;
 mod kind;
 mod lists;
 mod name;
 mod nvidia;
+pub mod pci;
 mod runtime;
 mod usage;
 
@@ -48,7 +51,7 @@ pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization}
 pub use runtime::RuntimeStatus;
 pub use usage::{DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
-use crate::pci::PciBusId;
+use crate::types::pci::PciBusId;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -439,7 +442,7 @@ pub struct GpuProcess {
     pub unknown: Vec<Unknown>,
     /// The workload holding the process (container, pod, Slurm job, unit), from its cgroup.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub workload: Option<crate::workload::WorkloadInfo>,
+    pub workload: Option<crate::system::workload::WorkloadInfo>,
     /// The process's pid in its own, innermost PID namespace (`NSpid`'s last entry), when
     /// that differs from `pid` (a process in a container, seen from outside).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::fsread::{self, Cap};
-use crate::pci::PciBusId;
-use crate::roots::Roots;
+use crate::system::fsread::{self, Cap};
+use crate::types::pci::PciBusId;
+use crate::system::roots::Roots;
 
 /// `(pid, PCI address, VRAM bytes)` for every KFD process file that could be read.
 pub(crate) fn vram_by_process(roots: &Roots) -> Vec<(u32, PciBusId, u64)> {

@@ -44,7 +44,7 @@ pub(crate) fn kinds(clients: &[SeenClient]) -> BTreeMap<(u32, u32), ProcessKind>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drm::fdinfo::parse;
+    use crate::backends::drm::fdinfo::parse;
 
     fn kind(text: &str) -> ProcessKind {
         classes_of(&parse(text)).map_or(ProcessKind::Unreported, ProcessKind::from_engines)

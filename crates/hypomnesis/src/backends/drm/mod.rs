@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::pci::PciBusId;
-use crate::roots::Roots;
+use crate::types::pci::PciBusId;
+use crate::system::roots::Roots;
 use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
 use model::{ClientKey, EngineSample, SeenClient};
 use scan::{FdIndex, FdinfoRead};
@@ -66,7 +66,7 @@ pub(crate) struct DrmBackend {
     epoch: Instant,
     index: Mutex<Option<(Instant, FdIndex)>>,
     previous: Mutex<HashMap<ClientKey, EngineSample>>,
-    names: Mutex<HashMap<crate::pci_ids::PciIdentity, Option<String>>>,
+    names: Mutex<HashMap<crate::system::pci_ids::PciIdentity, Option<String>>>,
 }
 
 /// What one process walk found.
@@ -122,14 +122,14 @@ impl DrmBackend {
 
     /// A device's marketing name from the system's databases ([`crate::pci_ids`]), looked up
     /// once per identity for the backend's life.
-    fn name_of(&self, id: &crate::pci_ids::PciIdentity) -> Option<String> {
+    fn name_of(&self, id: &crate::system::pci_ids::PciIdentity) -> Option<String> {
         let mut names = match self.names.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         names
             .entry(*id)
-            .or_insert_with(|| crate::pci_ids::name_of(&self.roots, id))
+            .or_insert_with(|| crate::system::pci_ids::name_of(&self.roots, id))
             .clone()
     }
 

@@ -221,7 +221,7 @@ pub(crate) fn add_engines(into: &mut Engines, from: &Engines) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drm::fdinfo::parse;
+    use crate::backends::drm::fdinfo::parse;
 
     fn seen(pid: u32, fd: u32, text: &str) -> SeenClient {
         let stats = parse(text);

@@ -9,9 +9,9 @@
 //! inflated by every kernel thread on the machine. A process or fd that vanishes during the walk
 //! is skipped silently.
 
-use crate::error::Error;
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
+use crate::types::error::Error;
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
 use crate::types::UnknownReason;
 
 /// One fd that refers to a DRM or accel node.
@@ -82,7 +82,7 @@ pub(crate) fn build_index(roots: &Roots) -> FdIndex {
 /// its own) and not exited (a zombie's files are closed). When `stat` cannot be read either,
 /// it could.
 pub(crate) fn could_hold_a_client(roots: &Roots, pid: u32) -> bool {
-    crate::process::tree::read_stat(roots, pid)
+    crate::system::process::tree::read_stat(roots, pid)
         .map_or(true, |st| !st.is_kernel_thread() && !st.has_exited())
 }
 

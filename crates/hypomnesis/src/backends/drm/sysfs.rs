@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::fsread;
-use crate::pci::PciBusId;
-use crate::roots::Roots;
+use crate::system::fsread;
+use crate::types::pci::PciBusId;
+use crate::system::roots::Roots;
 use crate::types::{
     Device, DeviceMemory, DeviceRegion, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
     Vendor,
@@ -71,10 +71,10 @@ impl Found {
     /// The card node (`cardN`), where per-card attributes such as i915 frequencies live.
     /// The PCI identity to look a name up by (cached kernel values: reading them never wakes
     /// a suspended device).
-    pub(crate) fn pci_identity(&self) -> Option<crate::pci_ids::PciIdentity> {
+    pub(crate) fn pci_identity(&self) -> Option<crate::system::pci_ids::PciIdentity> {
         let (vendor, device) = (self.vendor_id?, self.device_id?);
         self.pci?;
-        Some(crate::pci_ids::PciIdentity::new(
+        Some(crate::system::pci_ids::PciIdentity::new(
             vendor,
             device,
             self.subsystem,

@@ -10,7 +10,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::NvmlLib;
 
 use super::{NvmlBackend, describe};
-use crate::backend_error::BackendError;
+use crate::backends::error::BackendError;
 use crate::doctor::{NvmlDeviceFacts, NvmlFacts, NvmlState};
 
 impl NvmlBackend {

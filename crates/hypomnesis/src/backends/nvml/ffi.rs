@@ -25,7 +25,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::convert::{Layout, RawProcess, SENTINEL, decode, decode_v3};
-use crate::backend_error::BackendError;
+use crate::backends::error::BackendError;
 
 /// `NVML_SUCCESS`.
 pub(super) const SUCCESS: nvmlReturn_t = 0;

@@ -18,7 +18,7 @@ use super::convert::{self, describe, reason_of};
 use super::ffi::{self, ProcessListKind};
 use super::ffi_mig::{self, ProfileEntry};
 use super::{DeviceProcesses, NvmlBackend, memory};
-use crate::backend_error::BackendError;
+use crate::backends::error::BackendError;
 use crate::types::{
     Device, GpuProcess, MigDevice, MigMode, MigPlacement, MigState, ProcessKind, Unknown,
     UnknownReason, Warning,

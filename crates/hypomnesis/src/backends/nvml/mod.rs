@@ -33,9 +33,9 @@ use std::sync::Mutex;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use crate::accounting::{AccountedProcess, DeviceAccounting};
-use crate::backend_error::BackendError;
-use crate::pci::PciBusId;
+use crate::measure::accounting::{AccountedProcess, DeviceAccounting};
+use crate::backends::error::BackendError;
+use crate::types::pci::PciBusId;
 use crate::types::Source;
 use crate::types::{
     Device, DeviceMemory, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor,

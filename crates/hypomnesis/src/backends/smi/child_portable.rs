@@ -49,14 +49,14 @@ fn reader(pipe: Option<impl io::Read + Send + 'static>, max: usize) -> mpsc::Rec
 /// The child's tree, bound to the run: a Job object on Windows, the child alone elsewhere.
 struct Bound {
     #[cfg(windows)]
-    job: Option<crate::process::job::Job>,
+    job: Option<crate::system::process::job::Job>,
 }
 
 impl Bound {
     fn new(child: &Child) -> Bound {
         #[cfg(windows)]
         return Bound {
-            job: crate::process::job::Job::kill_on_close()
+            job: crate::system::process::job::Job::kill_on_close()
                 .ok()
                 .filter(|j| j.assign(child).is_ok()),
         };

@@ -9,8 +9,8 @@
 //! here too.
 
 use super::Smi;
-use crate::backend_error::BackendError;
-use crate::error::ParseError;
+use crate::backends::error::BackendError;
+use crate::types::error::ParseError;
 
 /// One device's memory as `nvidia-smi` reports it (MiB converted to bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]

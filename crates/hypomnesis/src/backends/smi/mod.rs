@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::backend_error::BackendError;
+use crate::backends::error::BackendError;
 use crate::types::{
     Device, DeviceMemory, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor, Warning,
 };
@@ -113,7 +113,7 @@ impl Smi {
                     program: self.shown(),
                     timeout_ms: self.timeout.as_millis(),
                 },
-                child::RunError::TooMuchOutput => self.output_error(crate::error::ParseError::new(
+                child::RunError::TooMuchOutput => self.output_error(crate::types::error::ParseError::new(
                     format!("more than {} MiB of output", MAX_OUTPUT >> 20),
                 )),
                 child::RunError::Wait(source) => BackendError::Wait {
@@ -142,7 +142,7 @@ impl Smi {
     }
 
     /// Unexpected output, as an error naming the program.
-    fn output_error(&self, source: crate::error::ParseError) -> BackendError {
+    fn output_error(&self, source: crate::types::error::ParseError) -> BackendError {
         BackendError::Output {
             program: self.shown(),
             source,

@@ -7,8 +7,8 @@
 //! `[Unknown Error]`, `[GPU is lost]`), which becomes `None` with a reason — never 0. Memory is
 //! in MiB (`nounits`); a trailing ` MiB` is accepted too.
 
-use crate::error::ParseError;
-use crate::pci::PciBusId;
+use crate::types::error::ParseError;
+use crate::types::pci::PciBusId;
 use crate::types::UnknownReason;
 
 /// The `--query-gpu` fields, in order. `memory.reserved` is last so it can be dropped for

@@ -9,7 +9,7 @@
 //! counters (spill) for an NVIDIA GPU.
 
 use super::Luid;
-use crate::pci::PciBusId;
+use crate::types::pci::PciBusId;
 
 /// Where an adapter sits on the PCI bus (`D3DKMT_ADAPTERADDRESS`: no domain).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

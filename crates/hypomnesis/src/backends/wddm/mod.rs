@@ -33,7 +33,7 @@ pub(crate) mod windows;
 
 use std::collections::BTreeMap;
 
-use crate::spill::fold::Reading;
+use crate::compat::spill::fold::Reading;
 
 /// A WDDM adapter's locally unique id (`LUID { LowPart, HighPart }`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

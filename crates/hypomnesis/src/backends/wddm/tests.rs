@@ -1,7 +1,7 @@
 //! The WDDM logic against fakes of the two sources (run on every platform).
 
 use super::*;
-use crate::spill::fold::Reading;
+use crate::compat::spill::fold::Reading;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -177,7 +177,7 @@ fn pdh_spill_feeds_the_shared_fold_and_skips_failed_samples() {
         luid,
         limit_bytes: 16 * GIB,
     };
-    let mut fold = crate::spill::fold::Fold::new();
+    let mut fold = crate::compat::spill::fold::Fold::new();
     let mut skipped = 0;
     let t0 = std::time::Instant::now();
     for i in 0..6u64 {

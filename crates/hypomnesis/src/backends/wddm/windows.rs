@@ -121,7 +121,7 @@ fn location(luid: Luid) -> Result<PciLocation, String> {
 
 /// The DXGI adapter of the NVIDIA GPU at `id` (NVML's PCI address), joined by PCI location
 /// ([`join::adapter_at`]), with the adapter itself for its COM calls.
-fn nvidia_adapter(id: &crate::pci::PciBusId) -> Result<(IDXGIAdapter1, Adapter), String> {
+fn nvidia_adapter(id: &crate::types::pci::PciBusId) -> Result<(IDXGIAdapter1, Adapter), String> {
     let mut nvidia: Vec<(IDXGIAdapter1, Adapter)> = adapters_raw()?
         .into_iter()
         .filter(|(_, a)| a.vendor_id == 0x10DE && a.is_gpu())
@@ -141,7 +141,7 @@ fn nvidia_adapter(id: &crate::pci::PciBusId) -> Result<(IDXGIAdapter1, Adapter),
 /// The caller's own dedicated video memory (`QueryVideoMemoryInfo` LOCAL `CurrentUsage`) on
 /// the NVIDIA GPU at `id`: what upstream's `process_gpu_info` reports on Windows, where NVML's
 /// per-process figures are `NVML_VALUE_NOT_AVAILABLE` under WDDM.
-pub(crate) fn own_local_usage(id: &crate::pci::PciBusId) -> Result<u64, String> {
+pub(crate) fn own_local_usage(id: &crate::types::pci::PciBusId) -> Result<u64, String> {
     let (adapter, _) = nvidia_adapter(id)?;
     Ok(segment(&adapter3(&adapter)?, DXGI_MEMORY_SEGMENT_GROUP_LOCAL)?.usage_bytes)
 }
@@ -381,8 +381,8 @@ pub(crate) fn processes(list: &crate::types::DeviceList) -> Vec<crate::types::Gp
     super::devices::processes(&super::process_rows(&samples, &adapters), &listed)
 }
 
-impl crate::spill::source::SpillSource for super::PdhSpill<Pdh> {
-    fn read(&mut self) -> Option<crate::spill::fold::Reading> {
+impl crate::compat::spill::source::SpillSource for super::PdhSpill<Pdh> {
+    fn read(&mut self) -> Option<crate::compat::spill::fold::Reading> {
         self.sample()
     }
 }
@@ -392,7 +392,7 @@ impl crate::spill::source::SpillSource for super::PdhSpill<Pdh> {
 pub(crate) fn spill_source(
     list: &crate::types::DeviceList,
     index: u32,
-) -> Option<Result<Box<dyn crate::spill::source::SpillSource>, String>> {
+) -> Option<Result<Box<dyn crate::compat::spill::source::SpillSource>, String>> {
     use super::AdapterSource as _;
     use crate::types::Source;
     let dev = list.devices.iter().find(|d| d.index == index)?;
@@ -409,7 +409,7 @@ pub(crate) fn spill_source(
                 counters: Pdh,
                 luid: a.luid,
                 limit_bytes: a.dedicated_bytes,
-            }) as Box<dyn crate::spill::source::SpillSource>
+            }) as Box<dyn crate::compat::spill::source::SpillSource>
         }));
     }
     if dev.source != Source::Dxgi {

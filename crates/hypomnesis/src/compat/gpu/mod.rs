@@ -34,7 +34,7 @@
 macro_rules! trace {
     ($prefix:literal, $($arg:tt)+) => {{
         #[cfg(feature = "debug-output")]
-        $crate::gpu::emit($prefix, format_args!($($arg)+));
+        $crate::compat::gpu::emit($prefix, format_args!($($arg)+));
         #[cfg(not(feature = "debug-output"))]
         let _ = format_args!($($arg)+);
     }};
@@ -45,9 +45,9 @@ mod session;
 
 pub(crate) use session::Session;
 
-use crate::error::Result;
+use crate::types::error::Result;
 use crate::probe::shared_probe;
-use crate::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
+use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 
 /// Writes one `debug-output` trace line.
 #[cfg(feature = "debug-output")]

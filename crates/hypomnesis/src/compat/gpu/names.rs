@@ -7,8 +7,8 @@
 //! - Name: `<proc>/<pid>/comm`; a comm of exactly 15 bytes (the kernel's cut) is extended to
 //!   the executable's file name, or else `argv[0]`'s base name, when that name continues it.
 
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
 
 /// The kernel's cut of `comm` (16 bytes with the NUL).
 const COMM_MAX: usize = 15;
@@ -18,7 +18,7 @@ pub(crate) fn exists(roots: &Roots, pid: u32) -> Option<bool> {
     // Platform seam: the system's own process list on Windows and macOS.
     #[cfg(any(windows, target_os = "macos"))]
     if roots.is_system() {
-        return crate::process::native::exists(pid);
+        return crate::system::process::native::exists(pid);
     }
     // Lossily: the `Name:` line is whatever the process named itself.
     match fsread::read_bytes(&roots.pid_file(pid, "status"), Cap::STATUS) {
@@ -41,7 +41,7 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
     #[cfg(any(windows, target_os = "macos"))]
     if roots.is_system() {
-        return crate::process::native::process_name(pid).ok().flatten();
+        return crate::system::process::native::process_name(pid).ok().flatten();
     }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
@@ -68,7 +68,7 @@ pub(crate) fn extended(comm: &[u8], exe: Option<&[u8]>, cmdline: &[u8]) -> Strin
         Some(e) if e.len() > comm.len() && e.starts_with(comm) => {
             String::from_utf8_lossy(e).into_owned()
         }
-        _ => crate::process::display_name(comm, cmdline)
+        _ => crate::system::process::display_name(comm, cmdline)
             .to_string_lossy()
             .into_owned(),
     }

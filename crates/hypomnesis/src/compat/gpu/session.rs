@@ -16,11 +16,11 @@
 
 use std::cell::OnceCell;
 
-use crate::backend_error::NvmlStart;
-use crate::error::{HypomnesisError, Result};
+use crate::backends::error::NvmlStart;
+use crate::types::error::{HypomnesisError, Result};
 use crate::probe::Probe;
-use crate::snapshot::convert;
-use crate::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
+use crate::compat::snapshot::convert;
+use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 use crate::types::{Device, DeviceList, GpuProcess, Source, Vendor};
 
 use super::names;
@@ -30,7 +30,7 @@ enum NvmlState<'p> {
     /// Loaded and counted.
     #[cfg(feature = "nvml")]
     Ready {
-        backend: &'p crate::nvml::NvmlBackend,
+        backend: &'p crate::backends::nvml::NvmlBackend,
         count: u32,
     },
     /// `nvmlInit_v2` said there is no GPU: a count of zero.
@@ -69,8 +69,8 @@ impl<'p> Session<'p> {
             Ok(backend) => match backend.device_count() {
                 Ok(count) => NvmlState::Ready { backend, count },
                 Err(e) => NvmlState::Broken(match e {
-                    crate::backend_error::BackendError::Nvml(e) => {
-                        crate::nvml::call_failure("nvmlDeviceGetCount_v2", &e)
+                    crate::backends::error::BackendError::Nvml(e) => {
+                        crate::backends::nvml::call_failure("nvmlDeviceGetCount_v2", &e)
                     }
                     other => other.to_string(),
                 }),
@@ -101,7 +101,7 @@ impl<'p> Session<'p> {
 
     /// NVML's backend when `index` is one of the devices it counted.
     #[cfg(feature = "nvml")]
-    fn nvml_device(&self, index: u32) -> Option<&'p crate::nvml::NvmlBackend> {
+    fn nvml_device(&self, index: u32) -> Option<&'p crate::backends::nvml::NvmlBackend> {
         match self.nvml {
             NvmlState::Ready { backend, count } if index < count => Some(backend),
             _ => None,
@@ -202,11 +202,11 @@ impl<'p> Session<'p> {
             Some(list) => list.device(index).ok()?.pci_bus_id?,
             None => self.probe.device(index).ok()?.pci_bus_id?,
         };
-        match crate::wddm::windows::own_local_usage(&id) {
+        match crate::backends::wddm::windows::own_local_usage(&id) {
             Ok(used_bytes) => Some(ProcessGpuInfo {
                 used_bytes,
                 is_per_process: true,
-                source: crate::snapshot::GpuQuerySource::Dxgi,
+                source: crate::compat::snapshot::GpuQuerySource::Dxgi,
             }),
             Err(e) => {
                 trace!("[DXGI debug]", "device {index}: {e}");
@@ -258,7 +258,7 @@ impl<'p> Session<'p> {
                     return Ok(ProcessGpuInfo {
                         used_bytes: m.used,
                         is_per_process: false,
-                        source: crate::snapshot::GpuQuerySource::NvidiaSmi,
+                        source: crate::compat::snapshot::GpuQuerySource::NvidiaSmi,
                     });
                 }
                 Err(e) => trace!("[nvidia-smi debug]", "--id={index}: {e}"),

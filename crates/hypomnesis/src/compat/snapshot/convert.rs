@@ -5,7 +5,7 @@
 //! `debug-output` traces) and the caller leaves the value out: an unknown never becomes `0`.
 
 use super::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo};
-use crate::smi::compat::{SmiComputeApp, SmiMemory};
+use crate::backends::smi::compat::{SmiComputeApp, SmiMemory};
 use crate::types::{Device, GpuProcess, Source};
 
 /// The upstream source for a truthful one: the DRM sources (sysfs, fdinfo, KFD) are all `Drm`.

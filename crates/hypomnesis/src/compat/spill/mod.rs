@@ -55,7 +55,7 @@ pub(crate) mod source;
 
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::types::error::Result;
 use crate::probe::{Probe, shared_probe};
 use fold::{Fold, snapshot_verdict};
 use source::SpillSource;

@@ -25,11 +25,11 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::path::PathBuf;
 
 use super::fold::Reading;
-use crate::drm::sysfs::{self, Found};
-use crate::drm::{DrmBackend, DrmDevices};
-use crate::fsread;
+use crate::backends::drm::sysfs::{self, Found};
+use crate::backends::drm::{DrmBackend, DrmDevices};
+use crate::system::fsread;
 use crate::probe::Probe;
-use crate::roots::Roots;
+use crate::system::roots::Roots;
 use crate::types::{RuntimeStatus, Vendor};
 
 /// Why an NVIDIA GPU's spill is not measurable on Linux.
@@ -48,7 +48,7 @@ pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>,
     let (list, drm) = probe.collect();
     // Platform seam: Windows devices spill through PDH (WDDM's definition, the same fold).
     #[cfg(all(windows, feature = "pdh"))]
-    if let Some(source) = crate::wddm::windows::spill_source(&list, index) {
+    if let Some(source) = crate::backends::wddm::windows::spill_source(&list, index) {
         return source;
     }
     if let Some((found, _)) = drm.listed.iter().find(|(_, i)| *i == index) {
@@ -82,7 +82,7 @@ pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>,
 /// from a device, so none is woken; NVIDIA devices never are).
 pub(crate) fn any_measurable(roots: &Roots) -> bool {
     #[cfg(all(windows, feature = "pdh"))]
-    if crate::wddm::windows::spill_measurable() {
+    if crate::backends::wddm::windows::spill_measurable() {
         return true;
     }
     sysfs::discover(roots)

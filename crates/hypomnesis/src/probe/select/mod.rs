@@ -21,7 +21,7 @@ pub mod cuda;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::pci::PciBusId;
+use crate::types::pci::PciBusId;
 use crate::types::{Device, GpuProcess, MigDevice};
 
 pub use cuda::{CudaDeviceOrder, CudaView, OrderBasis, cuda_view};

@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{CgroupError, PeakCgroup, parse_proc_cgroup, v1_memory_path, v2_path, v2_root};
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
 
 /// Rounds of moving a group's processes out: a process that forks while it is moved may leave
 /// a child behind, moved by the next round.

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{self, Read as _, Seek as _};
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
+use crate::types::error::Error;
 
 /// An open directory: its path (listed again on each walk; no handle is kept).
 #[derive(Debug)]

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 
 use super::{HostMemory, MemoryDetail, ProcessMemory};
-use crate::error::Error;
+use crate::types::error::Error;
 use crate::types::{Unknown, UnknownReason};
 
 /// `proc_pid_rusage(pid, RUSAGE_INFO_V4)`.
@@ -94,7 +94,7 @@ pub(crate) fn host_memory() -> Result<HostMemory, Error> {
             std::io::Error::other(format!("kern_return {kr}")),
         ));
     }
-    let page = crate::roots::SystemInfo::current().page_size;
+    let page = crate::system::roots::SystemInfo::current().page_size;
     let pages = |n: u32| u64::from(n).saturating_mul(page);
     let free = pages(vm.free_count).saturating_add(pages(vm.speculative_count));
     let available = free

@@ -34,9 +34,9 @@ use windows as native;
 use std::fs::File;
 use std::path::PathBuf;
 
-use crate::error::{Error, Result};
-use crate::fsread::{self, Cap};
-use crate::roots::{Roots, SystemInfo};
+use crate::types::error::{Error, Result};
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::{Roots, SystemInfo};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -269,7 +269,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("meminfo"),
-            include_str!("../../tests/fixtures/proc/meminfo-6.18.txt"),
+            include_str!("../../../tests/fixtures/proc/meminfo-6.18.txt"),
         )
         .unwrap();
         let h = host_memory(&Roots::system().with_proc(dir.path())).unwrap();

@@ -7,7 +7,7 @@
 //!
 //! See <https://docs.kernel.org/filesystems/proc.html>.
 
-use crate::error::ParseError;
+use crate::types::error::ParseError;
 
 /// The first three fields of `/proc/<pid>/statm`, in pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,9 +249,9 @@ mod tests {
     use super::*;
 
     // Real `/proc/self/status` captured with `cat` on Linux 6.18 (x86-64).
-    const STATUS: &str = include_str!("../../tests/fixtures/proc/status-6.18.txt");
+    const STATUS: &str = include_str!("../../../tests/fixtures/proc/status-6.18.txt");
     // Real `/proc/meminfo` captured on the same machine.
-    const MEMINFO: &str = include_str!("../../tests/fixtures/proc/meminfo-6.18.txt");
+    const MEMINFO: &str = include_str!("../../../tests/fixtures/proc/meminfo-6.18.txt");
 
     #[test]
     fn statm_fields_in_pages() {

@@ -25,7 +25,7 @@ use windows::Win32::System::Threading::{
 };
 
 use super::{HostMemory, MemoryDetail, ProcessMemory};
-use crate::error::Error;
+use crate::types::error::Error;
 use crate::types::{Unknown, UnknownReason};
 
 /// Win32 `ERROR_INVALID_PARAMETER`: what `OpenProcess` answers for a pid that does not exist.

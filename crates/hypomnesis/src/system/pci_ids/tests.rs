@@ -2,8 +2,8 @@
 
 use super::*;
 
-const PCI_IDS: &str = include_str!("../../tests/fixtures/ids/pci.ids");
-const AMDGPU_IDS: &str = include_str!("../../tests/fixtures/ids/amdgpu.ids");
+const PCI_IDS: &str = include_str!("../../../tests/fixtures/ids/pci.ids");
+const AMDGPU_IDS: &str = include_str!("../../../tests/fixtures/ids/amdgpu.ids");
 
 fn pci(vendor: u16, device: u16, subsystem: Option<(u16, u16)>) -> PciNames {
     lookup_pci_ids(PCI_IDS, &PciIdentity::new(vendor, device, subsystem, None))

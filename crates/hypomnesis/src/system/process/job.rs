@@ -20,7 +20,7 @@ use windows::Win32::System::JobObjects::{
 };
 use windows::core::PCWSTR;
 
-use crate::error::Error;
+use crate::types::error::Error;
 
 /// A kill-on-close Job object. See the [module docs](self).
 #[derive(Debug)]
@@ -35,7 +35,7 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 fn job_error(what: &str, err: &windows::core::Error) -> Error {
-    crate::host::windows::win_error(what.to_string(), err)
+    crate::system::host::windows::win_error(what.to_string(), err)
 }
 
 impl Job {

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use super::tree::Stat;
-use crate::error::Error;
+use crate::types::error::Error;
 
 fn not_found(pid: u32) -> Error {
     Error::NotFound {
@@ -97,8 +97,8 @@ fn from_c(chars: &[libc::c_char]) -> String {
 /// [`Error::NotFound`] / [`Error::PermissionDenied`].
 pub(crate) fn read_stat(pid: u32) -> Result<Stat, Error> {
     let b = bsdinfo(pid)?;
-    let footprint = crate::host::macos::rusage_v4(pid)?.ri_phys_footprint;
-    let page = crate::roots::SystemInfo::current().page_size.max(1);
+    let footprint = crate::system::host::macos::rusage_v4(pid)?.ri_phys_footprint;
+    let page = crate::system::roots::SystemInfo::current().page_size.max(1);
     Ok(Stat {
         pid,
         comm: crate::types::ProcessName::from_bytes(from_c(&b.pbi_comm).into_bytes()),

@@ -29,10 +29,10 @@ pub(crate) use windows as native;
 
 use std::collections::HashMap;
 
-use crate::error::Error;
-use crate::fsread::{self, Cap};
-use crate::host::parse;
-use crate::roots::Roots;
+use crate::types::error::Error;
+use crate::system::fsread::{self, Cap};
+use crate::system::host::parse;
+use crate::system::roots::Roots;
 pub use crate::types::ProcessName;
 
 /// The kernel's limit on `comm` (16 bytes including the terminating NUL).
@@ -114,7 +114,7 @@ impl IdentityCache {
         let (uid, ns_pid) = fsread::read_pid_file(roots, pid, "status", |t| {
             Ok((
                 parse::parse_status(t).ok().and_then(|st| st.uid_effective),
-                crate::pidns::innermost_of(t, pid),
+                crate::system::pidns::innermost_of(t, pid),
             ))
         })
         .unwrap_or_default();

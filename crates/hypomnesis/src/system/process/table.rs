@@ -27,9 +27,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::tree::{ProcessId, Stat, Target, read_stat};
-use crate::error::Error;
-use crate::fsread;
-use crate::roots::Roots;
+use crate::types::error::Error;
+use crate::system::fsread;
+use crate::system::roots::Roots;
 
 /// An inode number no directory entry has: "read again at the next refresh".
 const UNKNOWN_INODE: u64 = 0;
@@ -217,7 +217,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::process::tree::tree;
+    use crate::system::process::tree::tree;
 
     /// A fixture `stat` (the fields this crate reads: pid, comm, state, ppid, flags, start,
     /// rss), written in place: the pid's directory (its inode) is kept when it exists.

@@ -19,9 +19,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::error::{Error, ParseError};
-use crate::fsread::{self, Cap};
-use crate::roots::Roots;
+use crate::types::error::{Error, ParseError};
+use crate::system::fsread::{self, Cap};
+use crate::system::roots::Roots;
 use crate::types::ProcessName;
 
 pub use super::table::{ProcessTable, descendants};

@@ -23,8 +23,8 @@ use windows::Win32::System::Threading::{
 use windows::core::PWSTR;
 
 use super::tree::Stat;
-use crate::error::Error;
-use crate::host::windows::{ProcessHandle, win_error};
+use crate::types::error::Error;
+use crate::system::host::windows::{ProcessHandle, win_error};
 use crate::types::ProcessName;
 
 /// One Toolhelp row.

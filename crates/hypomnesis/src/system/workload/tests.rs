@@ -3,7 +3,7 @@
 //! v1 and v2 plugins, systemd services and sessions).
 
 use super::*;
-use crate::cgroup::parse_proc_cgroup;
+use crate::system::cgroup::parse_proc_cgroup;
 
 const ID: &str = "4e9a6f0b6d7c1f1a0e8c8f5a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
 const ID2: &str = "9c0f2ab3d1e4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4";

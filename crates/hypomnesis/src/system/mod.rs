@@ -1,0 +1,16 @@
+//! Layer 1, the system edge: every read of `/proc`, `/sys` and user files, and the operating
+//! system's facts about processes — host and process memory, process identity and trees,
+//! cgroups, PID namespaces, workloads, device names from `pci.ids`.
+//!
+//! Owns [`fsread`] (the only module that opens files), [`roots::Roots`] and the per-platform
+//! readers of host and process memory. May import: `types`. Nothing here knows a GPU backend.
+
+pub mod cgroup;
+// The I/O edge: crate-private (readers in every layer above go through it).
+pub(crate) mod fsread;
+pub mod host;
+pub mod pci_ids;
+pub mod pidns;
+pub mod process;
+pub mod roots;
+pub mod workload;
