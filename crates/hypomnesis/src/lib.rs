@@ -85,16 +85,16 @@
 
 // The layers, bottom to top (ARCHITECTURE.md "Layers"); a file imports only from its own layer
 // or one of lower rank, and no circle of files: `crates/layers` checks both.
-pub mod types; // 0: the data model and its vocabulary
-mod system; // 1: the I/O edge and the operating system's facts
 mod backends; // 2: NVML, nvidia-smi, DRM, WDDM, Metal
-pub mod probe; // 3: the truthful entry point
+pub mod estimate;
 mod measure; // 4: rules over readings taken over time
-pub mod estimate; // 4: will it fit (a sibling of `measure`; neither imports the other)
+pub mod probe; // 3: the truthful entry point
+mod system; // 1: the I/O edge and the operating system's facts
+pub mod types; // 0: the data model and its vocabulary // 4: will it fit (a sibling of `measure`; neither imports the other)
 // Platform seam inside: Linux's checks read /proc, /sys, cgroups and device nodes; elsewhere
 // the checks are NVIDIA's and the platform's GPU backends.
-pub mod doctor; // 5
 mod compat; // 6: the upstream-compatible API
+pub mod doctor; // 5
 #[cfg(feature = "test-helpers")]
 pub mod test_helpers;
 
@@ -102,10 +102,10 @@ pub mod test_helpers;
 #[cfg(feature = "report")]
 pub use compat::report;
 pub use compat::{gpu, ram, snapshot, spill};
-pub use measure::{accounting, eviction, own, peaks, phase, sampler};
+pub use measure::{eviction, own, peaks, phase, sampler};
 pub use probe::select;
 pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
-pub use types::pci;
+pub use types::{accounting, pci};
 
 /// The library's error types: [`HypomnesisError`], upstream hypomnesis 0.2's error, returned
 /// by the upstream-compatible API at the crate root; [`Error`] and [`ParseError`], the errors
@@ -203,8 +203,3 @@ pub use types::{
     MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions, ProcessUtilization,
     RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
-
-/// Serialises the unit tests that measure this process's RSS (which every thread shares) with
-/// those that move it by megabytes.
-#[cfg(test)]
-pub(crate) static RSS_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

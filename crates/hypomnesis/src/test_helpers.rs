@@ -12,8 +12,8 @@
 //! assert_eq!(row.pid, 4242);
 //! ```
 
-use crate::system::host::{HostMemory, ProcessMemory};
 use crate::measure::own::{OwnGpuUsage, OwnSnapshot};
+use crate::system::host::{HostMemory, ProcessMemory};
 use crate::types::pci::PciBusId;
 use crate::types::{
     Device, DeviceMemory, GpuProcess, ProcessKind, ProcessRegions, Source, Unknown, Vendor,
@@ -111,7 +111,7 @@ impl GpuProcessBuilder {
     }
     /// Sets the name (text, or raw bytes as a [`crate::ProcessName`]).
     #[must_use]
-    pub fn name(mut self, name: impl Into<crate::ProcessName>) -> Self {
+    pub fn name(mut self, name: impl Into<crate::types::ProcessName>) -> Self {
         self.0.name = Some(name.into());
         self
     }

@@ -229,7 +229,9 @@ impl BackendError {
                 NvmlStart::Broken(format!("failed to resolve nvmlInit_v2: {symbol}"))
             }
             #[cfg(feature = "nvml")]
-            BackendError::Nvml(e) => NvmlStart::Broken(crate::backends::nvml::call_failure("nvmlInit_v2", e)),
+            BackendError::Nvml(e) => {
+                NvmlStart::Broken(crate::backends::nvml::call_failure("nvmlInit_v2", e))
+            }
             _ => NvmlStart::Absent,
         }
     }

@@ -13,6 +13,8 @@ pub(crate) mod metal;
 #[cfg(feature = "nvml")]
 pub(crate) mod nvml;
 pub(crate) mod smi;
+// The readings of `hmn spill` and upstream's `SpillTracker`: DRM here, PDH in `wddm`.
+pub(crate) mod spill;
 // Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
 // is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).
 #[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::probe::{Probe, ProbeOptions};
 use crate::system::fsread::{self, Cap};
 use crate::system::pidns::PidView;
-use crate::probe::{Probe, ProbeOptions};
 use crate::system::roots::Roots;
 use crate::types::BackendStatus;
 
@@ -391,7 +391,18 @@ fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
         .map_or_else(|| DEFAULT_LIBRARY.to_string(), |p| p.display().to_string());
     let mut f = match probe.nvml_slot() {
         #[cfg(feature = "nvml")]
-        Ok(backend) => backend.doctor_facts(library.clone()),
+        Ok(backend) => {
+            let r = backend.doctor_readings();
+            let mut f = NvmlFacts::new(library.clone(), NvmlState::Loaded);
+            (f.library_version, f.driver_version) = (r.library_version, r.driver_version);
+            f.cuda_version = r.cuda_version;
+            f.devices = (r.devices.into_iter())
+                .map(|(i, accounting, persistence)| {
+                    NvmlDeviceFacts::new(i, accounting, persistence)
+                })
+                .collect();
+            f
+        }
         #[cfg(not(feature = "nvml"))]
         Ok(never) => match *never {},
         Err(e) if e.means_absent() => {

@@ -39,7 +39,7 @@ pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-use crate::ProbeOptions;
+use crate::probe::ProbeOptions;
 
 /// Which platform's checks apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -135,7 +135,7 @@ mod tests {
     use crate::types::BackendStatus;
 
     fn facts(platform: Platform) -> Facts {
-        let roots = crate::Roots::system();
+        let roots = crate::system::roots::Roots::system();
         let pid = crate::system::pidns::view(&crate::system::pidns::NamespaceFacts::new(
             Some(crate::system::pidns::INIT_PID_NS_INODE),
             Some(crate::system::pidns::INIT_PID_NS_INODE),

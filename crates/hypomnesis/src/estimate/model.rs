@@ -16,8 +16,8 @@ use super::fit::ModelSpec;
 use super::gguf;
 use super::layout::WeightsLayout;
 use super::safetensors;
-use crate::types::error::{Error, Result};
 use crate::system::fsread::{self, Cap};
+use crate::types::error::{Error, Result};
 
 /// What was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,7 +330,7 @@ mod tests {
     #[test]
     fn oversized_files_are_refused_unread() {
         // Reads 16 MiB into memory and frees it: serialised with the tests that measure RSS.
-        let _serial = crate::RSS_TEST_LOCK
+        let _serial = crate::system::host::RSS_TEST_LOCK
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();

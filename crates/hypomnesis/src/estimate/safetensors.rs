@@ -13,8 +13,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::dtype::SafetensorsDtype;
-use crate::types::error::{Error, ParseError, Result};
 use crate::system::fsread::{self, Cap};
+use crate::types::error::{Error, ParseError, Result};
 
 /// The format's own limit on the JSON header (the `safetensors` crate refuses larger ones).
 pub const MAX_HEADER: u64 = 100_000_000;

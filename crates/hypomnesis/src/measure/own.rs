@@ -5,8 +5,8 @@
 //! upstream's shapes (plain `u64`, a device-wide figure where the process has none of its own);
 //! these are what new code should use.
 
-use crate::types::error::{Error, Result};
 use crate::probe::{Probe, shared_probe};
+use crate::types::error::{Error, Result};
 use crate::types::{Device, GpuProcess, Source, Unknown};
 
 #[cfg(feature = "serde")]

@@ -14,9 +14,9 @@
 //!
 //! [`TreePeaks::from_report`] applies all of them at once. Nothing here reads a file.
 
-use crate::measure::accounting::DeviceAccounting;
-use crate::system::cgroup::CgroupVersion;
 use crate::measure::sampler::SamplerReport;
+use crate::system::cgroup::CgroupVersion;
+use crate::types::accounting::DeviceAccounting;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

@@ -19,11 +19,11 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use crate::types::error::{Error, Result};
 use crate::measure::own::OwnSnapshot;
 use crate::probe::Probe;
 use crate::probe::shared_probe;
 use crate::types::Device;
+use crate::types::error::{Error, Result};
 
 const MIB: f64 = 1_048_576.0;
 
@@ -302,15 +302,15 @@ mod tests {
 
     #[test]
     fn a_phase_measures_this_process() {
-        let _serial = crate::RSS_TEST_LOCK
+        let _serial = crate::system::host::RSS_TEST_LOCK
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let sys = dir.path().join("sys");
         std::fs::create_dir_all(&sys).unwrap();
         let probe = Probe::with_options(
-            crate::ProbeOptions::default()
-                .roots(crate::Roots::system().with_sys(sys))
+            crate::probe::ProbeOptions::default()
+                .roots(crate::system::roots::Roots::system().with_sys(sys))
                 .nvml_library(dir.path().join("none.so"))
                 .use_nvidia_smi(false),
         );

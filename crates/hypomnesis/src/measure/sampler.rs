@@ -22,12 +22,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::measure::accounting::{DeviceAccounting, record_belongs};
+use crate::probe::Probe;
 use crate::system::fsread::{self, Cap};
 use crate::system::host::parse::{parse_smaps_rollup, parse_status};
-use crate::probe::Probe;
 use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::system::roots::Roots;
+use crate::types::accounting::{DeviceAccounting, record_belongs};
 use crate::types::{ProcessName, ProcessUtilization, Telemetry};
 use crate::types::{Unknown, UnknownReason};
 

@@ -11,14 +11,14 @@
 
 use std::sync::OnceLock;
 
-use crate::backends::error::BackendError;
 use crate::backends::drm::{DrmBackend, DrmDevices};
+use crate::backends::error::BackendError;
 // Without NVML, `Error` is named only in the docs.
-#[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
-use crate::types::error::{Error, Result};
 use crate::system::host::{self, HostMemory, MemoryDetail, ProcessMemory};
 use crate::system::process::IdentityCache;
 use crate::system::roots::Roots;
+#[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
+use crate::types::error::{Error, Result};
 use crate::types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source,
     Unknown, UnknownReason, Warning,
@@ -89,7 +89,10 @@ impl Probe {
     pub fn with_options(options: ProbeOptions) -> Probe {
         Probe {
             self_statm: host::SelfStatm::new(&options.roots),
-            smi: crate::backends::smi::Smi::new(options.nvidia_smi.clone(), options.nvidia_smi_timeout),
+            smi: crate::backends::smi::Smi::new(
+                options.nvidia_smi.clone(),
+                options.nvidia_smi_timeout,
+            ),
             drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age),
             options,
             nvml: OnceLock::new(),
@@ -100,8 +103,9 @@ impl Probe {
     /// Which PID namespace the proc root shows, and whether `hmn` runs in a container (read
     /// once per probe; see [`crate::pidns`]).
     pub fn pid_view(&self) -> &crate::system::pidns::PidView {
-        self.pid_view
-            .get_or_init(|| crate::system::pidns::view(&crate::system::pidns::gather(&self.options.roots)))
+        self.pid_view.get_or_init(|| {
+            crate::system::pidns::view(&crate::system::pidns::gather(&self.options.roots))
+        })
     }
 
     /// The options this probe was made with.
@@ -311,7 +315,9 @@ impl Probe {
                             crate::system::process::process_name(&self.options.roots, r.pid)
                                 .ok()
                                 .flatten()
-                                .is_some_and(|n| crate::backends::nvml::mps::is_server_name(n.as_bytes()))
+                                .is_some_and(|n| {
+                                    crate::backends::nvml::mps::is_server_name(n.as_bytes())
+                                })
                         });
                     }
                     out.processes.extend(got.rows);
@@ -350,7 +356,7 @@ impl Probe {
     /// `enabled: Some(false)` and no records. Devices that keep no such record (nvidia-smi,
     /// DRM) are not listed, and without NVML the list is empty. One driver call per device
     /// and pid: meant for the end of a run, not for every sample.
-    pub fn vram_accounting(&self, pids: &[u32]) -> Vec<crate::measure::accounting::DeviceAccounting> {
+    pub fn vram_accounting(&self, pids: &[u32]) -> Vec<crate::types::accounting::DeviceAccounting> {
         match self.nvidia() {
             #[cfg(feature = "nvml")]
             Nvidia::Nvml(nvml) => match nvml.device_count() {

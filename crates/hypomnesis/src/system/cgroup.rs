@@ -15,64 +15,18 @@
 //! run: [`PeakCgroup::remove_moving_leftovers`] and [`remove_stale`] (in `leftovers`).
 
 mod leftovers;
+pub(crate) mod lines;
 
 use std::path::{Path, PathBuf};
 
 pub use leftovers::{StaleCgroup, remove_stale};
+pub use lines::{CgroupLine, parse_proc_cgroup, v1_memory_path, v2_path};
 
-use crate::types::error::Error;
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
-use crate::system::workload::{WorkloadInfo, WorkloadKind, classify};
-
-/// One line of `/proc/<pid>/cgroup`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupLine {
-    /// Hierarchy id (0 for cgroup v2).
-    pub hierarchy: u32,
-    /// Controllers of a v1 hierarchy (`memory`, `cpu,cpuacct`, `name=systemd`); empty for v2.
-    pub controllers: Vec<String>,
-    /// The group's path inside its hierarchy.
-    pub path: String,
-}
-
-/// Parses `/proc/<pid>/cgroup` (pure). Malformed lines are skipped.
-pub fn parse_proc_cgroup(text: &str) -> Vec<CgroupLine> {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.splitn(3, ':');
-            let hierarchy = it.next()?.parse().ok()?;
-            let controllers = it
-                .next()?
-                .split(',')
-                .filter(|c| !c.is_empty())
-                .map(str::to_string)
-                .collect();
-            let path = it.next()?.to_string();
-            Some(CgroupLine {
-                hierarchy,
-                controllers,
-                path,
-            })
-        })
-        .collect()
-}
-
-/// The process's cgroup v2 path (`0::/…`), if it has one.
-pub fn v2_path(lines: &[CgroupLine]) -> Option<&str> {
-    lines
-        .iter()
-        .find(|l| l.hierarchy == 0 && l.controllers.is_empty())
-        .map(|l| l.path.as_str())
-}
-
-/// The process's cgroup v1 memory-controller path, if it has one.
-pub fn v1_memory_path(lines: &[CgroupLine]) -> Option<&str> {
-    lines
-        .iter()
-        .find(|l| l.controllers.iter().any(|c| c == "memory"))
-        .map(|l| l.path.as_str())
-}
+use crate::system::workload::classify;
+use crate::types::error::Error;
+use crate::types::workload::{WorkloadInfo, WorkloadKind};
 
 /// What a cgroup path says about the workload it holds: the coarse key `hmn serve` groups
 /// device memory by. [`crate::workload::WorkloadInfo`] has everything the path names.

@@ -53,8 +53,8 @@ pub(crate) use portable::{
     numeric_entries, open_dir, open_dir_at, open_regular, read_at_start, read_link_at,
 };
 
-use crate::types::error::{Error, ParseError, Result};
 use crate::system::roots::Roots;
+use crate::types::error::{Error, ParseError, Result};
 
 /// The most bytes one read may return. Each kind of file has its own, a generous multiple of
 /// the largest file of that kind a real kernel writes; a file beyond it is refused unread

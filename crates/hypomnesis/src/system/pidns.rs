@@ -284,7 +284,7 @@ pub fn not_visible_detail(pid: u32, proc_root: &Path) -> String {
 
 /// Whether a row's pid may be looked up under the proc root: a DRM row always (its pid comes
 /// from that very proc root), an NVIDIA row only when the proc root shows host pids.
-pub(crate) fn visible(view: &PidView, row: &crate::GpuProcess) -> bool {
+pub(crate) fn visible(view: &PidView, row: &crate::types::GpuProcess) -> bool {
     use crate::types::Source;
     view.host_pids_visible() || !matches!(row.source, Source::Nvml | Source::NvidiaSmi)
 }

@@ -25,6 +25,7 @@ macro_rules! spelled_as_str {
     };
 }
 
+pub mod accounting;
 // The truthful API's errors (public through the crate root's `error` module).
 pub(crate) mod error;
 mod kind;
@@ -34,6 +35,7 @@ mod nvidia;
 pub mod pci;
 mod runtime;
 mod usage;
+pub(crate) mod workload;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -442,7 +444,7 @@ pub struct GpuProcess {
     pub unknown: Vec<Unknown>,
     /// The workload holding the process (container, pod, Slurm job, unit), from its cgroup.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub workload: Option<crate::system::workload::WorkloadInfo>,
+    pub workload: Option<crate::types::workload::WorkloadInfo>,
     /// The process's pid in its own, innermost PID namespace (`NSpid`'s last entry), when
     /// that differs from `pid` (a process in a container, seen from outside).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::system::fsread::{self, Cap};
-use crate::types::pci::PciBusId;
 use crate::system::roots::Roots;
+use crate::types::pci::PciBusId;
 
 /// `(pid, PCI address, VRAM bytes)` for every KFD process file that could be read.
 pub(crate) fn vram_by_process(roots: &Roots) -> Vec<(u32, PciBusId, u64)> {

@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::types::pci::PciBusId;
 use crate::system::roots::Roots;
+use crate::types::pci::PciBusId;
 use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
 use model::{ClientKey, EngineSample, SeenClient};
 use scan::{FdIndex, FdinfoRead};

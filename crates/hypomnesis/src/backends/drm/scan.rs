@@ -9,10 +9,10 @@
 //! inflated by every kernel thread on the machine. A process or fd that vanishes during the walk
 //! is skipped silently.
 
-use crate::types::error::Error;
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
 use crate::types::UnknownReason;
+use crate::types::error::Error;
 
 /// One fd that refers to a DRM or accel node.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::system::fsread;
-use crate::types::pci::PciBusId;
 use crate::system::roots::Roots;
+use crate::types::pci::PciBusId;
 use crate::types::{
     Device, DeviceMemory, DeviceRegion, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
     Vendor,

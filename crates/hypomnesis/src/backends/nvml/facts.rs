@@ -11,15 +11,29 @@ use nvml_wrapper_sys::bindings::NvmlLib;
 
 use super::{NvmlBackend, describe};
 use crate::backends::error::BackendError;
-use crate::doctor::{NvmlDeviceFacts, NvmlFacts, NvmlState};
+
+/// What `hmn doctor` reads from a loaded, initialised NVML (the doctor's facts are built from
+/// it in `doctor::facts`).
+pub(crate) struct DoctorReadings {
+    /// `nvmlSystemGetNVMLVersion`.
+    pub library_version: Option<String>,
+    /// `nvmlSystemGetDriverVersion`.
+    pub driver_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion`.
+    pub cuda_version: Option<i32>,
+    /// Per device: its index, accounting mode and persistence mode (or why unreadable).
+    pub devices: Vec<(u32, Result<bool, String>, Result<bool, String>)>,
+}
 
 impl NvmlBackend {
-    /// The facts of a loaded, initialised NVML.
-    pub(crate) fn doctor_facts(&self, library: String) -> NvmlFacts {
-        let mut f = NvmlFacts::new(library, NvmlState::Loaded);
-        f.library_version = self.nvml.sys_nvml_version().ok();
-        f.driver_version = self.driver_version.as_ref().ok().cloned();
-        f.cuda_version = self.nvml.sys_cuda_driver_version().ok();
+    /// Versions, and each device's accounting and persistence modes.
+    pub(crate) fn doctor_readings(&self) -> DoctorReadings {
+        let mut r = DoctorReadings {
+            library_version: self.nvml.sys_nvml_version().ok(),
+            driver_version: self.driver_version.as_ref().ok().cloned(),
+            cuda_version: self.nvml.sys_cuda_driver_version().ok(),
+            devices: Vec::new(),
+        };
         let count = self.nvml.device_count().unwrap_or(0);
         for index in 0..count {
             let text = |e: NvmlError| describe(&e);
@@ -35,10 +49,9 @@ impl NvmlBackend {
                 }
                 Err(e) => (Err(describe(&e)), Err(describe(&e))),
             };
-            f.devices
-                .push(NvmlDeviceFacts::new(index, accounting, persistence));
+            r.devices.push((index, accounting, persistence));
         }
-        f
+        r
     }
 }
 

@@ -33,10 +33,10 @@ use std::sync::Mutex;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use crate::measure::accounting::{AccountedProcess, DeviceAccounting};
 use crate::backends::error::BackendError;
-use crate::types::pci::PciBusId;
 use crate::types::Source;
+use crate::types::accounting::{AccountedProcess, DeviceAccounting};
+use crate::types::pci::PciBusId;
 use crate::types::{
     Device, DeviceMemory, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor,
     Warning,

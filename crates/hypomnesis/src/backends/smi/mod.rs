@@ -113,9 +113,12 @@ impl Smi {
                     program: self.shown(),
                     timeout_ms: self.timeout.as_millis(),
                 },
-                child::RunError::TooMuchOutput => self.output_error(crate::types::error::ParseError::new(
-                    format!("more than {} MiB of output", MAX_OUTPUT >> 20),
-                )),
+                child::RunError::TooMuchOutput => {
+                    self.output_error(crate::types::error::ParseError::new(format!(
+                        "more than {} MiB of output",
+                        MAX_OUTPUT >> 20
+                    )))
+                }
                 child::RunError::Wait(source) => BackendError::Wait {
                     program: self.shown(),
                     source,

@@ -7,9 +7,9 @@
 //! `[Unknown Error]`, `[GPU is lost]`), which becomes `None` with a reason — never 0. Memory is
 //! in MiB (`nounits`); a trailing ` MiB` is accepted too.
 
+use crate::types::UnknownReason;
 use crate::types::error::ParseError;
 use crate::types::pci::PciBusId;
-use crate::types::UnknownReason;
 
 /// The `--query-gpu` fields, in order. `memory.reserved` is last so it can be dropped for
 /// drivers that do not know it.

@@ -33,7 +33,7 @@ pub(crate) mod windows;
 
 use std::collections::BTreeMap;
 
-use crate::compat::spill::fold::Reading;
+use crate::backends::spill::Reading;
 
 /// A WDDM adapter's locally unique id (`LUID { LowPart, HighPart }`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -200,5 +200,6 @@ impl<C: CounterSource> PdhSpill<C> {
     }
 }
 
+// Its fakes are shared with the spill fold's tests (`compat::spill::fold`).
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

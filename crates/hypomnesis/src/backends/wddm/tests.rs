@@ -1,7 +1,7 @@
 //! The WDDM logic against fakes of the two sources (run on every platform).
 
 use super::*;
-use crate::compat::spill::fold::Reading;
+use crate::backends::spill::Reading;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -17,7 +17,7 @@ fn adapter(high: i32, low: u32, vendor: u32, dedicated: u64) -> Adapter {
     }
 }
 
-fn sample(instance: &str, dedicated: Option<u64>, shared: Option<u64>) -> CounterSample {
+pub(crate) fn sample(instance: &str, dedicated: Option<u64>, shared: Option<u64>) -> CounterSample {
     CounterSample {
         instance: instance.to_string(),
         dedicated_bytes: dedicated,
@@ -26,9 +26,9 @@ fn sample(instance: &str, dedicated: Option<u64>, shared: Option<u64>) -> Counte
 }
 
 /// A PDH that answers a script of adapter samples, one per call, then fails.
-struct FakePdh {
-    process: Vec<CounterSample>,
-    adapter: Vec<Result<Vec<CounterSample>, String>>,
+pub(crate) struct FakePdh {
+    pub process: Vec<CounterSample>,
+    pub adapter: Vec<Result<Vec<CounterSample>, String>>,
 }
 
 impl CounterSource for FakePdh {
@@ -147,51 +147,4 @@ fn an_adapter_reading_is_all_or_nothing() {
         adapter_reading(&ok, Luid { high: 1, low: 0xA }, 16 * GIB),
         None
     );
-}
-
-#[test]
-fn pdh_spill_feeds_the_shared_fold_and_skips_failed_samples() {
-    let luid = Luid { high: 0, low: 0xA };
-    let at = |ded: u64, shared: u64| {
-        Ok(vec![sample(
-            "luid_0x00000000_0x0000000A_phys_0",
-            Some(ded),
-            Some(shared),
-        )])
-    };
-    let mut spill = PdhSpill {
-        counters: FakePdh {
-            process: Vec::new(),
-            adapter: vec![
-                at(4 * GIB, 134 * MIB),
-                at(15 * GIB, 200 * MIB),
-                Ok(vec![sample(
-                    "luid_0x00000000_0x0000000A_phys_0",
-                    Some(15 * GIB),
-                    None,
-                )]),
-                at(15 * GIB, 3 * GIB),
-                at(6 * GIB, 150 * MIB),
-            ],
-        },
-        luid,
-        limit_bytes: 16 * GIB,
-    };
-    let mut fold = crate::compat::spill::fold::Fold::new();
-    let mut skipped = 0;
-    let t0 = std::time::Instant::now();
-    for i in 0..6u64 {
-        match spill.sample() {
-            Some(r) => fold.observe(r, format!("t{i}"), t0 + std::time::Duration::from_secs(i)),
-            None => skipped += 1,
-        }
-    }
-    assert_eq!(skipped, 2, "one unreadable counter, one failed collection");
-    let report = fold.into_report(true);
-    assert_eq!(report.baseline_shared_bytes, 134 * MIB);
-    assert_eq!(report.dedicated_limit_bytes, 16 * GIB);
-    assert_eq!(report.episodes.len(), 1, "{report:?}");
-    assert_eq!(report.episodes[0].start_label, "t3");
-    assert_eq!(report.episodes[0].end_label.as_deref(), Some("t4"));
-    assert_eq!(report.episodes[0].peak_shared_bytes, 3 * GIB);
 }

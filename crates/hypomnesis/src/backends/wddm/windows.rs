@@ -381,18 +381,18 @@ pub(crate) fn processes(list: &crate::types::DeviceList) -> Vec<crate::types::Gp
     super::devices::processes(&super::process_rows(&samples, &adapters), &listed)
 }
 
-impl crate::compat::spill::source::SpillSource for super::PdhSpill<Pdh> {
-    fn read(&mut self) -> Option<crate::compat::spill::fold::Reading> {
+impl crate::backends::spill::SpillSource for super::PdhSpill<Pdh> {
+    fn read(&mut self) -> Option<crate::backends::spill::Reading> {
         self.sample()
     }
 }
 
-/// The spill seam (`spill::source::resolve` on Windows): the PDH source of a DXGI device, or
+/// The spill seam (`compat::spill::resolve` on Windows): the PDH source of a DXGI device, or
 /// why an NVML device's spill cannot be attributed; `None` for any other index.
 pub(crate) fn spill_source(
     list: &crate::types::DeviceList,
     index: u32,
-) -> Option<Result<Box<dyn crate::compat::spill::source::SpillSource>, String>> {
+) -> Option<Result<Box<dyn crate::backends::spill::SpillSource>, String>> {
     use super::AdapterSource as _;
     use crate::types::Source;
     let dev = list.devices.iter().find(|d| d.index == index)?;
@@ -409,7 +409,7 @@ pub(crate) fn spill_source(
                 counters: Pdh,
                 luid: a.luid,
                 limit_bytes: a.dedicated_bytes,
-            }) as Box<dyn crate::compat::spill::source::SpillSource>
+            }) as Box<dyn crate::backends::spill::SpillSource>
         }));
     }
     if dev.source != Source::Dxgi {

@@ -45,9 +45,9 @@ mod session;
 
 pub(crate) use session::Session;
 
-use crate::types::error::Result;
-use crate::probe::shared_probe;
 use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
+use crate::probe::shared_probe;
+use crate::types::error::Result;
 
 /// Writes one `debug-output` trace line.
 #[cfg(feature = "debug-output")]

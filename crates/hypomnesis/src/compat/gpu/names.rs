@@ -41,7 +41,9 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
     #[cfg(any(windows, target_os = "macos"))]
     if roots.is_system() {
-        return crate::system::process::native::process_name(pid).ok().flatten();
+        return crate::system::process::native::process_name(pid)
+            .ok()
+            .flatten();
     }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);

@@ -17,10 +17,10 @@
 use std::cell::OnceCell;
 
 use crate::backends::error::NvmlStart;
-use crate::types::error::{HypomnesisError, Result};
-use crate::probe::Probe;
 use crate::compat::snapshot::convert;
 use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
+use crate::probe::Probe;
+use crate::types::error::{HypomnesisError, Result};
 use crate::types::{Device, DeviceList, GpuProcess, Source, Vendor};
 
 use super::names;

@@ -19,17 +19,7 @@ use std::time::Instant;
 use super::{
     DEFAULT_DEDICATED_THRESHOLD_PCT, DEFAULT_SHARED_GROWTH_BYTES, SpillEpisode, SpillReport,
 };
-
-/// One successful reading of a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reading {
-    /// Bytes resident in dedicated memory (VRAM).
-    pub dedicated_bytes: u64,
-    /// Bytes of GPU allocations resident in shared system memory.
-    pub shared_bytes: u64,
-    /// Dedicated capacity; 0 when unknown.
-    pub limit_bytes: u64,
-}
+use crate::backends::spill::Reading;
 
 /// The default dedicated threshold for a limit: `limit / 100 * 85`, or `None` below 100 bytes
 /// (an unknown or absurd capacity, where 85 % would round to 0 and every reading would pass).
@@ -407,5 +397,55 @@ mod tests {
         // with a 134 MiB idle shared baseline (no spill), and a spill at 3.1 GiB shared.
         assert_eq!(snap(14_500 * MIB, 134 * MIB, 16_311 * MIB), Some(false));
         assert_eq!(snap(15_100 * MIB, 3_174 * MIB, 16_311 * MIB), Some(true));
+    }
+
+    // PDH's readings (Windows, tested everywhere) through the same fold.
+    #[test]
+    fn pdh_spill_feeds_the_shared_fold_and_skips_failed_samples() {
+        use crate::backends::wddm::tests::{FakePdh, sample};
+        use crate::backends::wddm::{Luid, PdhSpill};
+        let luid = Luid { high: 0, low: 0xA };
+        let at = |ded: u64, shared: u64| {
+            Ok(vec![sample(
+                "luid_0x00000000_0x0000000A_phys_0",
+                Some(ded),
+                Some(shared),
+            )])
+        };
+        let mut spill = PdhSpill {
+            counters: FakePdh {
+                process: Vec::new(),
+                adapter: vec![
+                    at(4 * GIB, 134 * MIB),
+                    at(15 * GIB, 200 * MIB),
+                    Ok(vec![sample(
+                        "luid_0x00000000_0x0000000A_phys_0",
+                        Some(15 * GIB),
+                        None,
+                    )]),
+                    at(15 * GIB, 3 * GIB),
+                    at(6 * GIB, 150 * MIB),
+                ],
+            },
+            luid,
+            limit_bytes: 16 * GIB,
+        };
+        let mut fold = Fold::new();
+        let mut skipped = 0;
+        let t0 = std::time::Instant::now();
+        for i in 0..6u64 {
+            match spill.sample() {
+                Some(r) => fold.observe(r, format!("t{i}"), t0 + std::time::Duration::from_secs(i)),
+                None => skipped += 1,
+            }
+        }
+        assert_eq!(skipped, 2, "one unreadable counter, one failed collection");
+        let report = fold.into_report(true);
+        assert_eq!(report.baseline_shared_bytes, 134 * MIB);
+        assert_eq!(report.dedicated_limit_bytes, 16 * GIB);
+        assert_eq!(report.episodes.len(), 1, "{report:?}");
+        assert_eq!(report.episodes[0].start_label, "t3");
+        assert_eq!(report.episodes[0].end_label.as_deref(), Some("t4"));
+        assert_eq!(report.episodes[0].peak_shared_bytes, 3 * GIB);
     }
 }

@@ -51,14 +51,14 @@
 //! ```
 
 pub(crate) mod fold;
-pub(crate) mod source;
+mod resolve;
 
 use std::time::{Duration, Instant};
 
-use crate::types::error::Result;
+use crate::backends::spill::{SpillSource, any_measurable};
 use crate::probe::{Probe, shared_probe};
+use crate::types::error::Result;
 use fold::{Fold, snapshot_verdict};
-use source::SpillSource;
 
 /// The default dedicated threshold, in percent of the device's dedicated capacity.
 pub const DEFAULT_DEDICATED_THRESHOLD_PCT: u64 = 85;
@@ -79,7 +79,7 @@ pub fn snapshot_is_spilling(device_index: u32) -> Option<bool> {
 
 /// [`snapshot_is_spilling`] through `probe`.
 fn snapshot(probe: &Probe, device_index: u32) -> Option<bool> {
-    let mut source = source::resolve(probe, device_index).ok()?;
+    let mut source = resolve::resolve(probe, device_index).ok()?;
     snapshot_verdict(source.read()?)
 }
 
@@ -88,7 +88,7 @@ fn snapshot(probe: &Probe, device_index: u32) -> Option<bool> {
 /// files exist, so no suspended device is woken; NVIDIA devices never count.
 #[must_use]
 pub fn is_spill_measurable() -> bool {
-    source::any_measurable(shared_probe().roots())
+    any_measurable(shared_probe().roots())
 }
 
 /// One contiguous stretch of spilling readings.
@@ -281,7 +281,7 @@ impl SpillTracker {
     pub fn with_probe(probe: &Probe, device_index: u32) -> SpillTracker {
         SpillTracker {
             fold: Fold::new(),
-            source: source::resolve(probe, device_index),
+            source: resolve::resolve(probe, device_index),
         }
     }
 
@@ -348,9 +348,8 @@ impl SpillTracker {
 mod tests {
     use std::collections::VecDeque;
 
-    use super::fold::Reading;
-    use super::source::Scripted;
     use super::*;
+    use crate::backends::spill::{Reading, Scripted};
 
     const GIB: u64 = 1 << 30;
 
@@ -467,11 +466,11 @@ mod tests {
         for g in gpus {
             world.gpu(g.clone()).unwrap();
         }
-        let roots = crate::Roots::system()
+        let roots = crate::system::roots::Roots::system()
             .with_proc(world.proc.root())
             .with_sys(world.sys.root());
         Probe::with_options(
-            crate::ProbeOptions::default()
+            crate::probe::ProbeOptions::default()
                 .roots(roots)
                 .use_nvml(false)
                 .use_nvidia_smi(false),
@@ -485,7 +484,7 @@ mod tests {
         let amd = FakeGpu::amdgpu("0000:03:00.0", 1, 128);
         // 6.3 GiB of 8 GiB used (79 %), 58 MiB GTT.
         let p = fixture_probe(dir.path(), std::slice::from_ref(&amd));
-        assert!(source::any_measurable(p.roots()));
+        assert!(any_measurable(p.roots()));
         assert_eq!(snapshot(&p, 0), Some(false));
         assert_eq!(snapshot(&p, 1), None, "no such device: can't tell");
 
@@ -501,10 +500,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let p = fixture_probe(dir.path(), &[amd.clone().suspended()]);
-        assert!(
-            source::any_measurable(p.roots()),
-            "existence only, not woken"
-        );
+        assert!(any_measurable(p.roots()), "existence only, not woken");
         assert_eq!(snapshot(&p, 0), None, "a suspended device is not read");
 
         let dir = tempfile::tempdir().unwrap();
@@ -520,12 +516,10 @@ mod tests {
                 FakeGpu::xe_dgpu("0000:04:00.0", 2, 130),
             ],
         );
-        assert!(!source::any_measurable(p.roots()));
+        assert!(!any_measurable(p.roots()));
         assert_eq!(snapshot(&p, 0), None);
         let dir = tempfile::tempdir().unwrap();
-        assert!(!source::any_measurable(
-            fixture_probe(dir.path(), &[]).roots()
-        ));
+        assert!(!any_measurable(fixture_probe(dir.path(), &[]).roots()));
     }
 
     #[cfg(feature = "test-helpers")]

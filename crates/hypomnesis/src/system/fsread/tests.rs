@@ -55,9 +55,14 @@ fn a_vanished_pid_is_not_found() {
 fn a_parse_error_names_the_path_and_line() {
     let dir = tree(&[("5/status", "Name:\tx\nVmRSS:\tlots kB\n")]);
     let roots = Roots::system().with_proc(dir.path());
-    let err = read_pid_file(&roots, 5, "status", crate::system::host::parse::parse_status)
-        .unwrap_err()
-        .to_string();
+    let err = read_pid_file(
+        &roots,
+        5,
+        "status",
+        crate::system::host::parse::parse_status,
+    )
+    .unwrap_err()
+    .to_string();
     let path = dir.path().join("5/status");
     assert!(err.starts_with(&format!("{}:2: ", path.display())), "{err}");
     let ok = read_pid_file(&roots, 5, "status", |t| Ok(t.lines().count())).unwrap();

@@ -34,9 +34,9 @@ use windows as native;
 use std::fs::File;
 use std::path::PathBuf;
 
-use crate::types::error::{Error, Result};
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::{Roots, SystemInfo};
+use crate::types::error::{Error, Result};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -228,13 +228,18 @@ impl SelfStatm {
     }
 }
 
+/// Serialises the unit tests that measure this process's RSS (which every thread shares) with
+/// those that move it by megabytes.
+#[cfg(test)]
+pub(crate) static RSS_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn own_rss_from_the_live_proc() {
-        let _serial = crate::RSS_TEST_LOCK
+        let _serial = crate::system::host::RSS_TEST_LOCK
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let roots = Roots::system();

@@ -29,11 +29,11 @@ pub(crate) use windows as native;
 
 use std::collections::HashMap;
 
-use crate::types::error::Error;
 use crate::system::fsread::{self, Cap};
 use crate::system::host::parse;
 use crate::system::roots::Roots;
 pub use crate::types::ProcessName;
+use crate::types::error::Error;
 
 /// The kernel's limit on `comm` (16 bytes including the terminating NUL).
 const COMM_MAX: usize = 15;

@@ -27,9 +27,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::tree::{ProcessId, Stat, Target, read_stat};
-use crate::types::error::Error;
 use crate::system::fsread;
 use crate::system::roots::Roots;
+use crate::types::error::Error;
 
 /// An inode number no directory entry has: "read again at the next refresh".
 const UNKNOWN_INODE: u64 = 0;

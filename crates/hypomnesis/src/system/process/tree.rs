@@ -19,10 +19,10 @@
 
 use std::collections::BTreeSet;
 
-use crate::types::error::{Error, ParseError};
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
 use crate::types::ProcessName;
+use crate::types::error::{Error, ParseError};
 
 pub use super::table::{ProcessTable, descendants};
 

@@ -23,9 +23,9 @@ use windows::Win32::System::Threading::{
 use windows::core::PWSTR;
 
 use super::tree::Stat;
-use crate::types::error::Error;
 use crate::system::host::windows::{ProcessHandle, win_error};
 use crate::types::ProcessName;
+use crate::types::error::Error;
 
 /// One Toolhelp row.
 #[derive(Debug, Clone, PartialEq, Eq)]

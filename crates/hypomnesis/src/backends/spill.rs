@@ -1,6 +1,8 @@
-//! Where a [`SpillTracker`](super::SpillTracker)'s readings come from: the [`SpillSource`] trait
-//! (one implementation per platform backend), the device lookup in the [`Probe`]'s index space,
-//! and the Linux source — a DRM device's VRAM and the system memory (GTT) holding its buffers.
+//! Where a [`SpillTracker`](crate::SpillTracker)'s readings come from: a [`Reading`], the
+//! [`SpillSource`] trait (one implementation per platform backend: PDH's in `wddm`), and the
+//! Linux source — a DRM device's VRAM and the system memory (GTT) holding its buffers. The
+//! device lookup in the probe's index space is `compat::spill::resolve`; the fold over the
+//! readings, `compat::spill::fold`.
 //!
 //! # Linux
 //! The kernel moves a buffer object out of VRAM into GTT (system memory the GPU reaches through
@@ -24,13 +26,22 @@
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::path::PathBuf;
 
-use super::fold::Reading;
 use crate::backends::drm::sysfs::{self, Found};
 use crate::backends::drm::{DrmBackend, DrmDevices};
 use crate::system::fsread;
-use crate::probe::Probe;
 use crate::system::roots::Roots;
-use crate::types::{RuntimeStatus, Vendor};
+use crate::types::RuntimeStatus;
+
+/// One successful reading of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// Bytes resident in dedicated memory (VRAM).
+    pub dedicated_bytes: u64,
+    /// Bytes of GPU allocations resident in shared system memory.
+    pub shared_bytes: u64,
+    /// Dedicated capacity; 0 when unknown.
+    pub limit_bytes: u64,
+}
 
 /// Why an NVIDIA GPU's spill is not measurable on Linux.
 pub(crate) const NVIDIA_REASON: &str = "NVIDIA on Linux: the driver has no system-memory fallback \
@@ -42,40 +53,21 @@ pub(crate) trait SpillSource: Send + Sync + UnwindSafe + RefUnwindSafe {
     fn read(&mut self) -> Option<Reading>;
 }
 
-/// The source of device `index` in `probe`'s index space (NVIDIA first, then DRM devices), or
-/// why that device's spill is not measurable.
-pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>, String> {
-    let (list, drm) = probe.collect();
-    // Platform seam: Windows devices spill through PDH (WDDM's definition, the same fold).
-    #[cfg(all(windows, feature = "pdh"))]
-    if let Some(source) = crate::backends::wddm::windows::spill_source(&list, index) {
-        return source;
-    }
-    if let Some((found, _)) = drm.listed.iter().find(|(_, i)| *i == index) {
-        let plan = plan(probe.roots(), found)?;
-        return Ok(Box::new(DrmSource {
-            found: found.clone(),
-            index,
-            plan,
-            backend: DrmBackend::new(probe.roots().clone(), probe.options().drm_index_max_age),
-        }));
-    }
-    match list.devices.iter().find(|d| d.index == index) {
-        Some(d) if d.vendor == Vendor::Nvidia => Err(NVIDIA_REASON.to_string()),
-        Some(_) => Err("this device reports no VRAM figures".to_string()),
-        None => {
-            let failed: String = list
-                .failed_reasons()
-                .iter()
-                .map(|(backend, reason)| format!("; {backend} failed: {reason}"))
-                .collect();
-            Err(format!(
-                "no GPU at index {index} ({} device{} found{failed})",
-                list.devices.len(),
-                if list.devices.len() == 1 { "" } else { "s" }
-            ))
-        }
-    }
+/// The source of DRM device `found` (index `index` in the probe's index space), or why its
+/// spill is not measurable.
+pub(crate) fn drm_source(
+    roots: &Roots,
+    found: &Found,
+    index: u32,
+    drm_index_max_age: std::time::Duration,
+) -> Result<Box<dyn SpillSource>, String> {
+    let plan = plan(roots, found)?;
+    Ok(Box::new(DrmSource {
+        found: found.clone(),
+        index,
+        plan,
+        backend: DrmBackend::new(roots.clone(), drm_index_max_age),
+    }))
 }
 
 /// Whether any DRM device under `roots` is measurable (existence checks only: nothing is read

@@ -1,0 +1,39 @@
+//! The device lookup of a [`SpillTracker`](super::SpillTracker): which source answers device
+//! `index` of the probe's index space (NVIDIA first, then DRM devices), or why that device's
+//! spill is not measurable. The sources themselves are `backends::spill` (DRM) and
+//! `backends::wddm` (PDH).
+
+use crate::backends::spill::{NVIDIA_REASON, SpillSource, drm_source};
+use crate::probe::Probe;
+use crate::types::Vendor;
+
+/// The source of device `index` in `probe`'s index space (NVIDIA first, then DRM devices), or
+/// why that device's spill is not measurable.
+pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>, String> {
+    let (list, drm) = probe.collect();
+    // Platform seam: Windows devices spill through PDH (WDDM's definition, the same fold).
+    #[cfg(all(windows, feature = "pdh"))]
+    if let Some(source) = crate::backends::wddm::windows::spill_source(&list, index) {
+        return source;
+    }
+    if let Some((found, _)) = drm.listed.iter().find(|(_, i)| *i == index) {
+        let max_age = probe.options().drm_index_max_age;
+        return drm_source(probe.roots(), found, index, max_age);
+    }
+    match list.devices.iter().find(|d| d.index == index) {
+        Some(d) if d.vendor == Vendor::Nvidia => Err(NVIDIA_REASON.to_string()),
+        Some(_) => Err("this device reports no VRAM figures".to_string()),
+        None => {
+            let failed: String = list
+                .failed_reasons()
+                .iter()
+                .map(|(backend, reason)| format!("; {backend} failed: {reason}"))
+                .collect();
+            Err(format!(
+                "no GPU at index {index} ({} device{} found{failed})",
+                list.devices.len(),
+                if list.devices.len() == 1 { "" } else { "s" }
+            ))
+        }
+    }
+}

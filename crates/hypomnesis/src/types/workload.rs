@@ -1,0 +1,138 @@
+//! What a workload is: [`WorkloadInfo`] (the kind, container runtime and id, pod UID, Slurm job
+//! and step, systemd unit of the cgroup a process sits in), [`WorkloadKind`] and
+//! [`ContainerRuntime`]. The data model's `GpuProcess::workload`; the rule that reads one from
+//! a cgroup path is `system::workload` (public as `hypomnesis::workload`).
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+/// The container runtime named by a cgroup path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub enum ContainerRuntime {
+    /// Docker (`docker-<id>.scope`, `/docker/<id>`).
+    #[cfg_attr(feature = "serde", serde(rename = "docker"))]
+    Docker,
+    /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
+    #[cfg_attr(feature = "serde", serde(rename = "containerd"))]
+    Containerd,
+    /// CRI-O (`crio-<id>.scope`).
+    #[cfg_attr(feature = "serde", serde(rename = "cri-o"))]
+    CriO,
+    /// Podman (`libpod-<id>.scope`).
+    #[cfg_attr(feature = "serde", serde(rename = "podman"))]
+    Podman,
+}
+
+impl ContainerRuntime {
+    /// The JSON spelling: `docker`, `containerd`, `cri-o`, `podman`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContainerRuntime::Docker => "docker",
+            ContainerRuntime::Containerd => "containerd",
+            ContainerRuntime::CriO => "cri-o",
+            ContainerRuntime::Podman => "podman",
+        }
+    }
+}
+
+/// The most specific kind of workload a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum WorkloadKind {
+    /// A Kubernetes pod.
+    Pod,
+    /// A container outside Kubernetes.
+    Container,
+    /// A Slurm job.
+    Slurm,
+    /// A systemd unit.
+    Unit,
+    /// A cgroup with none of the above.
+    Other,
+}
+
+impl WorkloadKind {
+    /// The JSON spelling: `pod`, `container`, `slurm`, `unit`, `other`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Pod => "pod",
+            WorkloadKind::Container => "container",
+            WorkloadKind::Slurm => "slurm",
+            WorkloadKind::Unit => "unit",
+            WorkloadKind::Other => "other",
+        }
+    }
+}
+
+/// Everything a cgroup path says about the workload holding a process. Fields that the path
+/// does not name are `None` (and omitted from JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct WorkloadInfo {
+    /// The most specific kind found.
+    pub kind: WorkloadKind,
+    /// The container runtime, when the path names it.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub runtime: Option<ContainerRuntime>,
+    /// The full container id (64 hex digits), innermost when containers nest.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub container_id: Option<String>,
+    /// The Kubernetes pod UID, with dashes (`1f2e3d4c-5b6a-…`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pod_uid: Option<String>,
+    /// The Slurm job id.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub slurm_job: Option<u64>,
+    /// The Slurm step (`0`, `batch`, `extern`, `interactive`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub slurm_step: Option<String>,
+    /// The innermost systemd unit (`ollama.service`, `docker-<id>.scope`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub unit: Option<String>,
+    /// The cgroup path this was read from.
+    pub cgroup: String,
+}
+
+impl WorkloadInfo {
+    /// A short label for a table: `pod:<uid>/<runtime>:<12 hex>`, `docker:<12 hex>`,
+    /// `slurm:<job>.<step>`, `unit:<name>`, or the path.
+    pub fn label(&self) -> String {
+        let container = || {
+            self.container_id.as_deref().map(|id| {
+                let short = id.get(..12).unwrap_or(id);
+                match self.runtime {
+                    Some(r) => format!("{}:{short}", r.as_str()),
+                    None => format!("container:{short}"),
+                }
+            })
+        };
+        match self.kind {
+            WorkloadKind::Pod => {
+                let uid = self.pod_uid.as_deref().unwrap_or("?");
+                match container() {
+                    Some(c) => format!("pod:{uid}/{c}"),
+                    None => format!("pod:{uid}"),
+                }
+            }
+            WorkloadKind::Container => container().unwrap_or_else(|| self.cgroup.clone()),
+            WorkloadKind::Slurm => match (self.slurm_job, &self.slurm_step) {
+                (Some(j), Some(s)) => format!("slurm:{j}.{s}"),
+                (Some(j), None) => format!("slurm:{j}"),
+                _ => self.cgroup.clone(),
+            },
+            WorkloadKind::Unit => format!("unit:{}", self.unit.as_deref().unwrap_or("?")),
+            WorkloadKind::Other => self.cgroup.clone(),
+        }
+    }
+
+    /// Whether `pattern` occurs, case-insensitively, in the label or the cgroup path (so a
+    /// full container id, a pod UID, `slurm`, `docker` or a unit name all match).
+    pub fn matches(&self, pattern: &str) -> bool {
+        let p = pattern.to_lowercase();
+        self.label().to_lowercase().contains(&p) || self.cgroup.to_lowercase().contains(&p)
+    }
+}
