@@ -144,7 +144,7 @@ pub enum Error {
     #[error("{backend}: {reason}")]
     BackendAbsent {
         /// The backend.
-        backend: crate::types::Backend,
+        backend: crate::types::backend::Backend,
         /// Why it is absent.
         reason: String,
     },

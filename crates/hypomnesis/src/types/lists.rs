@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use super::{Device, GpuProcess};
+use super::backend::{Backend, BackendState, BackendStatus};
+use super::device::Device;
+use super::process::GpuProcess;
 use crate::types::error::{Error, Result};
 
 #[cfg(feature = "serde")]
@@ -49,98 +51,6 @@ impl fmt::Display for Warning {
 impl Serialize for Warning {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
-    }
-}
-
-/// A GPU backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum Backend {
-    /// NVIDIA Management Library.
-    #[cfg_attr(feature = "serde", serde(rename = "NVML"))]
-    Nvml,
-    /// The `nvidia-smi` command, NVML's fallback.
-    #[cfg_attr(feature = "serde", serde(rename = "nvidia-smi"))]
-    NvidiaSmi,
-    /// DRM: AMD, Intel and other kernel GPU drivers (sysfs, fdinfo, KFD).
-    #[cfg_attr(feature = "serde", serde(rename = "DRM"))]
-    Drm,
-    /// Windows DXGI and PDH (WDDM adapters and their per-process counters).
-    #[cfg_attr(feature = "serde", serde(rename = "DXGI"))]
-    Dxgi,
-    /// macOS Metal.
-    #[cfg_attr(feature = "serde", serde(rename = "Metal"))]
-    Metal,
-}
-
-impl Backend {
-    /// The name as shown and in JSON: `"NVML"`, `"nvidia-smi"`, `"DRM"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Nvml => "NVML",
-            Backend::NvidiaSmi => "nvidia-smi",
-            Backend::Drm => "DRM",
-            Backend::Dxgi => "DXGI",
-            Backend::Metal => "Metal",
-        }
-    }
-}
-
-spelled_as_str!(Backend);
-
-/// Compares with the name as shown (`backend == "NVML"`).
-impl PartialEq<&str> for Backend {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-/// A GPU backend and what became of it during a query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub struct BackendStatus {
-    /// The backend.
-    pub backend: Backend,
-    /// Whether it was used.
-    #[cfg_attr(feature = "serde", serde(flatten))]
-    pub state: BackendState,
-}
-
-/// What became of a backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(Serialize),
-    serde(tag = "state", rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum BackendState {
-    /// The backend answered; `devices` is how many devices it contributed.
-    Active {
-        /// Devices it contributed.
-        devices: u32,
-    },
-    /// The backend is not available here.
-    Absent {
-        /// Why (library missing, driver not loaded, binary not found…).
-        reason: String,
-    },
-    /// The backend was not needed (a fallback whose primary worked).
-    NotTried,
-    /// The backend is here but broken (an NVML library that does not match the driver, refused
-    /// access, a device count that fails): GPUs may exist that it cannot show.
-    Failed {
-        /// What failed.
-        reason: String,
-    },
-}
-
-impl BackendStatus {
-    /// A status record.
-    pub const fn new(backend: Backend, state: BackendState) -> Self {
-        BackendStatus { backend, state }
     }
 }
 
@@ -357,7 +267,7 @@ mod tests {
 
     #[test]
     fn the_device_lookup_says_why_there_is_none() {
-        use crate::types::{Source, Vendor};
+        use crate::types::source::{Source, Vendor};
         let mut list = ProcessList {
             backends: vec![BackendStatus::new(
                 Backend::Nvml,

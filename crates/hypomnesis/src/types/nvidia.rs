@@ -2,7 +2,8 @@
 //! ([`MigState`], [`MigDevice`]), and a process's utilization samples from NVML
 //! ([`ProcessUtilization`]). How they are read: `docs/memory-model.md` ("MIG and MPS").
 
-use super::{Device, DeviceMemory, Source, Unknown, Vendor};
+use super::source::Unknown;
+use super::usage::DeviceMemory;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -184,29 +185,6 @@ impl MigDevice {
             .as_deref()
             .or(self.profile.as_deref())
     }
-
-    /// A [`Device`] standing for this MIG device, to judge budgets against its own memory:
-    /// the parent's index, vendor, driver and PCI address; this instance's name, `MIG-` UUID
-    /// and memory; no telemetry (NVML gives none per instance).
-    pub fn as_device(&self, parent: &Device) -> Device {
-        let mut d = Device::new(self.parent_index, Vendor::Nvidia, Source::Nvml);
-        d.name = self
-            .name
-            .clone()
-            .or_else(|| Some(format!("{} {}", parent.name_or_unknown(), self.label())));
-        d.uuid.clone_from(&self.uuid);
-        d.pci_bus_id = parent.pci_bus_id;
-        d.driver.clone_from(&parent.driver);
-        d.driver_version.clone_from(&parent.driver_version);
-        d.memory = self.memory;
-        d.unknown = self
-            .unknown
-            .iter()
-            .filter(|u| u.field.starts_with("memory"))
-            .cloned()
-            .collect();
-        d
-    }
 }
 
 /// A process's use of a GPU's engines over the last sampling period, from
@@ -264,26 +242,6 @@ impl ProcessUtilization {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_mig_device_stands_for_itself_in_budgets() {
-        let mut parent = Device::new(0, Vendor::Nvidia, Source::Nvml);
-        parent.name = Some("NVIDIA H100 80GB HBM3".into());
-        parent.memory = DeviceMemory::new(Some(80), None, None, None);
-        let mut m = MigDevice::new(1, 0);
-        m.profile = Some("1g.10gb".into());
-        m.uuid = Some("MIG-1".into());
-        m.memory = DeviceMemory::new(Some(10), Some(4), Some(6), Some(0));
-        let d = m.as_device(&parent);
-        assert_eq!(d.index, 0);
-        assert_eq!(d.name.as_deref(), Some("NVIDIA H100 80GB HBM3 MIG 1g.10gb"));
-        assert_eq!(d.uuid.as_deref(), Some("MIG-1"));
-        assert_eq!(d.memory.free_bytes, Some(6));
-        assert_eq!(m.label(), "MIG 1g.10gb");
-        assert_eq!(m.dcgm_profile(), Some("1g.10gb"));
-        m.gpu_instance_profile = Some("1g.10gb+me".into());
-        assert_eq!(m.dcgm_profile(), Some("1g.10gb+me"));
-    }
 
     #[test]
     fn modes() {

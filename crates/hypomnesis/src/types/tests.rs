@@ -31,7 +31,7 @@ fn runtime_status_round_trips_the_kernel_text() {
 #[cfg(feature = "serde")]
 #[test]
 fn contract_enums_serialise_as_before() {
-    fn json(v: &impl Serialize) -> String {
+    fn json(v: &impl serde::Serialize) -> String {
         serde_json::to_string(v).unwrap()
     }
     assert_eq!(json(&RuntimeStatus::Suspended), r#""suspended""#);

@@ -146,6 +146,43 @@ impl DeviceRegion {
     }
 }
 
+/// Device-wide memory, in bytes.
+///
+/// NVIDIA figures follow the R510+ (`nvmlMemory_v2_t`) semantics that `nvidia-smi` shows:
+/// `used` excludes `reserved`, so `used + free + reserved = total`. On drivers older than R510
+/// only the v1 figures exist: `used` then includes the reservation and `reserved_bytes` is
+/// `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct DeviceMemory {
+    /// Installed memory the driver reports.
+    pub total_bytes: Option<u64>,
+    /// Memory allocated by processes and the driver (excluding `reserved_bytes`).
+    pub used_bytes: Option<u64>,
+    /// Memory available for allocation.
+    pub free_bytes: Option<u64>,
+    /// Memory reserved by the driver and firmware, never available to processes.
+    pub reserved_bytes: Option<u64>,
+}
+
+impl DeviceMemory {
+    /// Device memory from its four figures.
+    pub const fn new(
+        total_bytes: Option<u64>,
+        used_bytes: Option<u64>,
+        free_bytes: Option<u64>,
+        reserved_bytes: Option<u64>,
+    ) -> Self {
+        DeviceMemory {
+            total_bytes,
+            used_bytes,
+            free_bytes,
+            reserved_bytes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,184 @@
+//! One GPU: [`Device`] (identity, memory, regions, telemetry, MIG state) and its
+//! [`Telemetry`].
+
+use std::collections::BTreeMap;
+
+use super::nvidia::{MigDevice, MigState};
+use super::runtime::RuntimeStatus;
+use super::source::{Source, Unknown, Vendor};
+use super::usage::{DeviceMemory, DeviceRegion};
+use crate::types::pci::PciBusId;
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+/// Device telemetry: how busy, how hot, how much power. Each reading is `None` (with an
+/// [`Unknown`] entry on the device) where the driver does not provide it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Telemetry {
+    /// Percent of the last sample period the GPU was busy (NVML utilization, amdgpu
+    /// `gpu_busy_percent`).
+    pub utilization_percent: Option<f64>,
+    /// Percent of the last sample period device memory was being read or written.
+    pub memory_utilization_percent: Option<f64>,
+    /// GPU temperature, degrees Celsius.
+    pub temperature_celsius: Option<f64>,
+    /// Power draw, watts.
+    pub power_watts: Option<f64>,
+    /// Energy since the driver loaded, joules.
+    pub energy_joules: Option<f64>,
+    /// Graphics clock, MHz.
+    pub clock_graphics_mhz: Option<u32>,
+    /// SM (streaming multiprocessor) clock, MHz.
+    pub clock_sm_mhz: Option<u32>,
+    /// Memory clock, MHz.
+    pub clock_memory_mhz: Option<u32>,
+    /// Maximum graphics clock, MHz.
+    pub clock_graphics_max_mhz: Option<u32>,
+    /// Maximum memory clock, MHz.
+    pub clock_memory_max_mhz: Option<u32>,
+}
+
+/// One GPU (or accelerator).
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct Device {
+    /// The device's index in `hmn`'s numbering: NVML devices first, in NVML order.
+    pub index: u32,
+    /// The vendor.
+    pub vendor: Vendor,
+    /// Marketing name, when the driver reports one.
+    pub name: Option<String>,
+    /// Stable identifier (`GPU-…` for NVIDIA).
+    pub uuid: Option<String>,
+    /// PCI address, normalised to `0000:1a:00.0`.
+    pub pci_bus_id: Option<PciBusId>,
+    /// The kernel driver (`nvidia`, `amdgpu`, `i915`, `xe`, …).
+    pub driver: Option<String>,
+    /// The driver's version string.
+    pub driver_version: Option<String>,
+    /// PCI vendor and device id, `1002:73bf`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pci_id: Option<String>,
+    /// Runtime power state from sysfs `power/runtime_status` (`active`, `suspended`, …). A
+    /// suspended device is not read (reading would wake it), so its memory is unknown.
+    pub runtime_status: Option<RuntimeStatus>,
+    /// Whether the GPU is integrated (its memory is shared system memory), when known.
+    pub integrated: Option<bool>,
+    /// Device-wide memory.
+    pub memory: DeviceMemory,
+    /// Per-region totals where the driver exposes them (amdgpu: `vram`, `visible_vram`, `gtt`).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub regions: BTreeMap<String, DeviceRegion>,
+    /// Utilization, temperature, power, clocks.
+    pub telemetry: Telemetry,
+    /// The backend that produced this record.
+    pub source: Source,
+    /// Fields that are `None`, with the reason.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub unknown: Vec<Unknown>,
+    /// Set when the device exists but could not be read at all.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub error: Option<String>,
+    /// MIG mode and MIG devices (NVIDIA GPUs that support MIG; absent elsewhere).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub mig: Option<MigState>,
+}
+
+impl Device {
+    /// A device with only an index, vendor and source known; backends fill in the rest.
+    pub fn new(index: u32, vendor: Vendor, source: Source) -> Self {
+        Device {
+            index,
+            vendor,
+            name: None,
+            uuid: None,
+            pci_bus_id: None,
+            driver: None,
+            driver_version: None,
+            pci_id: None,
+            runtime_status: None,
+            integrated: None,
+            memory: DeviceMemory::default(),
+            regions: BTreeMap::new(),
+            telemetry: Telemetry::default(),
+            source,
+            unknown: Vec::new(),
+            error: None,
+            mig: None,
+        }
+    }
+
+    /// The name, or `"unknown GPU"`.
+    pub fn name_or_unknown(&self) -> &str {
+        self.name.as_deref().unwrap_or("unknown GPU")
+    }
+
+    /// Whether the device is runtime-suspended (and so was not read).
+    pub fn is_suspended(&self) -> bool {
+        self.runtime_status == Some(RuntimeStatus::Suspended)
+    }
+
+    /// Whether MIG is in effect on this GPU.
+    pub fn mig_enabled(&self) -> bool {
+        self.mig.as_ref().is_some_and(MigState::enabled)
+    }
+
+    /// Its MIG device with this index.
+    pub fn mig_instance(&self, index: u32) -> Option<&MigDevice> {
+        self.mig.as_ref().and_then(|m| m.instance(index))
+    }
+}
+
+impl MigDevice {
+    /// A [`Device`] standing for this MIG device, to judge budgets against its own memory:
+    /// the parent's index, vendor, driver and PCI address; this instance's name, `MIG-` UUID
+    /// and memory; no telemetry (NVML gives none per instance).
+    pub fn as_device(&self, parent: &Device) -> Device {
+        let mut d = Device::new(self.parent_index, Vendor::Nvidia, Source::Nvml);
+        d.name = self
+            .name
+            .clone()
+            .or_else(|| Some(format!("{} {}", parent.name_or_unknown(), self.label())));
+        d.uuid.clone_from(&self.uuid);
+        d.pci_bus_id = parent.pci_bus_id;
+        d.driver.clone_from(&parent.driver);
+        d.driver_version.clone_from(&parent.driver_version);
+        d.memory = self.memory;
+        d.unknown = self
+            .unknown
+            .iter()
+            .filter(|u| u.field.starts_with("memory"))
+            .cloned()
+            .collect();
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mig_device_stands_for_itself_in_budgets() {
+        let mut parent = Device::new(0, Vendor::Nvidia, Source::Nvml);
+        parent.name = Some("NVIDIA H100 80GB HBM3".into());
+        parent.memory = DeviceMemory::new(Some(80), None, None, None);
+        let mut m = MigDevice::new(1, 0);
+        m.profile = Some("1g.10gb".into());
+        m.uuid = Some("MIG-1".into());
+        m.memory = DeviceMemory::new(Some(10), Some(4), Some(6), Some(0));
+        let d = m.as_device(&parent);
+        assert_eq!(d.index, 0);
+        assert_eq!(d.name.as_deref(), Some("NVIDIA H100 80GB HBM3 MIG 1g.10gb"));
+        assert_eq!(d.uuid.as_deref(), Some("MIG-1"));
+        assert_eq!(d.memory.free_bytes, Some(6));
+        assert_eq!(m.label(), "MIG 1g.10gb");
+        assert_eq!(m.dcgm_profile(), Some("1g.10gb"));
+        m.gpu_instance_profile = Some("1g.10gb+me".into());
+        assert_eq!(m.dcgm_profile(), Some("1g.10gb+me"));
+    }
+}
