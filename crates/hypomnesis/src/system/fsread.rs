@@ -43,6 +43,7 @@ use nix::fcntl::OFlag;
 #[cfg(unix)]
 use nix::sys::stat::Mode;
 
+mod numeric;
 // Platform seam: the same readers over std::fs where there is no POSIX `openat`/`pread`
 // (Windows). Only a fixture tree passed through `Roots` is read there; the native readers
 // live in `crate::platform`.
@@ -52,6 +53,9 @@ mod portable;
 pub(crate) use portable::{
     numeric_entries, open_dir, open_dir_at, open_regular, read_at_start, read_link_at,
 };
+
+#[cfg(unix)]
+use numeric::parse_numeric;
 
 use crate::system::roots::Roots;
 use crate::types::error::{Error, ParseError, Result};
@@ -409,14 +413,6 @@ pub(crate) fn read_link_at(dir: &Dir, name: &str) -> Result<Vec<u8>, Error> {
     nix::fcntl::readlinkat(dir.as_fd(), name)
         .map(std::ffi::OsString::into_vec)
         .map_err(|e| Error::from_io(name, io::Error::from(e)))
-}
-
-/// A name made only of ASCII digits, as a `u32`.
-pub(crate) fn parse_numeric(name: &[u8]) -> Option<u32> {
-    if name.is_empty() || !name.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(name).ok()?.parse().ok()
 }
 
 /// Opens a user file for a streaming reader, with its length (a regular file only).

@@ -13,7 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CgroupError, PeakCgroup, parse_proc_cgroup, v1_memory_path, v2_path, v2_root};
+use super::lines::{parse_proc_cgroup, v1_memory_path, v2_path};
+use super::peak::{CgroupError, PeakCgroup, v2_root};
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
 

@@ -73,7 +73,7 @@ pub(crate) fn numeric_entries(dir: &mut Dir) -> Vec<u32> {
     };
     entries
         .flatten()
-        .filter_map(|e| super::parse_numeric(e.file_name().to_string_lossy().as_bytes()))
+        .filter_map(|e| super::numeric::parse_numeric(e.file_name().to_string_lossy().as_bytes()))
         .collect()
 }
 

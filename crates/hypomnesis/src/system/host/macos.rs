@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use super::{HostMemory, MemoryDetail, ProcessMemory};
+use super::memory::{HostMemory, MemoryDetail, ProcessMemory};
 use crate::types::error::Error;
 use crate::types::{Unknown, UnknownReason};
 

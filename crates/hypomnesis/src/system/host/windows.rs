@@ -24,7 +24,7 @@ use windows::Win32::System::Threading::{
     GetCurrentProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
-use super::{HostMemory, MemoryDetail, ProcessMemory};
+use super::memory::{HostMemory, MemoryDetail, ProcessMemory};
 use crate::types::error::Error;
 use crate::types::{Unknown, UnknownReason};
 

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use super::tree::Stat;
+use super::stat::Stat;
 use crate::types::error::Error;
 
 fn not_found(pid: u32) -> Error {

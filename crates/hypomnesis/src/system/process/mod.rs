@@ -10,6 +10,8 @@
 //! A name is bytes ([`ProcessName`]): `comm` and `argv[0]` need not be UTF-8, and a process is
 //! never left out — nor its owner unknown — because of its name.
 
+mod read;
+mod stat;
 pub mod table;
 pub mod tree;
 // Platform seam (ARCHITECTURE.md "Platforms"): native process lists where there is no procfs.

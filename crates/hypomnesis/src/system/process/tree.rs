@@ -21,157 +21,12 @@ use std::collections::BTreeSet;
 
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
-use crate::types::ProcessName;
-use crate::types::error::{Error, ParseError};
 
+pub use super::read::read_stat;
+pub use super::stat::{
+    ProcessId, Stat, Target, parse_btime, parse_stat, parse_stat_bytes, start_unix_us,
+};
 pub use super::table::{ProcessTable, descendants};
-
-/// A process, identified across pid reuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProcessId {
-    /// The process id.
-    pub pid: u32,
-    /// Start time, clock ticks after boot (`stat` field 22).
-    pub start_time: u64,
-}
-
-impl ProcessId {
-    /// Whether this process can be the parent of `child`, whose `ppid` is this pid: a parent
-    /// starts no later than its child (same clock tick allowed). A process that took the pid
-    /// after the child started cannot be its parent.
-    pub fn may_parent(&self, child: &ProcessId) -> bool {
-        self.start_time <= child.start_time
-    }
-}
-
-/// The fields of `/proc/<pid>/stat` this crate uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stat {
-    /// Field 1.
-    pub pid: u32,
-    /// Field 2, the `comm` between the parentheses (it may itself contain spaces and `)`),
-    /// as bytes: a process may name itself anything.
-    pub comm: ProcessName,
-    /// Field 3 (`R`, `S`, `Z`, …).
-    pub state: char,
-    /// Field 4.
-    pub ppid: u32,
-    /// Field 9, the kernel's `PF_*` flags.
-    pub flags: u64,
-    /// Field 22, clock ticks after boot.
-    pub start_time: u64,
-    /// Field 24, resident set size in pages (the same counter as `statm`'s second field).
-    pub rss_pages: u64,
-}
-
-/// `PF_KTHREAD`: the process is a kernel thread.
-const PF_KTHREAD: u64 = 0x0020_0000;
-
-impl Stat {
-    /// This process's identity.
-    pub fn id(&self) -> ProcessId {
-        ProcessId {
-            pid: self.pid,
-            start_time: self.start_time,
-        }
-    }
-
-    /// Whether it is a kernel thread (`PF_KTHREAD`): it has no file descriptors of its own.
-    pub fn is_kernel_thread(&self) -> bool {
-        self.flags & PF_KTHREAD != 0
-    }
-
-    /// Whether it is a zombie (`Z`) or dead (`X`): exited, its files closed.
-    pub fn has_exited(&self) -> bool {
-        matches!(self.state, 'Z' | 'X')
-    }
-}
-
-/// Parses `/proc/<pid>/stat` text. See [`parse_stat_bytes`].
-pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
-    parse_stat_bytes(text.as_bytes())
-}
-
-/// Parses `/proc/<pid>/stat` as the kernel writes it: bytes, since the command name is whatever
-/// the process set (not necessarily UTF-8). The command name is everything between the first
-/// `(` and the *last* `)`, since a process may name itself `a) b (c`; every other field is
-/// ASCII.
-pub fn parse_stat_bytes(bytes: &[u8]) -> Result<Stat, ParseError> {
-    let bad = |what: &str| ParseError::new(format!("stat: {what}"));
-    let open = bytes
-        .iter()
-        .position(|b| *b == b'(')
-        .ok_or_else(|| bad("no '('"))?;
-    let close = bytes
-        .iter()
-        .rposition(|b| *b == b')')
-        .ok_or_else(|| bad("no ')'"))?;
-    if close < open {
-        return Err(bad("')' before '('"));
-    }
-    let pid = bytes
-        .get(..open)
-        .and_then(|p| std::str::from_utf8(p).ok())
-        .map(str::trim)
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(|| bad("malformed pid"))?;
-    let comm = ProcessName::from(bytes.get(open + 1..close).unwrap_or_default());
-    let rest = std::str::from_utf8(bytes.get(close + 1..).unwrap_or_default())
-        .map_err(|_| bad("not ASCII after the name"))?;
-    let rest: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // `rest[0]` is field 3 (state); field N is `rest[N - 3]`.
-    let field = |n: usize| {
-        rest.get(n - 3)
-            .copied()
-            .ok_or_else(|| bad(&format!("no field {n}")))
-    };
-    let state = field(3)?.chars().next().ok_or_else(|| bad("empty state"))?;
-    let ppid = field(4)?.parse().map_err(|_| bad("malformed ppid"))?;
-    let flags = field(9)?.parse().map_err(|_| bad("malformed flags"))?;
-    let start_time = field(22)?
-        .parse()
-        .map_err(|_| bad("malformed start time"))?;
-    let rss_pages = field(24)?.parse().map_err(|_| bad("malformed rss"))?;
-    Ok(Stat {
-        pid,
-        comm,
-        state,
-        ppid,
-        flags,
-        start_time,
-        rss_pages,
-    })
-}
-
-/// Reads and parses `<proc>/<pid>/stat`.
-///
-/// # Errors
-/// [`Error::NotFound`] when the process is gone; [`Error::Parse`] on a malformed file.
-pub fn read_stat(roots: &Roots, pid: u32) -> Result<Stat, Error> {
-    #[cfg(any(windows, target_os = "macos"))]
-    if roots.is_system() {
-        return super::native::read_stat(pid);
-    }
-    fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes)
-}
-
-/// The boot time, seconds since the Unix epoch: the `btime` line of `/proc/stat` (pure).
-pub fn parse_btime(proc_stat: &str) -> Option<u64> {
-    proc_stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// A start time in clock ticks after boot (`stat` field 22) as µs since the Unix epoch, given
-/// the boot time in seconds and the clock-tick rate (pure; one-second resolution from `btime`).
-pub fn start_unix_us(start_ticks: u64, btime_s: u64, clock_ticks: u64) -> u64 {
-    let tick_us = 1_000_000 / clock_ticks.max(1);
-    btime_s
-        .saturating_mul(1_000_000)
-        .saturating_add(start_ticks.saturating_mul(tick_us))
-}
 
 /// The pids of the children of every thread of `pid`, from the `task/<tid>/children` files.
 /// `None` when the kernel does not provide them.
@@ -250,19 +105,36 @@ fn scan_tree(roots: &Roots, root: ProcessId) -> Vec<ProcessId> {
         .collect()
 }
 
-/// A set of processes to follow over time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Target {
-    /// A process and all its descendants, re-discovered at every refresh.
-    Tree(ProcessId),
-    /// These processes, each on its own (no descendants).
-    Processes(Vec<ProcessId>),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without `children` files the tree is a scan of a table (the table's fixtures: `stat`
+    /// files only), with the table's rules: the fixtures of `table.rs`'s tests
+    /// `a_table_follows_a_tree_and_reads_only_new_pids` and
+    /// `a_ppid_naming_a_newer_process_links_nothing`.
+    #[test]
+    fn without_children_files_the_tree_is_a_scan() {
+        use crate::system::process::table::tests::{fixture, id};
+        let (_dir, roots) = fixture(&[
+            (1, 0, 1),
+            (10, 1, 100),
+            (11, 10, 110),
+            (12, 11, 120),
+            (20, 1, 200),
+        ]);
+        let root = id(10, 100);
+        let ids = |v: Vec<ProcessId>| v.iter().map(|p| p.pid).collect::<Vec<_>>();
+        assert_eq!(
+            ids(tree(&roots, root)),
+            vec![10, 11, 12],
+            "no children files: a scan"
+        );
+        // 21's parent (pid 20) exited long ago; a newer process took pid 20 and is the root.
+        let (_dir, roots) = fixture(&[(1, 0, 1), (20, 1, 400), (21, 20, 150)]);
+        let root = id(20, 400);
+        assert_eq!(tree(&roots, root), vec![root], "the scan too");
+    }
 
     #[test]
     fn stat_with_a_hostile_comm() {

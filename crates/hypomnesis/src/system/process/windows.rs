@@ -22,7 +22,7 @@ use windows::Win32::System::Threading::{
 };
 use windows::core::PWSTR;
 
-use super::tree::Stat;
+use super::stat::Stat;
 use crate::system::host::windows::{ProcessHandle, win_error};
 use crate::types::ProcessName;
 use crate::types::error::Error;
