@@ -67,11 +67,11 @@ pub(crate) enum BackendError {
     NoPermission,
     /// `nvmlInit` failed otherwise.
     #[cfg(feature = "nvml")]
-    #[error("initialisation failed: {}", crate::backends::nvml::describe(.0))]
+    #[error("initialisation failed: {}", crate::backends::nvml::convert::describe(.0))]
     InitFailed(NvmlError),
     /// An NVML call failed.
     #[cfg(feature = "nvml")]
-    #[error("{}", crate::backends::nvml::describe(.0))]
+    #[error("{}", crate::backends::nvml::convert::describe(.0))]
     Nvml(#[from] NvmlError),
     /// A process list whose records fit no layout NVML has used.
     #[cfg(feature = "nvml")]
@@ -187,7 +187,7 @@ impl BackendError {
     /// The kind of reason an unknown field gets when this error left it unread.
     pub(crate) fn unknown_reason(&self) -> crate::types::UnknownReason {
         match self {
-            BackendError::Nvml(e) => crate::backends::nvml::reason_of(e),
+            BackendError::Nvml(e) => crate::backends::nvml::convert::reason_of(e),
             _ => crate::types::UnknownReason::DeviceError,
         }
     }
@@ -216,13 +216,13 @@ impl BackendError {
             #[cfg(feature = "nvml")]
             BackendError::GpuNotFound => NvmlStart::NoGpu,
             #[cfg(feature = "nvml")]
-            BackendError::NoPermission => NvmlStart::Broken(crate::backends::nvml::call_failure(
+            BackendError::NoPermission => NvmlStart::Broken(crate::backends::nvml::convert::call_failure(
                 "nvmlInit_v2",
                 &NvmlError::NoPermission,
             )),
             #[cfg(feature = "nvml")]
             BackendError::InitFailed(e) => {
-                NvmlStart::Broken(crate::backends::nvml::call_failure("nvmlInit_v2", e))
+                NvmlStart::Broken(crate::backends::nvml::convert::call_failure("nvmlInit_v2", e))
             }
             #[cfg(feature = "nvml")]
             BackendError::NotNvml { symbol, .. } => {
@@ -230,7 +230,7 @@ impl BackendError {
             }
             #[cfg(feature = "nvml")]
             BackendError::Nvml(e) => {
-                NvmlStart::Broken(crate::backends::nvml::call_failure("nvmlInit_v2", e))
+                NvmlStart::Broken(crate::backends::nvml::convert::call_failure("nvmlInit_v2", e))
             }
             _ => NvmlStart::Absent,
         }

@@ -26,6 +26,7 @@ use nvml_wrapper_sys::bindings::{
 
 use super::convert::{Layout, RawProcess, SENTINEL, decode, decode_v3};
 use crate::backends::error::BackendError;
+use crate::types::DeviceMemory;
 
 /// `NVML_SUCCESS`.
 pub(super) const SUCCESS: nvmlReturn_t = 0;
@@ -216,4 +217,30 @@ pub(crate) fn pci_info_legacy(
     // prefixes of the current one at the fields we read: domain, bus, device at 16, 20, 24).
     check(unsafe { f(handle, &mut info) })?;
     Ok((info.domain, info.bus, info.device))
+}
+
+/// Device memory with the R510+ semantics, else the v1 call (reserved unknown).
+pub(super) fn memory(
+    lib: &nvml_wrapper_sys::bindings::NvmlLib,
+    handle: &nvml_wrapper::Device<'_>,
+) -> Result<DeviceMemory, NvmlError> {
+    /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: a driver that knows the symbol but not v2.
+    const ARGUMENT_VERSION_MISMATCH: u32 = 25;
+    match handle.memory_info() {
+        Ok(m) => Ok(DeviceMemory::new(
+            Some(m.total),
+            Some(m.used),
+            Some(m.free),
+            Some(m.reserved),
+        )),
+        Err(
+            NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::FunctionNotFound
+            | NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH),
+        ) => {
+            let (total, free, used) = memory_info_v1(lib, handle)?;
+            Ok(DeviceMemory::new(Some(total), Some(used), Some(free), None))
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -1,4 +1,4 @@
-//! MIG: a GPU's MIG state and MIG devices, and its processes listed per MIG device.
+//! MIG: a GPU's MIG state and MIG devices (their processes: `mig_processes.rs`).
 //!
 //! Enumeration needs no privilege (`nvml-depth.md` §1.6): the mode; if it is on, every slot up
 //! to `nvmlDeviceGetMaxMigDeviceCount` through `nvmlDeviceGetMigDeviceHandleByIndex` (an empty
@@ -14,15 +14,10 @@
 
 use nvml_wrapper::error::NvmlError;
 
-use super::convert::{self, describe, reason_of};
-use super::ffi::{self, ProcessListKind};
+use super::convert::{describe, reason_of};
+use super::ffi::{self, memory};
 use super::ffi_mig::{self, ProfileEntry};
-use super::{DeviceProcesses, NvmlBackend, memory};
-use crate::backends::error::BackendError;
-use crate::types::{
-    Device, GpuProcess, MigDevice, MigMode, MigPlacement, MigState, ProcessKind, Unknown,
-    UnknownReason, Warning,
-};
+use crate::types::{Device, MigDevice, MigMode, MigPlacement, MigState, Unknown, UnknownReason};
 
 /// The most MIG device slots looked at (an H100 has 7; the driver's maximum is clamped).
 const MAX_SLOTS: u32 = 64;
@@ -76,7 +71,7 @@ pub(crate) fn approximate_profile(gi_slices: u32, memory_mib: u64) -> Option<Str
 }
 
 /// Whether an error means the MIG device is gone (destroyed, or its GPU lost).
-fn gone(e: &NvmlError) -> bool {
+pub(super) fn gone(e: &NvmlError) -> bool {
     matches!(
         e,
         NvmlError::InvalidArg | NvmlError::NotFound | NvmlError::GpuLost
@@ -301,121 +296,6 @@ fn enrich(
         }
     }
     st.unknown.extend(refused);
-}
-
-impl NvmlBackend {
-    /// The processes of a GPU in MIG mode, listed per MIG device (its compute and MPS lists;
-    /// MIG devices have no graphics list), each row carrying the instance it runs in.
-    pub(super) fn mig_processes(
-        &self,
-        gpu: &nvml_wrapper::Device<'_>,
-        device: &Device,
-        st: &MigState,
-        warnings: &mut Vec<Warning>,
-    ) -> DeviceProcesses {
-        let lib = self.nvml.lib();
-        let index = device.index;
-        let mut out = DeviceProcesses {
-            rows: Vec::new(),
-            failed: false,
-        };
-        for m in &st.instances {
-            let name = || {
-                format!(
-                    "MIG device {}{}",
-                    m.index,
-                    m.uuid
-                        .as_deref()
-                        .map(|u| format!(" ({u})"))
-                        .unwrap_or_default()
-                )
-            };
-            let h = match gpu.mig_device_by_index(m.index) {
-                Ok(h) => h,
-                Err(e) if gone(&e) => {
-                    warnings.push(Warning::device(
-                        index,
-                        format!("{} was destroyed; its processes are not listed", name()),
-                    ));
-                    continue;
-                }
-                Err(e) => {
-                    out.failed = true;
-                    warnings.push(Warning::device(
-                        index,
-                        format!("{}: process list unavailable: {}", name(), describe(&e)),
-                    ));
-                    continue;
-                }
-            };
-            // A slot may hold another MIG device now ("handles may be reused").
-            if let (Ok(now), Some(was)) = (h.uuid(), m.uuid.as_deref()) {
-                if now != was {
-                    warnings.push(Warning::device(
-                        index,
-                        format!(
-                            "{} was replaced by {now}; its processes are not listed",
-                            name()
-                        ),
-                    ));
-                    continue;
-                }
-            }
-            let mut rows = Vec::new();
-            for (list, kind) in [
-                (ProcessListKind::Compute, ProcessKind::Compute),
-                (ProcessListKind::Mps, ProcessKind::Mps),
-            ] {
-                match ffi::running_processes(lib, &h, list) {
-                    Ok((records, _, _)) => {
-                        rows.extend(records.into_iter().map(|r| {
-                            convert::to_row(r, index, m.memory.total_bytes, kind, warnings)
-                        }))
-                    }
-                    Err(BackendError::Nvml(
-                        NvmlError::NotSupported
-                        | NvmlError::FailedToLoadSymbol(_)
-                        | NvmlError::FunctionNotFound,
-                    )) if kind == ProcessKind::Mps => {}
-                    Err(BackendError::Nvml(e)) if gone(&e) => {
-                        warnings.push(Warning::device(
-                            index,
-                            format!("{} was destroyed while its processes were read", name()),
-                        ));
-                        rows.clear();
-                        break;
-                    }
-                    Err(e) => {
-                        out.failed = true;
-                        warnings.push(Warning::device(
-                            index,
-                            format!(
-                                "{}: {} process list unavailable: {e}",
-                                name(),
-                                kind.as_str()
-                            ),
-                        ));
-                    }
-                }
-            }
-            let mut rows = convert::merge_rows(rows);
-            for r in &mut rows {
-                place(r, m, device);
-            }
-            out.rows.extend(rows);
-        }
-        out
-    }
-}
-
-/// Puts a row in its MIG device: the instance's ids (the handle is authoritative; the driver may
-/// write `0xFFFFFFFF` in the record), index, UUID, and the parent's UUID.
-fn place(r: &mut GpuProcess, m: &MigDevice, device: &Device) {
-    r.gpu_instance_id = m.gpu_instance_id.or(r.gpu_instance_id);
-    r.compute_instance_id = m.compute_instance_id.or(r.compute_instance_id);
-    r.mig_index = Some(m.index);
-    r.mig_uuid.clone_from(&m.uuid);
-    r.device_uuid.clone_from(&device.uuid);
 }
 
 #[cfg(test)]

@@ -16,12 +16,13 @@
 //! the crate's only `unsafe`, with [`facts`]: what `hmn doctor` asks, including the version of
 //! a library that failed to initialise), [`mig`], [`mps`], [`util`].
 
-mod convert;
+pub(crate) mod convert;
 pub(crate) mod facts;
 mod ffi;
 mod ffi_mig;
 mod locate;
 mod mig;
+mod mig_processes;
 pub(crate) mod mps;
 mod util;
 
@@ -38,12 +39,11 @@ use crate::types::Source;
 use crate::types::accounting::{AccountedProcess, DeviceAccounting};
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, DeviceMemory, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor,
-    Warning,
+    Device, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 
 pub(crate) use convert::{call_failure, describe, reason_of};
-use ffi::ProcessListKind;
+use ffi::{ProcessListKind, memory};
 
 pub use locate::DEFAULT_LIBRARY;
 
@@ -443,32 +443,6 @@ fn pci_bus_id(
             ))
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-/// Device memory with the R510+ semantics, else the v1 call (reserved unknown).
-fn memory(
-    lib: &nvml_wrapper_sys::bindings::NvmlLib,
-    handle: &nvml_wrapper::Device<'_>,
-) -> Result<DeviceMemory, NvmlError> {
-    /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: a driver that knows the symbol but not v2.
-    const ARGUMENT_VERSION_MISMATCH: u32 = 25;
-    match handle.memory_info() {
-        Ok(m) => Ok(DeviceMemory::new(
-            Some(m.total),
-            Some(m.used),
-            Some(m.free),
-            Some(m.reserved),
-        )),
-        Err(
-            NvmlError::FailedToLoadSymbol(_)
-            | NvmlError::FunctionNotFound
-            | NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH),
-        ) => {
-            let (total, free, used) = ffi::memory_info_v1(lib, handle)?;
-            Ok(DeviceMemory::new(Some(total), Some(used), Some(free), None))
-        }
-        Err(e) => Err(e),
     }
 }
 
