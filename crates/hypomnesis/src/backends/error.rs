@@ -216,22 +216,24 @@ impl BackendError {
             #[cfg(feature = "nvml")]
             BackendError::GpuNotFound => NvmlStart::NoGpu,
             #[cfg(feature = "nvml")]
-            BackendError::NoPermission => NvmlStart::Broken(crate::backends::nvml::convert::call_failure(
-                "nvmlInit_v2",
-                &NvmlError::NoPermission,
-            )),
-            #[cfg(feature = "nvml")]
-            BackendError::InitFailed(e) => {
-                NvmlStart::Broken(crate::backends::nvml::convert::call_failure("nvmlInit_v2", e))
+            BackendError::NoPermission => {
+                NvmlStart::Broken(crate::backends::nvml::convert::call_failure(
+                    "nvmlInit_v2",
+                    &NvmlError::NoPermission,
+                ))
             }
+            #[cfg(feature = "nvml")]
+            BackendError::InitFailed(e) => NvmlStart::Broken(
+                crate::backends::nvml::convert::call_failure("nvmlInit_v2", e),
+            ),
             #[cfg(feature = "nvml")]
             BackendError::NotNvml { symbol, .. } => {
                 NvmlStart::Broken(format!("failed to resolve nvmlInit_v2: {symbol}"))
             }
             #[cfg(feature = "nvml")]
-            BackendError::Nvml(e) => {
-                NvmlStart::Broken(crate::backends::nvml::convert::call_failure("nvmlInit_v2", e))
-            }
+            BackendError::Nvml(e) => NvmlStart::Broken(
+                crate::backends::nvml::convert::call_failure("nvmlInit_v2", e),
+            ),
             _ => NvmlStart::Absent,
         }
     }

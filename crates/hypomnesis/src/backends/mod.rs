@@ -13,7 +13,7 @@ pub(crate) mod metal;
 #[cfg(feature = "nvml")]
 pub(crate) mod nvml;
 pub(crate) mod smi;
-// The readings of `hmn spill` and upstream's `SpillTracker`: DRM here, PDH in `wddm`.
+// What spill is measured from: a `Reading` and the `SpillSource` trait (DRM: `drm::spill`).
 pub(crate) mod spill;
 // Windows GPU memory (DXGI, PDH): the logic is platform-free and tested everywhere; the FFI
 // is Windows-only (`wddm/windows.rs`), dispatched from the Probe (devices, processes).

@@ -17,6 +17,8 @@ pub(crate) mod kfd;
 pub(crate) mod kind;
 pub(crate) mod model;
 pub(crate) mod scan;
+// The spill readings of a DRM device (`hmn spill`, upstream's `SpillTracker`).
+pub(crate) mod spill;
 pub(crate) mod sysfs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

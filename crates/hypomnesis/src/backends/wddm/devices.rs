@@ -105,8 +105,8 @@ pub(crate) fn processes(rows: &[ProcessRow], listed: &[(u32, usize)]) -> Vec<Gpu
 
 #[cfg(test)]
 mod tests {
-    use super::super::Luid;
     use super::*;
+    use crate::backends::wddm::parse::Luid;
 
     const GIB: u64 = 1 << 30;
 

@@ -8,7 +8,7 @@
 //! What the join enables: the caller's own VRAM (`QueryVideoMemoryInfo`) and PDH's adapter
 //! counters (spill) for an NVIDIA GPU.
 
-use super::Luid;
+use super::parse::Luid;
 use crate::types::pci::PciBusId;
 
 /// Where an adapter sits on the PCI bus (`D3DKMT_ADAPTERADDRESS`: no domain).

@@ -33,14 +33,9 @@ pub(crate) mod windows;
 
 use std::collections::BTreeMap;
 
-use crate::backends::spill::Reading;
+use parse::Luid;
 
-/// A WDDM adapter's locally unique id (`LUID { LowPart, HighPart }`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Luid {
-    pub high: i32,
-    pub low: u32,
-}
+use crate::backends::spill::Reading;
 
 /// Microsoft Basic Render Driver (a software adapter, never a GPU).
 pub(crate) const VENDOR_MICROSOFT: u32 = 0x1414;

@@ -7,7 +7,12 @@
 //! The first hex group is the LUID's `HighPart` (printed unsigned, stored as `i32`, the bits
 //! reinterpreted), the second its `LowPart`.
 
-use super::Luid;
+/// A WDDM adapter's locally unique id (`LUID { LowPart, HighPart }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Luid {
+    pub high: i32,
+    pub low: u32,
+}
 
 /// `pid_…_luid_…_phys_…` → (pid, LUID, physical segment).
 pub(crate) fn process_instance(name: &str) -> Option<(u32, Luid, u32)> {

@@ -402,8 +402,9 @@ mod tests {
     // PDH's readings (Windows, tested everywhere) through the same fold.
     #[test]
     fn pdh_spill_feeds_the_shared_fold_and_skips_failed_samples() {
+        use crate::backends::wddm::PdhSpill;
+        use crate::backends::wddm::parse::Luid;
         use crate::backends::wddm::tests::{FakePdh, sample};
-        use crate::backends::wddm::{Luid, PdhSpill};
         let luid = Luid { high: 0, low: 0xA };
         let at = |ded: u64, shared: u64| {
             Ok(vec![sample(

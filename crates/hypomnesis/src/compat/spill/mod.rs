@@ -55,10 +55,11 @@ mod resolve;
 
 use std::time::{Duration, Instant};
 
-use crate::backends::spill::{SpillSource, any_measurable};
+use crate::backends::spill::SpillSource;
 use crate::probe::{Probe, shared_probe};
 use crate::types::error::Result;
 use fold::{Fold, snapshot_verdict};
+use resolve::any_measurable;
 
 /// The default dedicated threshold, in percent of the device's dedicated capacity.
 pub const DEFAULT_DEDICATED_THRESHOLD_PCT: u64 = 85;

@@ -1,10 +1,12 @@
 //! The device lookup of a [`SpillTracker`](super::SpillTracker): which source answers device
 //! `index` of the probe's index space (NVIDIA first, then DRM devices), or why that device's
-//! spill is not measurable. The sources themselves are `backends::spill` (DRM) and
-//! `backends::wddm` (PDH).
+//! spill is not measurable, and whether any device is (platform seams). The sources
+//! themselves are `backends::drm::spill` (DRM) and `backends::wddm` (PDH).
 
-use crate::backends::spill::{NVIDIA_REASON, SpillSource, drm_source};
+use crate::backends::drm::spill::{NVIDIA_REASON, drm_source};
+use crate::backends::spill::SpillSource;
 use crate::probe::Probe;
+use crate::system::roots::Roots;
 use crate::types::Vendor;
 
 /// The source of device `index` in `probe`'s index space (NVIDIA first, then DRM devices), or
@@ -36,4 +38,15 @@ pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>,
             ))
         }
     }
+}
+
+/// Whether any device is measurable: a PDH adapter on Windows, or a DRM device under `roots`
+/// (existence checks only: nothing is read from a device, so none is woken; NVIDIA devices
+/// never are).
+pub(crate) fn any_measurable(roots: &Roots) -> bool {
+    #[cfg(all(windows, feature = "pdh"))]
+    if crate::backends::wddm::windows::spill_measurable() {
+        return true;
+    }
+    crate::backends::drm::spill::any_measurable(roots)
 }
