@@ -41,9 +41,9 @@ macro_rules! trace {
 }
 
 mod names;
-mod session;
+pub(crate) mod session;
 
-pub(crate) use session::Session;
+use session::Session;
 
 use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 use crate::probe::shared_probe;

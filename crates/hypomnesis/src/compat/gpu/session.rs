@@ -18,7 +18,9 @@ use std::cell::OnceCell;
 
 use crate::backends::error::NvmlStart;
 use crate::compat::snapshot::convert;
-use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
+use crate::compat::snapshot::values::{
+    GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo,
+};
 use crate::probe::Probe;
 use crate::types::error::{HypomnesisError, Result};
 use crate::types::{Device, DeviceList, GpuProcess, Source, Vendor};
@@ -206,7 +208,7 @@ impl<'p> Session<'p> {
             Ok(used_bytes) => Some(ProcessGpuInfo {
                 used_bytes,
                 is_per_process: true,
-                source: crate::compat::snapshot::GpuQuerySource::Dxgi,
+                source: crate::compat::snapshot::values::GpuQuerySource::Dxgi,
             }),
             Err(e) => {
                 trace!("[DXGI debug]", "device {index}: {e}");
@@ -258,7 +260,7 @@ impl<'p> Session<'p> {
                     return Ok(ProcessGpuInfo {
                         used_bytes: m.used,
                         is_per_process: false,
-                        source: crate::compat::snapshot::GpuQuerySource::NvidiaSmi,
+                        source: crate::compat::snapshot::values::GpuQuerySource::NvidiaSmi,
                     });
                 }
                 Err(e) => trace!("[nvidia-smi debug]", "--id={index}: {e}"),

@@ -2,7 +2,7 @@
 //! downstream test can make a [`GpuDeviceInfo`] or a [`GpuProcessEntry`] without a GPU.
 //! Every setter takes the builder by value and returns it.
 
-use super::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource};
+use super::values::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource};
 
 /// Builds a [`GpuDeviceInfo`]. Unset fields are `0` or `None`; nothing is derived from
 /// anything else (set `used_bytes` yourself).

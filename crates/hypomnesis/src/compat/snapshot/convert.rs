@@ -4,7 +4,7 @@
 //! upstream type needs is known. Otherwise the conversion fails (with the reason, for the
 //! `debug-output` traces) and the caller leaves the value out: an unknown never becomes `0`.
 
-use super::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo};
+use super::values::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo};
 use crate::backends::smi::compat::{SmiComputeApp, SmiMemory};
 use crate::types::{Device, GpuProcess, Source};
 

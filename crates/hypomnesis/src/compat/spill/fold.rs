@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use super::{
+use super::report::{
     DEFAULT_DEDICATED_THRESHOLD_PCT, DEFAULT_SHARED_GROWTH_BYTES, SpillEpisode, SpillReport,
 };
 use crate::backends::spill::Reading;
