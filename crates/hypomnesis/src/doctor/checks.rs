@@ -1,8 +1,8 @@
 //! The checks: pure functions from [`Facts`] to [`Check`]s, one per concern.
 
-use super::Check;
 use super::facts::{DevNode, Facts, NvmlState};
 use super::kernel::{fdinfo_support, parse_release};
+use super::model::Check;
 use crate::system::pidns::ProcRootNamespace;
 
 /// `CAP_DAC_READ_SEARCH`.
@@ -12,11 +12,8 @@ const CAP_SYS_PTRACE: u32 = 19;
 /// `CAP_PERFMON`.
 const CAP_PERFMON: u32 = 38;
 
-/// Every check over the facts, in the order of the [module docs](super).
-pub fn checks(f: &Facts) -> Vec<Check> {
-    if f.platform != super::Platform::Linux {
-        return super::portable::checks(f);
-    }
+/// Linux's checks over the facts, in the order of the [module docs](super).
+pub(super) fn linux(f: &Facts) -> Vec<Check> {
     vec![
         nvml(f),
         nvidia_smi(f),

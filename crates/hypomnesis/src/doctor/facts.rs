@@ -9,7 +9,7 @@ use crate::system::pidns::PidView;
 use crate::system::roots::Roots;
 use crate::types::BackendStatus;
 
-use super::Platform;
+use super::model::Platform;
 
 /// How NVML came up.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,113 +27,20 @@
 mod checks;
 mod facts;
 mod kernel;
+mod model;
 mod portable;
 
-pub use checks::checks;
 pub use facts::{
     CgroupFacts, DevNode, DrmFacts, Facts, NvmlDeviceFacts, NvmlFacts, NvmlState, ProcMount,
     UserFacts, gather, parse_cap_eff, parse_nvidia_version, parse_proc_mount,
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
+pub use model::{Check, Platform, Status};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
 use crate::probe::ProbeOptions;
-
-/// Which platform's checks apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Platform {
-    /// Every check of the table above.
-    Linux,
-    /// `nvml` (`nvml.dll`), `nvidia-smi`, `accounting`, and `gpu-backends` (DXGI and PDH).
-    Windows,
-    /// `nvml` (no NVIDIA driver exists for current macOS), `nvidia-smi`, `accounting`, and
-    /// `gpu-backends` (Metal).
-    MacOs,
-}
-
-impl Platform {
-    /// This build's platform (a Unix other than macOS gets Linux's checks).
-    pub const fn current() -> Platform {
-        if cfg!(windows) {
-            Platform::Windows
-        } else if cfg!(target_os = "macos") {
-            Platform::MacOs
-        } else {
-            Platform::Linux
-        }
-    }
-}
-
-/// A check's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Status {
-    /// Nothing is missing because of it.
-    Ok,
-    /// Some figures are missing, approximate or hidden because of it.
-    Warn,
-    /// A backend cannot work: figures are missing.
-    Fail,
-}
-
-impl Status {
-    /// `ok`, `warn` or `fail`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-        }
-    }
-}
-
-/// One check: what it saw and, when not ok, the remedy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub struct Check {
-    /// The check's id (`nvml`, `hidepid`, …; see the [module docs](self)).
-    pub id: &'static str,
-    /// The verdict.
-    pub status: Status,
-    /// What was seen, in one line.
-    pub saw: String,
-    /// What to do about it, in one line (`None` when ok, or when nothing can be done).
-    pub remedy: Option<String>,
-}
-
-impl Check {
-    pub(crate) fn ok(id: &'static str, saw: impl Into<String>) -> Check {
-        Check {
-            id,
-            status: Status::Ok,
-            saw: saw.into(),
-            remedy: None,
-        }
-    }
-
-    pub(crate) fn warn(id: &'static str, saw: impl Into<String>, remedy: Option<String>) -> Check {
-        Check {
-            id,
-            status: Status::Warn,
-            saw: saw.into(),
-            remedy,
-        }
-    }
-
-    pub(crate) fn fail(id: &'static str, saw: impl Into<String>, remedy: Option<String>) -> Check {
-        Check {
-            id,
-            status: Status::Fail,
-            saw: saw.into(),
-            remedy,
-        }
-    }
-}
 
 /// Every check's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +69,15 @@ impl Report {
             Status::Fail => 2,
         }
     }
+}
+
+/// Every check over the facts, in the order of the [module docs](self): Linux's
+/// (`checks.rs`), or another platform's (`portable.rs`).
+pub fn checks(f: &Facts) -> Vec<Check> {
+    if f.platform != Platform::Linux {
+        return portable::checks(f);
+    }
+    checks::linux(f)
 }
 
 /// Gathers the facts under `options` and checks them. The `cgroup` check creates and removes

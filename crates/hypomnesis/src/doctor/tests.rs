@@ -43,6 +43,26 @@ fn loaded(devices: Vec<NvmlDeviceFacts>) -> NvmlFacts {
     n
 }
 
+/// The platform picks the checks: Windows and macOS get their own, Linux keeps its own.
+#[test]
+fn windows_and_macos_get_their_own_checks_and_linux_keeps_its_own() {
+    let on = |platform| {
+        let mut f = facts();
+        f.platform = platform;
+        checks(&f)
+    };
+    let ids = |checks: &[Check]| checks.iter().map(|c| c.id).collect::<Vec<_>>();
+    let win = on(Platform::Windows);
+    assert_eq!(
+        ids(&win),
+        ["nvml", "nvidia-smi", "accounting", "gpu-backends"]
+    );
+    assert_eq!(ids(&on(Platform::MacOs)), ids(&win));
+    let linux = on(Platform::Linux);
+    assert!(ids(&linux).contains(&"cgroup"), "{:?}", ids(&linux));
+    assert!(!ids(&linux).contains(&"gpu-backends"));
+}
+
 #[test]
 fn parsers_read_real_lines() {
     assert_eq!(
