@@ -21,7 +21,7 @@
 
 use crate::types::{Device, Source, Vendor};
 
-use super::{DeviceSelector, SelectError, Selected, resolve_named};
+use super::selector::{DeviceSelector, SelectError, Selected, resolve_named};
 
 /// `CUDA_DEVICE_ORDER`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

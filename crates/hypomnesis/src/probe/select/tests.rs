@@ -1,7 +1,7 @@
 //! Unit tests of the selectors and the CUDA view, over hand-built devices.
 
 use super::*;
-use crate::types::{MigMode, MigState, Source, Vendor};
+use crate::types::{MigDevice, MigMode, MigState, Source, Vendor};
 
 /// Two H100s (index 0 at bus 0x1a, index 1 at 0x3a), an AMD GPU (index 2), and an H100 in MIG
 /// mode (index 3 at 0x09) with MIG devices 0 and 1 (GI 11 and 13).
