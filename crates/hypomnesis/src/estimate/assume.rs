@@ -4,9 +4,9 @@
 //! were filled in. Owns [`Assumptions`]; `hmn fits` prints [`Assumptions::statements`] and
 //! serialises the fields.
 
-use super::fit::{FitParams, ModelSpec};
-use super::kv::KvHeadsFrom;
+use super::arch::{KvHeadsFrom, ModelSpec};
 use super::llama_cpp::{Cells, resolve_flash_attn};
+use super::params::FitParams;
 use super::runtime::{FlashAttn, Runtime};
 
 #[cfg(feature = "serde")]

@@ -15,13 +15,11 @@
 
 use serde_json::Value as Json;
 
-use super::kv::{Architecture, KvHeadsFrom, Layer, LayerKind};
+use super::arch::{Architecture, KvHeadsFrom, Layer, LayerKind};
 use crate::types::error::ParseError;
 
+use super::arch::MAX_LAYERS;
 pub use super::gguf_arch::from_gguf;
-
-/// Hard limit on layers (a config claiming more is refused).
-pub(crate) const MAX_LAYERS: u64 = 4096;
 
 fn get(v: &Json, key: &str) -> Option<u64> {
     v.get(key).and_then(Json::as_u64)

@@ -10,9 +10,9 @@
 //! | `.attention.kv_lora_rank` + `.rope.dimension_count` for MLA | [`from_gguf`] |
 //! | `.context_length` = `n_ctx_train` | [`from_gguf`] |
 
-use super::config::MAX_LAYERS;
+use super::arch::MAX_LAYERS;
+use super::arch::{Architecture, KvHeadsFrom, Layer, LayerKind};
 use super::gguf::{Header, Value};
-use super::kv::{Architecture, KvHeadsFrom, Layer, LayerKind};
 
 /// An architecture's sliding-window rule: the period, whether the dense layer comes first, and
 /// the window used when the file gives none (`None`: no sliding layers without the key).

@@ -7,9 +7,12 @@
 //! "fits"); **does not fit** otherwise, or when the runtime refuses to start (vLLM: a context
 //! beyond the derived `max_model_len`, its reservation not free, one request's KV not fitting).
 
+use super::arch::ModelSpec;
 use super::budget::{Budget, BudgetSource};
-use super::fit::{Estimate, FitParams, ModelSpec, estimate};
+use super::fit::estimate;
 use super::offload::Offload;
+use super::params::FitParams;
+use super::parts::Estimate;
 use super::runtime::Runtime;
 use super::vllm;
 
@@ -235,7 +238,7 @@ pub fn judge_with_host(
 
 /// vLLM's startup refusals beyond the budget's own: a context beyond the derived length, and
 /// one request's KV not fitting what is left.
-fn vllm_refusals(v: &mut Verdict, arch: &super::kv::Architecture, p: &FitParams, est: &Estimate) {
+fn vllm_refusals(v: &mut Verdict, arch: &super::arch::Architecture, p: &FitParams, est: &Estimate) {
     if v.refusal.is_some() {
         return;
     }

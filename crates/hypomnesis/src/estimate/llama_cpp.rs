@@ -12,8 +12,8 @@
 //!
 //! Partial offload and the split across devices are in [`super::offload`].
 
-use super::fit::FitParams;
-use super::kv::{Architecture, Layer, LayerKind};
+use super::arch::{Architecture, Layer, LayerKind};
+use super::params::FitParams;
 use super::runtime::{FlashAttn, KvDtype};
 
 /// llama.cpp's default `-ub` / `n_ubatch`.
@@ -278,7 +278,7 @@ pub fn compute(arch: &Architecture, p: &FitParams, fa_on: bool) -> Option<Comput
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::Runtime;
+    use crate::estimate::runtime::Runtime;
 
     fn p(context: u64) -> FitParams {
         FitParams::new(context, 1, KvDtype::F16, Runtime::LlamaCpp)

@@ -22,6 +22,7 @@
 //! The maths is always compiled and has no dependencies; reading model files needs the
 //! `models` feature (serde_json and the `safetensors` crate).
 
+mod arch;
 pub mod assume;
 pub mod budget;
 pub mod dtype;
@@ -32,6 +33,7 @@ pub mod layout;
 pub mod llama_cpp;
 pub mod offload;
 pub mod params;
+mod parts;
 pub mod runtime;
 pub mod tracker;
 pub mod vllm;

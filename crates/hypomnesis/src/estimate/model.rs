@@ -40,7 +40,7 @@ pub struct OpenedModel {
 /// The largest `config.json` read.
 const MAX_CONFIG: u64 = 16 << 20;
 
-fn config_beside(dir: &Path) -> Result<Option<(crate::estimate::Architecture, String)>, Error> {
+fn config_beside(dir: &Path) -> Result<Option<(super::arch::Architecture, String)>, Error> {
     let path = dir.join("config.json");
     match fsread::read_bounded(&path, Cap::bytes(MAX_CONFIG)) {
         Ok(Some(text)) => {
@@ -56,10 +56,7 @@ fn config_beside(dir: &Path) -> Result<Option<(crate::estimate::Architecture, St
 /// Rows of each layer's K projection (`[n_kv × head_dim, hidden]`, PyTorch layout), by layer:
 /// `k_proj.weight`, else its bias, else a fused `qkv_proj.weight` (`(heads + 2 × n_kv) ×
 /// head_dim` rows). Quantized (`qweight`) and flattened (bitsandbytes) tensors are not used.
-fn kv_rows(
-    summary: &safetensors::Summary,
-    arch: &crate::estimate::Architecture,
-) -> Vec<Option<u64>> {
+fn kv_rows(summary: &safetensors::Summary, arch: &super::arch::Architecture) -> Vec<Option<u64>> {
     let mut rows = vec![None; arch.layers.len()];
     let heads = arch.attention_heads.unwrap_or(0);
     for t in &summary.tensors {

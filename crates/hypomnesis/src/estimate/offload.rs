@@ -10,8 +10,10 @@
 
 use std::ops::Range;
 
-use super::fit::{Component, Estimate, FitParams, GIB, MIB, ModelSpec, host_line, kv_line, line};
+use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
+use super::params::FitParams;
+use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,15 +159,15 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
     let kv_host = kv_of(0..gpu_blocks.start);
     let kv_note = format!(
         "{} cells per full layer{}, {}, K and V rows per layer",
-        cells.total(super::kv::LayerKind::Full),
+        cells.total(super::arch::LayerKind::Full),
         match cells.n_kv_swa(arch) {
             Some(_) => format!(
                 ", {} per sliding layer",
                 cells.total(
                     arch.layers
                         .iter()
-                        .find(|l| matches!(l.kind, super::kv::LayerKind::Sliding { .. }))
-                        .map_or(super::kv::LayerKind::None, |l| l.kind)
+                        .find(|l| matches!(l.kind, super::arch::LayerKind::Sliding { .. }))
+                        .map_or(super::arch::LayerKind::None, |l| l.kind)
                 )
             ),
             None => String::new(),

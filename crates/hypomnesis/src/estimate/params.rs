@@ -2,7 +2,7 @@
 //! runtime's own settings, their defaults ([`FitParams::defaults`]) and the refusal of settings
 //! the runtime does not have or refuses itself ([`FitParams::validate`]).
 
-use super::kv::Architecture;
+use super::arch::Architecture;
 use super::runtime::{FlashAttn, KvDtype, ParamError, Runtime, Utilization};
 use super::vllm;
 
@@ -279,7 +279,7 @@ impl FitParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::kv::{Layer, LayerKind};
+    use crate::estimate::arch::{Layer, LayerKind};
 
     fn llama_8b() -> Option<Architecture> {
         let mut a = Architecture::new(vec![Layer::new(LayerKind::Full, 8, 128, 128); 32]);

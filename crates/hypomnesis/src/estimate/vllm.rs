@@ -12,7 +12,7 @@
 //! what is left) are the budget's ([`super::budget::Budget::from_free_with`]) and the verdict's
 //! ([`super::judge::judge`]).
 
-use super::kv::{Architecture, Layer, LayerKind, VLLM_BLOCK};
+use super::arch::{Architecture, Layer, LayerKind, VLLM_BLOCK};
 use super::runtime::KvDtype;
 
 /// `max_num_batched_tokens` when not given: `vllm serve`'s default on a ≥ 70 GiB GPU other than

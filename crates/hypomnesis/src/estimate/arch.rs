@@ -1,0 +1,181 @@
+//! What the estimators know about a model: its attention layers ([`Layer`], [`LayerKind`]), the
+//! [`Architecture`] they make up (and where its KV head counts came from), and the
+//! [`ModelSpec`] being loaded — weights, architecture, layout. Public through `estimate::kv`
+//! and `estimate::fit` (and the `estimate` root).
+
+use super::layout::WeightsLayout;
+use super::runtime::KvDtype;
+
+/// Hard limit on layers (a config claiming more is refused).
+#[cfg(feature = "models")]
+pub(crate) const MAX_LAYERS: u64 = 4096;
+
+/// How a layer caches keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayerKind {
+    /// Full (global) attention: every token of the context.
+    Full,
+    /// Sliding-window attention over the last `window` tokens.
+    Sliding {
+        /// The window, in tokens.
+        window: u64,
+    },
+    /// Multi-head latent attention (DeepSeek): one latent of `latent_dim` elements per token.
+    Mla {
+        /// `kv_lora_rank + qk_rope_head_dim`.
+        latent_dim: u64,
+    },
+    /// No KV cache (recurrent/state-space layers, whose small fixed state is not modelled).
+    None,
+}
+
+/// One attention layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Layer {
+    /// How it caches.
+    pub kind: LayerKind,
+    /// Key/value heads (GQA: fewer than query heads).
+    pub kv_heads: u64,
+    /// Elements per key head.
+    pub head_dim_k: u64,
+    /// Elements per value head.
+    pub head_dim_v: u64,
+}
+
+impl Layer {
+    /// An ordinary attention layer.
+    pub const fn new(kind: LayerKind, kv_heads: u64, head_dim_k: u64, head_dim_v: u64) -> Layer {
+        Layer {
+            kind,
+            kv_heads,
+            head_dim_k,
+            head_dim_v,
+        }
+    }
+
+    /// KV bytes one token needs in this layer: the K row and the V row, each rounded to whole
+    /// blocks of `dtype` (llama.cpp's `ggml_row_size`); MLA's one latent row.
+    pub fn bytes_per_token(&self, dtype: KvDtype) -> u64 {
+        match self.kind {
+            LayerKind::Mla { latent_dim } => dtype.bytes(latent_dim),
+            LayerKind::None => 0,
+            LayerKind::Full | LayerKind::Sliding { .. } => dtype
+                .bytes(self.kv_heads.saturating_mul(self.head_dim_k))
+                .saturating_add(dtype.bytes(self.kv_heads.saturating_mul(self.head_dim_v))),
+        }
+    }
+
+    /// KV elements one token needs in this layer.
+    pub fn elements_per_token(&self) -> u64 {
+        match self.kind {
+            LayerKind::Mla { latent_dim } => latent_dim,
+            LayerKind::None => 0,
+            LayerKind::Full | LayerKind::Sliding { .. } => self
+                .kv_heads
+                .saturating_mul(self.head_dim_k.saturating_add(self.head_dim_v)),
+        }
+    }
+}
+
+/// Where the KV head count of the layers came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
+#[non_exhaustive]
+pub enum KvHeadsFrom {
+    /// The config or the GGUF metadata states it.
+    #[default]
+    Config,
+    /// The config omits it: the model type's default in its transformers config class.
+    ModelTypeDefault,
+    /// The config omits it and nothing better is known: the query head count (what vLLM and
+    /// transformers' `LlamaConfig` assume), with a warning.
+    AttentionHeads,
+    /// Read from the `k_proj` / `attn_k` tensor shapes.
+    Tensors,
+}
+
+/// What the estimators need to know about a model besides its weights.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Architecture {
+    /// `general.architecture` / `model_type`.
+    pub name: Option<String>,
+    /// The attention layers, in order.
+    pub layers: Vec<Layer>,
+    /// Hidden size (embedding length).
+    pub hidden_size: Option<u64>,
+    /// Query heads.
+    pub attention_heads: Option<u64>,
+    /// Vocabulary size.
+    pub vocab_size: Option<u64>,
+    /// Trained context length: the longest context the runtimes accept without an override
+    /// (vLLM's derived `max_model_len`, llama.cpp's `n_ctx_train`); [`Architecture::context_rule`]
+    /// says how it was derived.
+    pub max_context: Option<u64>,
+    /// Feed-forward (MLP) width, when known.
+    pub intermediate_size: Option<u64>,
+    /// Whether the output projection reuses the token embedding (`tie_word_embeddings`).
+    pub tied_embeddings: Option<bool>,
+    /// How [`Architecture::max_context`] was derived (`max_position_embeddings`, YaRN factor ×
+    /// original length, a model-type default, …).
+    pub context_rule: Option<String>,
+    /// Config keys that were absent and filled from the model type's defaults, as
+    /// `key = value (source)`.
+    pub defaults_filled: Vec<String>,
+    /// Where the KV head counts came from.
+    pub kv_heads_from: KvHeadsFrom,
+    /// Things about the input the estimate does not model, or had to assume.
+    pub warnings: Vec<String>,
+}
+
+impl Architecture {
+    /// An architecture from its layers.
+    pub fn new(layers: Vec<Layer>) -> Architecture {
+        Architecture {
+            layers,
+            ..Architecture::default()
+        }
+    }
+
+    /// Whether any layer uses a sliding window.
+    pub fn has_sliding_layers(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|l| matches!(l.kind, LayerKind::Sliding { .. }))
+    }
+}
+
+/// vLLM's KV block size in tokens.
+pub const VLLM_BLOCK: u64 = 16;
+
+/// What is being loaded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModelSpec {
+    /// Exact bytes of the weights.
+    pub weights_bytes: u64,
+    /// The architecture, when a config or GGUF metadata gave it.
+    pub arch: Option<Architecture>,
+    /// Number of tensors, when known (llama.cpp's graph size depends on it).
+    pub tensor_count: Option<u64>,
+    /// Bytes per block, embedding and output, when the tensor names say (partial offload).
+    pub layout: Option<WeightsLayout>,
+}
+
+impl ModelSpec {
+    /// A model of `weights_bytes` with an optional architecture.
+    pub fn new(weights_bytes: u64, arch: Option<Architecture>) -> ModelSpec {
+        ModelSpec {
+            weights_bytes,
+            arch,
+            tensor_count: None,
+            layout: None,
+        }
+    }
+}
