@@ -16,6 +16,7 @@
 
 mod json;
 mod mig;
+mod model;
 mod text;
 
 use std::ffi::OsStr;
@@ -27,20 +28,14 @@ use anyhow::{Context as _, bail};
 use hypomnesis::estimate::model::{OpenedModel, open};
 use hypomnesis::estimate::offload::estimate_split;
 use hypomnesis::estimate::{
-    Budget, BudgetSource, Estimate, Fit, FitParams, HostVerdict, NoBudget, Runtime, Utilization,
-    Verdict, estimate, host_verdict, judge_estimate, judge_with_host,
+    Budget, Estimate, Fit, FitParams, NoBudget, Runtime, Verdict, estimate, host_verdict,
+    judge_estimate, judge_with_host,
 };
 use hypomnesis::{Device, Probe, Warning};
-use serde::Serialize;
 
 use crate::args::{DeviceSel, FitsArgs, GlobalArgs};
 use crate::format::sanitize;
-
-/// What the user asked about.
-enum Input {
-    Size(u64),
-    Model(Box<OpenedModel>),
-}
+use model::{DeviceFit, Input, Outcome, Plan};
 
 /// Reads `SIZE|PATH`: an existing path is a model; otherwise it must be a size.
 fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
@@ -140,93 +135,6 @@ fn params(
     }
     p.validate(arch)?;
     Ok(Some(p))
-}
-
-/// Where the answer was judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum Plan {
-    /// One device (the default device 0, or `--device N`).
-    Device,
-    /// Every device judged alone; the verdict is the one with the most headroom.
-    BestDevice,
-    /// `--free SIZE`.
-    Given,
-    /// Host RAM, as llama.cpp without a GPU.
-    Cpu,
-    /// llama.cpp `--split-mode layer` over every device.
-    SplitLayers,
-    /// vLLM tensor parallel over the first N devices.
-    TensorParallel,
-}
-
-/// One device's answer.
-#[derive(Serialize)]
-struct DeviceFit {
-    /// `None` for a budget given with `--free`, and for the CPU.
-    index: Option<u32>,
-    name: Option<String>,
-    free_bytes: Option<u64>,
-    total_bytes: Option<u64>,
-    /// The verdict's budget source; `None` without a verdict.
-    budget_source: Option<BudgetSource>,
-    verdict: Option<Verdict>,
-    /// Why there is no verdict.
-    error: Option<String>,
-    /// `gpu`, `cpu` or `given`.
-    kind: &'static str,
-    /// This device's part when the model is split over several (llama.cpp layers).
-    share: Option<Estimate>,
-    /// The MIG device judged (its own GPU instance's memory), when it is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mig_uuid: Option<String>,
-    /// vLLM's `gpu_memory_utilization`, for the words of its budget.
-    #[serde(skip)]
-    util: Utilization,
-}
-
-impl DeviceFit {
-    /// A device's (`index`) or a given budget's (`None`) figures, with the verdict or why there
-    /// is none.
-    fn new(
-        index: Option<u32>,
-        name: Option<String>,
-        free_bytes: Option<u64>,
-        total_bytes: Option<u64>,
-        judged: Result<Verdict, NoBudget>,
-    ) -> DeviceFit {
-        let (verdict, error) = match judged {
-            Ok(v) => (Some(v), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        DeviceFit {
-            index,
-            name,
-            free_bytes,
-            total_bytes,
-            budget_source: verdict.as_ref().map(|v| v.budget_source),
-            verdict,
-            error,
-            kind: if index.is_some() { "gpu" } else { "given" },
-            share: None,
-            mig_uuid: None,
-            util: Utilization::default(),
-        }
-    }
-}
-
-/// Everything judged, ready to print.
-struct Outcome {
-    plan: Plan,
-    fits: Vec<DeviceFit>,
-    /// The device whose verdict is the answer (single and best-device plans).
-    chosen: Option<usize>,
-    /// The answer over every part.
-    fit: Option<Fit>,
-    host: Option<HostVerdict>,
-    warnings: Vec<Warning>,
-    error: Option<String>,
-    notes: Vec<String>,
 }
 
 pub fn run(

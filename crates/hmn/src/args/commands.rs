@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 
 use hypomnesis::select::DeviceSelector;
 
-use super::{ArgError, parse_duration_arg, parse_pattern, parse_selector, parse_size_arg};
+use super::values::{ArgError, parse_duration_arg, parse_pattern, parse_selector, parse_size_arg};
 
 /// `hmn run` options.
 #[derive(Debug, Args)]
@@ -81,7 +81,7 @@ pub(super) fn parse_interval_ms(s: &str) -> Result<std::time::Duration, ArgError
             _ => Err(ArgError::Duration(s.to_string())),
         };
     }
-    super::parse_duration(s)
+    super::values::parse_duration(s)
 }
 
 /// `hmn watch` options.

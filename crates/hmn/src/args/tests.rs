@@ -258,3 +258,87 @@ fn bad_values_are_usage_errors() {
         assert_eq!(err.exit_code(), 2, "{args:?}");
     }
 }
+
+#[test]
+fn fits_arguments() {
+    use hypomnesis::estimate::FlashAttn;
+    use hypomnesis::select::DeviceSelector;
+
+    let a = parse(&[
+        "fits",
+        "m.gguf",
+        "--device",
+        "all",
+        "--runtime",
+        "llama.cpp",
+        "--kv-dtype",
+        "q8_0",
+    ])
+    .unwrap();
+    let Some(Command::Fits(f)) = a.command else {
+        panic!("fits expected")
+    };
+    assert_eq!(f.device, Some(DeviceSel::All));
+    assert_eq!(f.runtime, Some(hypomnesis::estimate::Runtime::LlamaCpp));
+    assert_eq!(f.kv_dtype, Some(hypomnesis::estimate::KvDtype::Q8_0));
+    let a = parse(&["fits", "14GiB", "--device", "1"]).unwrap();
+    let Some(Command::Fits(f)) = a.command else {
+        panic!("fits expected")
+    };
+    assert_eq!(f.device, Some(DeviceSel::One(DeviceSelector::Index(1))));
+    let a = parse(&["fits", "14GiB", "--device", "MIG-8443"]).unwrap();
+    let Some(Command::Fits(f)) = a.command else {
+        panic!("fits expected")
+    };
+    assert_eq!(
+        f.device,
+        Some(DeviceSel::One(DeviceSelector::MigUuid("MIG-8443".into())))
+    );
+    let e = parse(&["fits", "14GiB", "--device", "first"]).unwrap_err();
+    assert!(e.to_string().contains("invalid device \"first\""), "{e}");
+    let a = parse(&[
+        "fits",
+        "m.gguf",
+        "--device",
+        "CPU",
+        "--flash-attn",
+        "off",
+        "--parallel",
+        "4",
+        "--kv-unified",
+        "--ubatch",
+        "256",
+        "--gpu-layers",
+        "20",
+    ])
+    .unwrap();
+    let Some(Command::Fits(f)) = a.command else {
+        panic!("fits expected")
+    };
+    assert_eq!(f.device, Some(DeviceSel::Cpu));
+    assert_eq!(f.flash_attn, Some(FlashAttn::Off));
+    assert_eq!(
+        (f.parallel, f.kv_unified, f.ubatch, f.gpu_layers),
+        (Some(4), true, Some(256), Some(20))
+    );
+    let a = parse(&[
+        "fits",
+        "m",
+        "--max-model-len",
+        "65536",
+        "--gpu-memory-utilization",
+        "0.92",
+        "--tensor-parallel-size",
+        "2",
+    ])
+    .unwrap();
+    let Some(Command::Fits(f)) = a.command else {
+        panic!("fits expected")
+    };
+    assert_eq!(f.max_model_len, Some(65536));
+    assert_eq!(
+        f.gpu_memory_utilization.map(|u| u.to_string()),
+        Some("0.92".to_string())
+    );
+    assert_eq!(f.tensor_parallel_size, Some(2));
+}

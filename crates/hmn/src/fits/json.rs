@@ -14,7 +14,7 @@ use hypomnesis::estimate::{
 };
 use serde::Serialize;
 
-use super::{DeviceFit, Input, Outcome, Plan};
+use super::model::{DeviceFit, Input, Outcome, Plan};
 use crate::args::FitsArgs;
 
 #[derive(Serialize)]
@@ -135,9 +135,7 @@ pub(super) fn write(
     };
     let chosen = o.chosen.and_then(|c| o.fits.get(c));
     let devices_used = match o.plan {
-        super::Plan::SplitLayers | super::Plan::TensorParallel => {
-            o.fits.iter().filter_map(|f| f.index).collect()
-        }
+        Plan::SplitLayers | Plan::TensorParallel => o.fits.iter().filter_map(|f| f.index).collect(),
         _ => chosen.and_then(|c| c.index).into_iter().collect(),
     };
     crate::output::json_line(

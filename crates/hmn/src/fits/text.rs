@@ -7,7 +7,7 @@ use std::path::Path;
 use hypomnesis::estimate::model::OpenedModel;
 use hypomnesis::estimate::{BudgetSource, Estimate, Fit, FitParams, Memory, Verdict};
 
-use super::{DeviceFit, Outcome, Plan};
+use super::model::{DeviceFit, Outcome, Plan};
 use crate::format::{Align, Table, bytes, opt_bytes, sanitize};
 
 pub(super) fn write_model(

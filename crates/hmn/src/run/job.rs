@@ -28,7 +28,7 @@ use nix::unistd::{Pid, getpgrp, getppid, isatty, setpgid, tcgetpgrp, tcsetpgrp};
 
 use crate::args::ExecArgs;
 
-pub use super::Launch;
+pub use super::launch::Launch;
 
 /// The running command. See the [module docs](self).
 #[derive(Debug)]

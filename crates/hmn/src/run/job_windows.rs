@@ -8,7 +8,7 @@
 
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-pub use super::Launch;
+pub use super::launch::Launch;
 
 /// The command with inherited standard streams (Windows: the program's path is its
 /// `argv[0]`; there is no cgroup to join).

@@ -7,6 +7,7 @@ pub mod job;
 #[cfg(windows)]
 #[path = "job_windows.rs"]
 pub mod job;
+mod launch;
 #[cfg(feature = "plot")]
 mod plot;
 mod report;
@@ -26,18 +27,6 @@ use hypomnesis::{Probe, ProbeOptions};
 use crate::args::{GlobalArgs, RunArgs};
 use crate::outfile::{Dest, Sink};
 use report::RunReport;
-
-/// What to start: the program found on `PATH` (Windows: with `PATHEXT`), the name it was
-/// given (its `argv[0]`), its arguments, and the cgroup to join first (Linux only).
-pub struct Launch<'a> {
-    pub path: &'a Path,
-    /// Windows passes one command line: the program's path stands as `argv[0]`.
-    #[cfg_attr(windows, allow(dead_code))]
-    pub argv0: &'a std::ffi::OsStr,
-    pub args: &'a [std::ffi::OsString],
-    #[cfg_attr(windows, allow(dead_code))]
-    pub cgroup_procs: Option<&'a Path>,
-}
 
 /// Environment variable that disables the cgroup (as `--no-cgroup`).
 const ENV_NO_CGROUP: &str = "HMN_NO_CGROUP";

@@ -22,7 +22,7 @@ use hyper::header::{ACCEPT, ALLOW, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use super::Latest;
+use super::latest::Latest;
 use super::slots::Slots;
 
 /// Request head limits.
@@ -274,7 +274,7 @@ mod tests {
 
     fn rendered(ready: bool, stale_at: Instant) -> Latest {
         let r = ready.then(|| {
-            Arc::new(super::super::Rendered {
+            Arc::new(crate::serve::latest::Rendered {
                 openmetrics: "om\n# EOF\n".into(),
                 prometheus: "prom\n".into(),
                 stale_openmetrics: "stale om\n# EOF\n".into(),

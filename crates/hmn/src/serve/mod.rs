@@ -12,6 +12,7 @@
 //! is doing (a stuck collector thread is left behind, not joined). See `docs/serve.md`.
 
 mod http;
+mod latest;
 mod metrics;
 mod nvidia;
 mod slots;
@@ -30,19 +31,8 @@ use hypomnesis::cgroup::Workload;
 use hypomnesis::{Probe, ProbeOptions};
 
 use crate::args::ServeArgs;
+use latest::{Latest, Rendered};
 use metrics::Collection;
-
-/// One rendered collection.
-#[derive(Debug)]
-pub struct Rendered {
-    pub openmetrics: String,
-    pub prometheus: String,
-    /// The same with every `hmn_collector_success` at 0, served once stale.
-    pub stale_openmetrics: String,
-    pub stale_prometheus: String,
-    /// From when on this collection is stale.
-    pub stale_at: Instant,
-}
 
 /// A collection older than this many intervals is stale…
 pub const STALE_INTERVALS: u32 = 3;
@@ -51,9 +41,6 @@ pub const STALE_MIN: Duration = Duration::from_secs(2);
 
 /// How long a stopping server waits for the collector thread before it leaves it behind.
 const COLLECTOR_JOIN_WAIT: Duration = Duration::from_millis(300);
-
-/// The last rendering, shared between the collector and the server.
-pub type Latest = Arc<RwLock<Option<Arc<Rendered>>>>;
 
 /// Environment variable bounding how long a connection may go without progress: send its
 /// request head, or take its answer (milliseconds; default 5000). Lower it to test slow

@@ -309,7 +309,7 @@ impl App {
         };
         let new = Duration::from_millis(step.unwrap_or(ms));
         *interval = new;
-        let text = format!("interval {}", super::view::seconds(new));
+        let text = format!("interval {}", super::clock::seconds(new));
         self.say(text);
         Some(Action::Interval(new))
     }

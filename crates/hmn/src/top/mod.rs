@@ -24,6 +24,8 @@ pub mod snapshot;
 #[cfg(feature = "top")]
 mod app;
 #[cfg(feature = "top")]
+mod clock;
+#[cfg(feature = "top")]
 mod panes;
 #[cfg(feature = "top")]
 mod player;

@@ -9,8 +9,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::app::{App, Mode};
+use super::clock::seconds;
 use super::table::{draw_detail, draw_table};
-use super::view::seconds;
 use crate::format::sanitize;
 
 /// How long a status message stays.
@@ -60,7 +60,7 @@ pub fn status_line(app: &App) -> Line<'static> {
     if let Some(since) = stale_since(app) {
         let age = app.now_ms.saturating_sub(since) / 1000;
         let text = if app.snap.is_some() {
-            let clock = super::view::utc(since);
+            let clock = super::clock::utc(since);
             format!(
                 "STALE since {} ({age} s): a GPU driver call has not returned; figures are from then",
                 clock.get(11..).unwrap_or(&clock)

@@ -338,7 +338,7 @@ fn stale_data_is_said_and_the_cap_is_reported() {
     app.now_ms = taken + 7000;
     let s = text(&mut app, 120, 30);
     let line = row_of(&s, "STALE since");
-    let clock = &super::view::utc(taken)[11..];
+    let clock = &super::clock::utc(taken)[11..];
     assert!(
         line.starts_with(&format!(
             "STALE since {clock} (7 s): a GPU driver call has not returned"

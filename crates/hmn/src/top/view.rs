@@ -6,27 +6,17 @@
 //! process table (with the detail pane beside or below it); a status line; the keys. Every
 //! value that is unknown is drawn as `?`.
 
-use std::time::Duration;
-
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::app::{App, Mode};
+use super::clock::{hms, seconds, utc};
 use super::recording::DevicePoint;
 use super::snapshot::{DeviceView, HostView};
 use super::theme::Theme;
 use crate::format::{bytes, opt_bytes, sanitize};
-
-/// `1.0 s`, `250 ms`.
-pub fn seconds(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
-    }
-}
 
 /// A bar of `width` cells: `used` then `reserved` of `total`, the rest free.
 pub fn bar(
@@ -272,29 +262,6 @@ fn short(s: &str, max: usize) -> String {
     }
 }
 
-/// `HH:MM:SS` of a duration in ms.
-pub fn hms(ms: u64) -> String {
-    let s = ms / 1000;
-    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// `YYYY-MM-DD HH:MM:SSZ` of ms since the epoch (UTC).
-pub fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {}Z", hms((secs % 86_400) * 1000))
-}
-
 fn device_lines(app: &App, d: &DeviceView, width: usize, per: usize) -> Vec<Line<'static>> {
     let t = app.theme;
     let name = d
@@ -417,6 +384,8 @@ fn device_lines(app: &App, d: &DeviceView, width: usize, per: usize) -> Vec<Line
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Exit, SpawnError};
+use super::status::{Exit, SpawnError};
 
 /// The extensions tried for a bare name, from `PATHEXT` (default `.COM;.EXE;.BAT;.CMD`).
 fn extensions() -> Vec<OsString> {
