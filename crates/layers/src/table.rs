@@ -1,0 +1,67 @@
+//! The layers of each crate and their ranks: the one place they are written down.
+//!
+//! A file's layer is the folder (or file) directly under `src/` that holds it. A file may import
+//! from its own layer and from layers of lower rank; two layers of one rank are siblings and
+//! may not import each other. The crate root (`lib.rs`, `main.rs`) is above every layer.
+
+use crate::check::{Layer, Table};
+
+const fn l(name: &'static str, rank: u8) -> Layer {
+    Layer { name, rank }
+}
+
+/// `crates/hypomnesis/src`.
+pub const LIBRARY: Table = Table {
+    root: "lib.rs",
+    layers: &[
+        // The data model and its vocabulary: devices, processes, unknowns, errors, PCI ids.
+        l("types", 0),
+        // The I/O edge and the operating system's facts.
+        l("system", 1),
+        // NVML, nvidia-smi, DRM, WDDM, Metal.
+        l("backends", 2),
+        // The truthful entry point (Probe, ProbeOptions) and device selectors.
+        l("probe", 3),
+        // Rules over readings taken over time; and will-it-fit, its sibling.
+        l("measure", 4),
+        l("estimate", 4),
+        // `hmn doctor`'s facts and checks.
+        l("doctor", 5),
+        // The upstream-compatible API (hypomnesis 0.2).
+        l("compat", 6),
+        // Builders for downstream tests (feature `test-helpers`).
+        l("test_helpers", 7),
+    ],
+};
+
+/// `crates/hmn/src`: `main.rs` dispatches; commands use shared helpers below them.
+pub const HMN: Table = Table {
+    root: "main.rs",
+    layers: &[
+        // Leaves: the command line, formatting, files in and out, the stop flag.
+        l("args", 0),
+        l("format", 0),
+        l("infile", 0),
+        l("outfile", 0),
+        l("signals", 0),
+        // Output helpers over the formatting.
+        l("output", 1),
+        l("who", 1),
+        // `--device` resolved (reads the command line, writes notes).
+        l("select", 2),
+        // One command each.
+        l("devices", 3),
+        l("doctor", 3),
+        l("fits", 3),
+        l("generate", 3),
+        l("ps", 3),
+        l("run", 3),
+        l("serve", 3),
+        l("watch_gpu", 3),
+        // Commands built on other commands: `spill` runs as `run` does, `top` lists as `ps`.
+        l("spill", 4),
+        l("top", 4),
+        // `watch`: `ps`'s rows, `spill`'s fields and `watch_gpu`'s NVIDIA parts.
+        l("watch", 5),
+    ],
+};
