@@ -103,12 +103,14 @@ pub mod test_helpers;
 pub use compat::report;
 pub use compat::{gpu, ram, snapshot, spill};
 pub use measure::{eviction, own, peaks, phase, sampler};
+#[doc(inline)]
 pub use probe::select;
 pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
+#[doc(inline)]
 pub use types::{accounting, pci};
 
 /// The library's error types: [`HypomnesisError`], upstream hypomnesis 0.2's error, returned
-/// by the upstream-compatible API at the crate root; [`Error`] and [`ParseError`], the errors
+/// by the upstream-compatible API at the crate root; [`Error`] and [`ParseError`](error::ParseError), the errors
 /// of the truthful API; and [`Result`].
 ///
 /// [`Result`] defaults to upstream's error (`hypomnesis::Result<T>` is upstream's alias); the
@@ -116,7 +118,8 @@ pub use types::{accounting, pci};
 /// meant for humans; its wording is not part of the API. Match on the variants and their
 /// fields instead.
 pub mod error {
-    pub use crate::types::error::{Error, HypomnesisError, ParseError, Result};
+    pub use crate::compat::error::{HypomnesisError, Result};
+    pub use crate::types::error::{Error, ParseError};
 }
 
 /// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`; not a stable API).
@@ -171,31 +174,45 @@ pub mod fuzzing {
     }
 }
 
-// The upstream API (hypomnesis 0.2.15), at the root as upstream has it.
+// The upstream API (hypomnesis 0.2.15), at the root as upstream has it. Items whose module
+// lives in a private layer are listed here as re-exports (`doc(no_inline)`) and documented in
+// their public module, as before the layers were folders.
+#[doc(no_inline)]
 pub use error::{HypomnesisError, Result};
+#[doc(no_inline)]
 pub use gpu::{
     device_count, device_info, gpu_process_listing, gpu_processes, process_exists,
     process_gpu_info, process_name,
 };
+#[doc(no_inline)]
 pub use ram::process_rss;
 #[cfg(feature = "report")]
+#[doc(no_inline)]
 pub use report::MemoryReport;
+#[doc(no_inline)]
 pub use snapshot::{
     GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, ProcessGpuInfo, Snapshot,
 };
 #[cfg(feature = "test-helpers")]
+#[doc(no_inline)]
 pub use snapshot::{GpuDeviceInfoBuilder, GpuProcessEntryBuilder};
 #[cfg(feature = "test-helpers")]
+#[doc(no_inline)]
 pub use spill::SpillReportBuilder;
+#[doc(no_inline)]
 pub use spill::{
     SpillEpisode, SpillReport, SpillTracker, is_spill_measurable, snapshot_is_spilling,
 };
 
 // The truthful API.
+#[doc(no_inline)]
 pub use error::Error;
+#[doc(no_inline)]
 pub use host::{HostMemory, MemoryDetail, ProcessMemory};
+#[doc(no_inline)]
 pub use pci::PciBusId;
 pub use probe::{Probe, ProbeOptions, shared_probe};
+#[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,

@@ -1,7 +1,7 @@
 //! Test-only: the layer rule of `hypomnesis` and `hmn`, checked from their sources.
 //!
 //! [`graph`] reads a crate's module graph with `syn` (what counts as an import is defined
-//! there); [`check`] fails on an import from a lower layer to a higher one and on any circle of
+//! there); [`mod@check`] fails on an import from a lower layer to a higher one and on any circle of
 //! files; [`table`] is the one place the layers and their ranks are written down. The checks run
 //! as `tests/layers.rs` under `cargo test --workspace`.
 

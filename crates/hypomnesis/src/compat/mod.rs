@@ -5,6 +5,8 @@
 //!
 //! May import every layer below; nothing imports it.
 
+// Upstream's error and Result alias (public through the crate root's `error` module).
+pub(crate) mod error;
 pub mod gpu;
 pub mod ram;
 #[cfg(feature = "report")]

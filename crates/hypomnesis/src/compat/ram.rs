@@ -1,7 +1,7 @@
 //! Upstream's `hypomnesis::ram`: the calling process's resident memory.
 
+use crate::compat::error::{HypomnesisError, Result};
 use crate::probe::shared_probe;
-use crate::types::error::{HypomnesisError, Result};
 
 /// The calling process's resident set size in bytes (upstream's `process_rss`).
 ///

@@ -24,8 +24,8 @@ pub use values::{
     GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, ProcessGpuInfo,
 };
 
+use crate::compat::error::{HypomnesisError, Result};
 use crate::compat::gpu::session::Session;
-use crate::types::error::{HypomnesisError, Result};
 
 /// The calling process's RAM, with its use of one GPU and that GPU's state, at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use super::gguf;
 use super::layout::WeightsLayout;
 use super::safetensors;
 use crate::system::fsread::{self, Cap};
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 
 /// What was read.
 #[derive(Debug, Clone, PartialEq, Eq)]

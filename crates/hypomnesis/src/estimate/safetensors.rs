@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::dtype::SafetensorsDtype;
 use crate::system::fsread::{self, Cap};
-use crate::types::error::{Error, ParseError, Result};
+use crate::types::error::{Error, ParseError};
 
 /// The format's own limit on the JSON header (the `safetensors` crate refuses larger ones).
 pub const MAX_HEADER: u64 = 100_000_000;

@@ -6,7 +6,7 @@
 //! these are what new code should use.
 
 use crate::probe::{Probe, shared_probe};
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 use crate::types::{Device, GpuProcess, Source, Unknown};
 
 #[cfg(feature = "serde")]

@@ -23,7 +23,7 @@ use crate::measure::own::OwnSnapshot;
 use crate::probe::Probe;
 use crate::probe::shared_probe;
 use crate::types::Device;
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 
 const MIB: f64 = 1_048_576.0;
 

@@ -35,6 +35,7 @@ use crate::types::{Unknown, UnknownReason};
 use serde::Serialize;
 
 /// What a sampler follows: a tree (re-discovered every sample) or a list of processes.
+#[doc(no_inline)]
 pub use crate::system::process::tree::Target;
 
 /// How a sampler runs.

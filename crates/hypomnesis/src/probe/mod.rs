@@ -18,13 +18,15 @@ use crate::system::host::{self, HostMemory, MemoryDetail, ProcessMemory};
 use crate::system::process::IdentityCache;
 use crate::system::roots::Roots;
 #[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 use crate::types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source,
     Unknown, UnknownReason, Warning,
 };
 
 mod options;
+// Public at the crate root (`hypomnesis::select`), documented there.
+#[doc(hidden)]
 pub mod select;
 pub use options::{ENV_NVIDIA_SMI, ENV_NVIDIA_SMI_TIMEOUT_MS, ENV_NVML_LIB, ProbeOptions};
 

@@ -58,7 +58,7 @@ pub(crate) use portable::{
 use numeric::parse_numeric;
 
 use crate::system::roots::Roots;
-use crate::types::error::{Error, ParseError, Result};
+use crate::types::error::{Error, ParseError};
 
 /// The most bytes one read may return. Each kind of file has its own, a generous multiple of
 /// the largest file of that kind a real kernel writes; a file beyond it is refused unread

@@ -5,7 +5,7 @@ use std::fmt;
 use super::backend::{Backend, BackendState, BackendStatus};
 use super::device::Device;
 use super::process::GpuProcess;
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;

@@ -27,6 +27,8 @@ macro_rules! spelled_as_str {
 
 // A façade: each file below defines its part of the model and imports its siblings directly
 // (never through this module); this module re-exports them as `hypomnesis::types::…`.
+// Public at the crate root (`hypomnesis::accounting`, `hypomnesis::pci`), documented there.
+#[doc(hidden)]
 pub mod accounting;
 mod backend;
 mod device;
@@ -36,6 +38,7 @@ mod kind;
 mod lists;
 mod name;
 mod nvidia;
+#[doc(hidden)]
 pub mod pci;
 mod process;
 mod runtime;

@@ -114,7 +114,7 @@ pub struct MigDevice {
     /// MIG device index on its GPU (`nvmlDeviceGetMigDeviceHandleByIndex`, `nvidia-smi -L`'s
     /// `Device N`).
     pub index: u32,
-    /// The GPU's index ([`Device::index`]).
+    /// The GPU's index ([`Device::index`](crate::Device::index)).
     pub parent_index: u32,
     /// The GPU's UUID (`GPU-…`): what dcgm-exporter's `UUID` label carries for MIG series.
     pub parent_uuid: Option<String>,

@@ -31,7 +31,7 @@ pub struct GpuProcess {
     pub user: Option<String>,
     /// Owner's effective UID.
     pub uid: Option<u32>,
-    /// The device's index (see [`Device::index`]).
+    /// The device's index (see [`Device::index`](crate::Device::index)).
     pub device_index: u32,
     /// The device's UUID.
     pub device_uuid: Option<String>,

@@ -45,9 +45,9 @@ pub(crate) mod session;
 
 use session::Session;
 
+use crate::compat::error::Result;
 use crate::compat::snapshot::{GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 use crate::probe::shared_probe;
-use crate::types::error::Result;
 
 /// Writes one `debug-output` trace line.
 #[cfg(feature = "debug-output")]

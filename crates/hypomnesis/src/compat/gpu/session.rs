@@ -17,12 +17,12 @@
 use std::cell::OnceCell;
 
 use crate::backends::error::NvmlStart;
+use crate::compat::error::{HypomnesisError, Result};
 use crate::compat::snapshot::convert;
 use crate::compat::snapshot::values::{
     GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo,
 };
 use crate::probe::Probe;
-use crate::types::error::{HypomnesisError, Result};
 use crate::types::{Device, DeviceList, GpuProcess, Source, Vendor};
 
 use super::names;

@@ -57,8 +57,8 @@ mod resolve;
 use std::time::Instant;
 
 use crate::backends::spill::SpillSource;
+use crate::compat::error::Result;
 use crate::probe::{Probe, shared_probe};
-use crate::types::error::Result;
 use fold::{Fold, snapshot_verdict};
 #[cfg(feature = "test-helpers")]
 pub use report::SpillReportBuilder;

@@ -19,6 +19,7 @@
 pub mod cuda;
 mod selector;
 
+#[doc(no_inline)]
 pub use cuda::{CudaDeviceOrder, CudaView, OrderBasis, cuda_view};
 pub use selector::{DeviceSelector, SelectError, Selected};
 

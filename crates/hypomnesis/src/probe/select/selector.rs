@@ -15,7 +15,7 @@ const SHOWN: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DeviceSelector {
-    /// hmn's device index (or, with a [`CudaView`], a CUDA ordinal).
+    /// hmn's device index (or, with a [`CudaView`](super::CudaView), a CUDA ordinal).
     Index(u32),
     /// A GPU's `GPU-…` UUID, or a prefix of it (including `GPU-`).
     Uuid(String),

@@ -37,7 +37,7 @@ use std::path::PathBuf;
 
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::{Roots, SystemInfo};
-use crate::types::error::{Error, Result};
+use crate::types::error::Error;
 use crate::types::{Unknown, UnknownReason};
 
 pub use memory::{HostMemory, MemoryDetail, ProcessMemory};

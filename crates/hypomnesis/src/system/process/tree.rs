@@ -26,6 +26,7 @@ pub use super::read::read_stat;
 pub use super::stat::{
     ProcessId, Stat, Target, parse_btime, parse_stat, parse_stat_bytes, start_unix_us,
 };
+#[doc(no_inline)]
 pub use super::table::{ProcessTable, descendants};
 
 /// The pids of the children of every thread of `pid`, from the `task/<tid>/children` files.
