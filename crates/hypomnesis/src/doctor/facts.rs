@@ -397,9 +397,7 @@ fn nvml_facts(probe: &Probe, options: &ProbeOptions) -> NvmlFacts {
             (f.library_version, f.driver_version) = (r.library_version, r.driver_version);
             f.cuda_version = r.cuda_version;
             f.devices = (r.devices.into_iter())
-                .map(|(i, accounting, persistence)| {
-                    NvmlDeviceFacts::new(i, accounting, persistence)
-                })
+                .map(|d| NvmlDeviceFacts::new(d.index, d.accounting, d.persistence))
                 .collect();
             f
         }

@@ -21,8 +21,15 @@ pub(crate) struct DoctorReadings {
     pub driver_version: Option<String>,
     /// `nvmlSystemGetCudaDriverVersion`.
     pub cuda_version: Option<i32>,
-    /// Per device: its index, accounting mode and persistence mode (or why unreadable).
-    pub devices: Vec<(u32, Result<bool, String>, Result<bool, String>)>,
+    /// Per device, its modes.
+    pub devices: Vec<DeviceModes>,
+}
+
+/// One device's accounting and persistence modes, or why each is unreadable.
+pub(crate) struct DeviceModes {
+    pub index: u32,
+    pub accounting: Result<bool, String>,
+    pub persistence: Result<bool, String>,
 }
 
 impl NvmlBackend {
@@ -49,7 +56,11 @@ impl NvmlBackend {
                 }
                 Err(e) => (Err(describe(&e)), Err(describe(&e))),
             };
-            r.devices.push((index, accounting, persistence));
+            r.devices.push(DeviceModes {
+                index,
+                accounting,
+                persistence,
+            });
         }
         r
     }
