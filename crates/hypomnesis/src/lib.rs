@@ -22,6 +22,12 @@
 //! ```
 //!
 //! ## Map
+//! The source is one folder per layer, each importing only from layers below it (checked by
+//! the workspace's tests; `ARCHITECTURE.md`, "Layers"): `types` (the vocabulary) ← `system`
+//! (the I/O edge) ← `backends` (NVML, nvidia-smi, DRM, WDDM, Metal) ← `probe` ← `measure` and
+//! `estimate` ← `doctor` ← `compat` (the upstream API). The public modules are re-exported here
+//! at the paths below.
+//!
 //! | Module | Owns |
 //! |---|---|
 //! | [`probe`] | [`Probe`], the long-lived entry point, and [`ProbeOptions`] |
@@ -45,11 +51,11 @@
 //! | [`select`] | device selectors (index, `GPU-`/`MIG-` UUID, PCI bus id) and `CUDA_VISIBLE_DEVICES` in CUDA's order |
 //! | [`pci_ids`] | marketing names of DRM devices from the system's `pci.ids` and `amdgpu.ids` |
 //! | [`error`] | [`HypomnesisError`] (upstream), [`Error`] (truthful) and [`Result`] |
-//! | `nvml` | the NVML backend (feature `nvml`) |
-//! | `smi` | the `nvidia-smi` fallback (feature `nvidia-smi`), and upstream's per-id queries for the compatible API |
-//! | `drm` | AMD, Intel and other DRM GPUs: sysfs devices, fdinfo clients, KFD |
-//! | `backend_error` | why a backend is absent or a query failed (private; its text is what users see) |
-//! | `fsread` | the I/O edge: every file read and directory listing of `/proc`, `/sys` and user files, with a size cap per kind |
+//! | `backends::nvml` | the NVML backend (feature `nvml`) |
+//! | `backends::smi` | the `nvidia-smi` fallback (feature `nvidia-smi`), and upstream's per-id queries for the compatible API |
+//! | `backends::drm` | AMD, Intel and other DRM GPUs: sysfs devices, fdinfo clients, KFD, spill readings |
+//! | `backends::error` | why a backend is absent or a query failed (private; its text is what users see) |
+//! | `system::fsread` | the I/O edge: every file read and directory listing of `/proc`, `/sys` and user files, with a size cap per kind |
 //!
 //! ## Features
 //! - `nvml` (default): NVIDIA through NVML, loaded at run time; no link-time dependency.
