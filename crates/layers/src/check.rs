@@ -21,6 +21,13 @@ pub struct Layer {
     pub rank: u8,
 }
 
+impl Layer {
+    /// A layer named `name` (a folder or file directly under `src/`) of rank `rank`.
+    pub const fn new(name: &'static str, rank: u8) -> Layer {
+        Layer { name, rank }
+    }
+}
+
 /// The layers of one crate.
 #[derive(Debug, Clone, Copy)]
 pub struct Table {

@@ -7,7 +7,7 @@
 use crate::check::{Layer, Table};
 
 const fn l(name: &'static str, rank: u8) -> Layer {
-    Layer { name, rank }
+    Layer::new(name, rank)
 }
 
 /// `crates/hypomnesis/src`.

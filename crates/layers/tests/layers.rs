@@ -6,31 +6,34 @@ use std::path::Path;
 
 use hmn_layers::{Layer, Report, Source, Table, build, check, table};
 
-fn check_crate(dir: &str, table: &Table) -> Result<Report, String> {
+/// The crate under `dir` against `table`: `Err` with every finding, named.
+fn layer_rule(dir: &str, table: &Table) -> Result<(), String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let source =
         Source::from_dir(&src, table.root).map_err(|e| format!("{}: {e}", src.display()))?;
-    Ok(check(&build(&source), table))
+    let r = check(&build(&source), table);
+    if r.is_clean() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} breaks the layer rule (ARCHITECTURE.md \"Layers\"):\n{}",
+        src.display(),
+        r.render(table)
+    ))
 }
 
 #[test]
 fn the_library_imports_only_downward_without_circles() {
-    let r = check_crate("../hypomnesis/src", &table::LIBRARY).unwrap();
-    assert!(
-        r.is_clean(),
-        "crates/hypomnesis/src breaks the layer rule (ARCHITECTURE.md \"Layers\"):\n{}",
-        r.render(&table::LIBRARY)
-    );
+    if let Err(e) = layer_rule("../hypomnesis/src", &table::LIBRARY) {
+        panic!("{e}");
+    }
 }
 
 #[test]
 fn hmn_imports_only_downward_without_circles() {
-    let r = check_crate("../hmn/src", &table::HMN).unwrap();
-    assert!(
-        r.is_clean(),
-        "crates/hmn/src breaks the layer rule (ARCHITECTURE.md \"Layers\"):\n{}",
-        r.render(&table::HMN)
-    );
+    if let Err(e) = layer_rule("../hmn/src", &table::HMN) {
+        panic!("{e}");
+    }
 }
 
 /// Both graphs are real: every file is reached, and there are edges between layers.
@@ -58,18 +61,9 @@ fn the_graphs_reach_every_file() {
 const T: Table = Table {
     root: "lib.rs",
     layers: &[
-        Layer {
-            name: "low",
-            rank: 0,
-        },
-        Layer {
-            name: "high",
-            rank: 1,
-        },
-        Layer {
-            name: "other",
-            rank: 1,
-        },
+        Layer::new("low", 0),
+        Layer::new("high", 1),
+        Layer::new("other", 1),
     ],
 };
 

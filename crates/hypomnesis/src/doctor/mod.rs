@@ -24,6 +24,9 @@
 //! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and
 //! the remedies name that platform's files and tools.
 
+// Layer 5 (ARCHITECTURE.md "Layers"): why a figure could be missing. May import every layer
+// below (`types` to `measure`); never `compat`.
+
 mod checks;
 mod facts;
 mod kernel;

@@ -22,6 +22,9 @@
 //! The maths is always compiled and has no dependencies; reading model files needs the
 //! `models` feature (serde_json and the `safetensors` crate).
 
+// Layer 4 (ARCHITECTURE.md "Layers"): will it fit. May import the layers below (it uses
+// `types`, and `system` to read model files); never `measure` (its sibling) or anything above.
+
 mod arch;
 pub mod assume;
 pub mod budget;

@@ -9,6 +9,9 @@
 //! (the upstream-compatible API at the crate root), which share one lazily created `Probe`
 //! ([`shared_probe`]).
 
+// Layer 3 (ARCHITECTURE.md "Layers"): the truthful entry point and the device selectors. May
+// import `types`, `system`, `backends`.
+
 use std::sync::OnceLock;
 
 use crate::backends::drm::{DrmBackend, DrmDevices};

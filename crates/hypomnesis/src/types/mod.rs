@@ -4,6 +4,9 @@
 //! renamed. A value that could not be read is `None` (JSON `null`) and an [`Unknown`] entry says
 //! why; a number is never used to mean "unknown".
 
+// Layer 0 (ARCHITECTURE.md "Layers"): the vocabulary every layer above uses. Imports nothing
+// else from this crate.
+
 /// `Display` as the value's `as_str` (and, for types listed after `serialize:`, `Serialize`
 /// too): one spelling for text and JSON.
 macro_rules! spelled_as_str {
