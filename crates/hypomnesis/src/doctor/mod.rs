@@ -14,7 +14,7 @@
 //! | `persistence` | NVIDIA persistence mode |
 //! | `device-nodes` | `/dev/nvidia*` and `/dev/dri/*`: access, and membership of their groups |
 //! | `hidepid` | the proc mount's `hidepid` |
-//! | `ptrace` | capabilities to read other users' DRM fdinfo (and Yama's `ptrace_scope`) |
+//! | `ptrace` | capabilities to read other users' DRM fdinfo (and Yama's `ptrace_scope`), and whether they are a user namespace's own |
 //! | `kernel` | the kernel release against the fdinfo keys each present DRM driver prints |
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
@@ -28,6 +28,7 @@ mod checks;
 mod facts;
 mod kernel;
 mod portable;
+mod userns;
 
 pub use checks::checks;
 pub use facts::{
@@ -35,6 +36,7 @@ pub use facts::{
     UserFacts, gather, parse_cap_eff, parse_nvidia_version, parse_proc_mount,
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
+pub use userns::{is_initial_uid_map, uid_outside};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -164,9 +166,13 @@ impl Report {
     }
 }
 
+/// The name of the `cgroup` check's probe group: this prefix and the doctor's pid.
+pub const PROBE_CGROUP_PREFIX: &str = "hmn-doctor-";
+
 /// Gathers the facts under `options` and checks them. The `cgroup` check creates and removes
-/// an empty group, `hmn-doctor-<pid>`, as `hmn run` would make its own (nothing is left
-/// behind); nothing else is written.
+/// an empty group, `hmn-doctor-<pid>` ([`PROBE_CGROUP_PREFIX`]), as `hmn run` would make its
+/// own, after removing such groups of doctors that were killed before they could
+/// ([`crate::cgroup::remove_stale`]; `hmn run` removes them too); nothing else is written.
 pub fn run(options: &ProbeOptions) -> Report {
     Report {
         checks: checks(&gather(options)),
