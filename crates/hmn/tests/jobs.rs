@@ -24,7 +24,7 @@ fn pid(p: u32) -> Pid {
     Pid::from_raw(i32::try_from(p).unwrap())
 }
 
-fn wait_for_file(path: &Path) {
+pub fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !path.exists() {
         assert!(

@@ -59,17 +59,6 @@ fn tree_script(dir: &Path) -> String {
     )
 }
 
-fn wait_for(path: &Path, deadline: Instant) {
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs `timeout -s KILL 4 hmn ARGS -- sh -c TREE` and asserts that none of the tree's
 /// processes runs a bounded while after hmn was killed.
 fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>) {
@@ -87,7 +76,7 @@ fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>) {
         cmd.env("HMN_SYS_ROOT", sys);
     }
     let mut timeout = cmd.spawn().unwrap();
-    wait_for(&bed.path("ready"), Instant::now() + Duration::from_secs(20));
+    crate::jobs::wait_for_file(&bed.path("ready"));
     let pids: Vec<u32> = std::fs::read_to_string(bed.path("pids"))
         .unwrap()
         .lines()
