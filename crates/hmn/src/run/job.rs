@@ -13,7 +13,7 @@
 //!   the foreground and continues the command's group. The terminal is hmn's again when the
 //!   command has ended.
 //! - **Nothing of it outlives hmn.** On Linux hmn's child is the guard, `hmn __exec --guard`
-//!   ([`super::guard`]): it joins the transient cgroup, starts the command, stays its parent
+//!   (`run::guard`, Linux): it joins the transient cgroup, starts the command, stays its parent
 //!   and subreaper, passes its signals, stops and exit status through, and kills the command's
 //!   whole tree (its process group, the cgroup, every descendant) if hmn dies — `SIGKILL` of
 //!   hmn, `timeout -k`, a CI runner's `kill -9 -PGID`. The command's own first step is `hmn
@@ -40,7 +40,7 @@ pub use super::Launch;
 #[derive(Debug)]
 pub struct Job {
     pid: Pid,
-    /// The child is the guard ([`super::guard`]), not the command itself.
+    /// The child is the guard (`run::guard`, Linux), not the command itself.
     guarded: bool,
     /// The terminal (a standard fd) whose foreground hmn held when it started the command.
     tty: Option<i32>,
@@ -152,7 +152,7 @@ impl Job {
         u32::try_from(self.pid.as_raw()).unwrap_or(0)
     }
 
-    /// Whether the child is the guard ([`super::guard`]): the command is then its child, and
+    /// Whether the child is the guard (`run::guard`, Linux): the command is then its child, and
     /// what the command runs is the guard's descendants.
     pub fn guarded(&self) -> bool {
         self.guarded
@@ -235,7 +235,7 @@ impl Job {
 }
 
 /// `hmn __exec [--guard] [--parent PID] [--cgroup-procs FILE] [--tty FD] -- PATH ARGV0
-/// ARGS…`: the guard ([`super::guard`]), or the command's first step (see the
+/// ARGS…`: the guard (`run::guard`, Linux), or the command's first step (see the
 /// [module docs](self)), then `exec`. FILE must be a cgroup's `cgroup.procs`, or nothing runs
 /// (one line, exit 2); if writing it fails the command still runs (hmn notices the cgroup
 /// stayed empty).
