@@ -37,10 +37,32 @@ pub fn report(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the one line that reports an error (`hmn: …`, the whole chain); a failure to write
-/// it has nowhere to be reported.
+/// Writes the one line that reports an error (`hmn: …`, the whole chain, [`chain`]); a
+/// failure to write it has nowhere to be reported.
 pub fn error(e: &anyhow::Error) {
-    let _ = writeln!(io::stderr().lock(), "hmn: {e:#}");
+    let _ = writeln!(io::stderr().lock(), "hmn: {}", chain(e));
+}
+
+/// An error and its causes as one line, `outer: cause: …` as anyhow's `{:#}` joins them, each
+/// text once: a cause whose text the line already holds is left out. Many error types put their
+/// source's text in their own message and return it as `source()` too (thiserror's
+/// `#[error("{path}: {source}")]` over a field named `source`; the library's
+/// `Error::Io`, `CgroupError`, `Refusal::Create`, `BackendError::{Spawn, Wait, Output}`, the
+/// replay's `ReplayError::Io`), which `{:#}` would print twice (`…: No such file or directory
+/// (os error 2): No such file or directory (os error 2)`). The types keep their `source()` for
+/// callers that walk the chain; the repetition is dropped here, where the chain is printed.
+pub fn chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for (i, cause) in e.chain().enumerate() {
+        let text = cause.to_string();
+        if i == 0 {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 /// A usage error as one line: clap's rendering (`error: MESSAGE`, an indented detail, a `tip:`,
@@ -89,6 +111,34 @@ pub fn no_gpu_line(absent: &[(String, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error whose message holds its source's text and which returns it as `source()`.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Repeats {
+        path: String,
+        source: io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        let io = || io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Repeats {
+            path: "/x".into(),
+            source: io(),
+        });
+        assert_eq!(
+            format!("{e:#}").matches("os error 2").count(),
+            2,
+            "anyhow alone repeats it"
+        );
+        assert_eq!(chain(&e), format!("/x: {}", io()));
+        // A context above it, and a source not in the message: each kept.
+        let e = anyhow::Error::new(io()).context("--timeline /x");
+        assert_eq!(chain(&e), format!("--timeline /x: {}", io()));
+        let e = e.context("run");
+        assert_eq!(chain(&e), format!("run: --timeline /x: {}", io()));
+    }
 
     #[test]
     fn no_gpu_line_lists_each_backends_reason() {

@@ -191,3 +191,31 @@ fn as_an_unprivileged_user_for_real() {
     );
     assert_eq!(v["status"], if code == 2 { "fail" } else { "warn" });
 }
+
+#[test]
+fn in_a_user_namespace_root_is_said_to_be_namespaced() {
+    // `unshare -r`: a user namespace whose uid 0 is the caller (needs util-linux, and a kernel
+    // that lets this user make one).
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("\n*** SKIPPED: no user namespace can be made here (unshare -r) ***\n");
+        return;
+    }
+    let bed = Bed::new().real_proc();
+    let o = bed
+        .env
+        .command("unshare")
+        .args(["--user", "--map-root-user", env!("CARGO_BIN_EXE_hmn")])
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let saw = status(&v, "ptrace")["saw"].as_str().unwrap();
+    assert!(
+        saw.contains("outside this user namespace)")
+            && saw.contains("CAP_SYS_PTRACE yes (namespaced)"),
+        "{saw}"
+    );
+}

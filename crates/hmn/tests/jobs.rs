@@ -24,7 +24,7 @@ fn pid(p: u32) -> Pid {
     Pid::from_raw(i32::try_from(p).unwrap())
 }
 
-fn wait_for_file(path: &Path) {
+pub fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !path.exists() {
         assert!(
@@ -262,7 +262,7 @@ fn the_command_does_not_outlive_a_killed_hmn() {
 /// groups of runs whose hmn is gone, so one test's many runs would remove another's fixture.
 static CGROUP_GROUPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn cgroup_groups() -> std::sync::MutexGuard<'static, ()> {
+pub fn cgroup_groups() -> std::sync::MutexGuard<'static, ()> {
     CGROUP_GROUPS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -399,4 +399,88 @@ fn a_killed_runs_cgroup_is_removed_by_the_next_run() {
     assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
     daemon.kill().unwrap();
     daemon.wait().unwrap();
+}
+
+/// `hmn __exec --cgroup-procs FILE … -- /bin/sh sh -c 'exit 7'`, and FILE's content after it.
+fn exec_joining(bed: &Bed, file: &Path) -> (std::process::Output, String) {
+    let o = bed
+        .cmd(&[
+            "__exec",
+            "--cgroup-procs",
+            file.to_str().unwrap(),
+            "--",
+            "/bin/sh",
+            "sh",
+            "-c",
+            "exit 7",
+        ])
+        .output()
+        .unwrap();
+    (o, std::fs::read_to_string(file).unwrap_or_default())
+}
+
+#[test]
+fn exec_writes_its_pid_only_into_a_cgroups_procs_file() {
+    let bed = Bed::new().real_proc();
+    // A regular file, even one named cgroup.procs: refused, and left as it was.
+    for name in ["cgroup.procs", "notes.txt"] {
+        let file = bed.path(name);
+        std::fs::write(&file, "as it was\n").unwrap();
+        let (o, after) = exec_joining(&bed, &file);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(after, "as it was\n", "{name}: not written");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("hmn: __exec: --cgroup-procs {}: ", file.display())),
+            "{err}"
+        );
+    }
+    // On a cgroup filesystem, only a file named cgroup.procs.
+    let _serial = cgroup_groups();
+    let Some(own) = own_cgroup() else { return };
+    let other = ["tasks", "cgroup.threads"]
+        .into_iter()
+        .map(|n| own.join(n))
+        .find(|p| p.exists())
+        .unwrap();
+    let (o, _) = exec_joining(&bed, &other);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}: {}",
+        other.display(),
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("not a cgroup.procs file"),
+        "{}",
+        stderr(&o)
+    );
+    // The real file is still joined, and the command runs.
+    let procs = own.join("cgroup.procs");
+    let (o, _) = exec_joining(&bed, &procs);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+}
+
+#[test]
+fn a_killed_doctors_probe_cgroup_is_removed() {
+    let _serial = cgroup_groups();
+    let Some(own) = own_cgroup() else { return };
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let bed = Bed::new().real_proc();
+    for args in [&["doctor"][..], &["run", "--", "true"]] {
+        let stale = own.join(format!("hmn-doctor-{dead}"));
+        std::fs::create_dir(&stale).unwrap();
+        let o = bed.cmd(args).env("HMN_SYS_ROOT", "/sys").output().unwrap();
+        if args[0] == "run" {
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+        assert!(
+            !stale.exists(),
+            "{args:?} removes a killed doctor's probe group"
+        );
+    }
 }

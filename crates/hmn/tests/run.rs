@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess, Used, python};
 use serde_json::Value;
 
-use crate::util::{Bed, json};
+use crate::util::{Bed, json, stderr};
 
 const MIB: f64 = 1_048_576.0;
 
@@ -577,4 +577,56 @@ fn watch_prints_its_summary_on_ctrl_c() {
         String::from_utf8(o.stdout).unwrap().lines().count() >= 2,
         "header and rows"
     );
+}
+
+#[test]
+fn an_empty_command_name_is_not_found_as_in_a_shell() {
+    let bed = Bed::new().real_proc();
+    let o = bed.run(&["run", "--", ""]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "hmn: run: : command not found\n");
+    let o = bed.run(&["spill", "--", ""]);
+    assert_eq!(o.status.code(), Some(1), "upstream's code: {}", stderr(&o));
+    assert_eq!(stderr(&o), "hmn: failed to spawn \"\": command not found\n");
+}
+
+#[test]
+fn non_utf8_arguments_keep_their_bytes_in_the_report() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bed = Bed::new().real_proc();
+    let odd = std::ffi::OsStr::from_bytes(b"a\xffb\x1b]2;x\x07");
+    let o = bed
+        .cmd(&["run", "--json", "--no-cgroup", "--", "true", "plain"])
+        .arg(odd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(
+        v["command"],
+        serde_json::json!(["true", "plain", "a\u{fffd}b\u{1b}]2;x\u{7}"])
+    );
+    assert_eq!(
+        v["command_bytes_hex"],
+        serde_json::json!([null, null, "61ff621b5d323b7807"])
+    );
+    assert!(
+        stderr(&o).contains("hmn run: true plain a\\xffb\\x1b]2;x\\x07\n"),
+        "{}",
+        stderr(&o)
+    );
+    // All UTF-8: no sibling.
+    let v = json(&bed.run(&["run", "--json", "--no-cgroup", "--", "true", "é"]));
+    assert!(v.get("command_bytes_hex").is_none(), "{v}");
+}
+
+#[test]
+fn an_io_error_is_printed_once() {
+    let bed = Bed::new().real_proc();
+    let missing = bed.path("missing.jsonl");
+    let o = bed.run(&["top", "--replay", missing.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }

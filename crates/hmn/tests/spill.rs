@@ -133,7 +133,8 @@ fn nvidia_is_not_measurable_and_the_childs_code_passes() {
 }
 
 /// A shell script that becomes a DRM client of the fixture amdgpu card (its own `stat`, fd and
-/// fdinfo in the fixture `/proc`), then fills VRAM and pushes 1 GiB into GTT (device-wide, in
+/// fdinfo in the fixture `/proc`, and its parent's `stat`: hmn's guard, where hmn has one,
+/// which hmn follows the tree from), then fills VRAM and pushes 1 GiB into GTT (device-wide, in
 /// the fixture `/sys`) while 512 MiB of its own buffers are evicted, then recovers.
 const SCRIPT: &str = r#"
 set -e
@@ -148,7 +149,9 @@ client() {
 }
 client 0 2048
 ln -s /dev/dri/renderD128 "$d/fd/5"
-put "$d/stat" "$$ (sh) S 1 $$ $$ 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 424242 1000 100"
+mkdir -p "$HMN_PROC_ROOT/$PPID"
+put "$HMN_PROC_ROOT/$PPID/stat" "$PPID (hmn) S 1 $PPID $PPID 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 424200 1000 100"
+put "$d/stat" "$$ (sh) S $PPID $$ $$ 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 424242 1000 100"
 sleep 0.6
 put "$card/mem_info_vram_used" 8000000000
 put "$card/mem_info_gtt_used" 1134247936

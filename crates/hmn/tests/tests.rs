@@ -22,6 +22,7 @@ mod mig;
 mod names;
 mod nvml_failures;
 mod nvml_util;
+mod orphans;
 mod run;
 mod selectors;
 mod serve;

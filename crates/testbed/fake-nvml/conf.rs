@@ -117,9 +117,9 @@ pub struct Process {
     pub device: u32,
     pub list: List,
     pub pid: u32,
-    /// `pid = child_of_caller`: the pid is resolved at each call to a child of the process
-    /// that loaded the library (for tests of `hmn run`, whose command's pid is not known in
-    /// advance).
+    /// `pid = child_of_caller`: the pid is resolved at each call to the command of the `hmn run`
+    /// that loaded the library (its first child, through hmn's guard; for tests of `hmn run`,
+    /// whose command's pid is not known in advance).
     pub child_of_caller: bool,
     /// `pid = caller`: the pid is the process that loaded the library itself (for tests of a
     /// library call that looks up its own process).

@@ -320,24 +320,40 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses(
     )
 }
 
-/// A child of the process that loaded this library: the first `/proc/<pid>/stat` whose parent
-/// is this process.
+/// The command of the `hmn run` that loaded this library: its first child (the first
+/// `/proc/<pid>/stat` whose parent it is) and, while that child is `hmn` itself and has a child
+/// in turn, that one — through `hmn run`'s guard, and the command's `hmn __exec` step before it
+/// executes the command (the same pid).
 pub(crate) fn child_of_caller() -> Option<u32> {
-    let me = std::process::id();
+    let mut pid = first_child(std::process::id())?;
+    while comm(pid).as_deref() == Some("hmn") {
+        match first_child(pid) {
+            Some(c) => pid = c,
+            None => break,
+        }
+    }
+    Some(pid)
+}
+
+/// The fields of `/proc/<pid>/stat` after `comm`, and `comm`.
+fn stat(pid: u32) -> Option<(String, String)> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (open, close) = (t.find('(')?, t.rfind(')')?);
+    Some((t.get(open + 1..close)?.to_string(), t.get(close + 1..)?.to_string()))
+}
+
+fn comm(pid: u32) -> Option<String> {
+    stat(pid).map(|(c, _)| c)
+}
+
+/// The lowest pid whose parent is `parent`.
+fn first_child(parent: u32) -> Option<u32> {
     let dir = std::fs::read_dir("/proc").ok()?;
-    let mut found: Vec<u32> = dir
-        .flatten()
+    dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|t| {
-                    let rest = t.get(t.rfind(')')? + 1..)?.to_string();
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(me)
+            stat(*pid).and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(parent)
         })
-        .collect();
-    found.sort_unstable();
-    found.first().copied()
+        .min()
 }

@@ -197,8 +197,9 @@ pub struct FakeProcess {
     pub list: ProcessListKind,
     /// Process id (ignored when `child_of_caller` or `caller`).
     pub pid: u32,
-    /// Resolve the pid at each call to a child of the process that loaded the fake (the
-    /// command `hmn run` started, whose pid a test cannot know in advance).
+    /// Resolve the pid at each call to the command `hmn run` started, whose pid a test cannot
+    /// know in advance: the first child of the process that loaded the fake, through `hmn`'s
+    /// own processes between them (`hmn run`'s guard).
     pub child_of_caller: bool,
     /// Resolve the pid at each call to the process that loaded the fake itself (a library
     /// call looking up its own row, such as `process_gpu_info`).

@@ -224,6 +224,10 @@ pub struct ExecArgs {
     /// The standard fd of the terminal whose foreground the command's group takes.
     #[arg(long, value_name = "FD")]
     pub tty: Option<i32>,
+    /// Stay as the command's parent (Linux): its subreaper, passing its status and signals
+    /// through, and killing what is left of its tree if hmn dies (`run::guard`).
+    #[arg(long, requires = "parent")]
+    pub guard: bool,
     /// The program's path, its `argv[0]`, then its arguments.
     #[arg(required = true, num_args = 2.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<std::ffi::OsString>,

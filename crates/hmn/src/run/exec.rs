@@ -61,6 +61,11 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
         not_found,
         detail,
     };
+    // An empty name is no command (a shell: "command not found", 127); joined to a `PATH`
+    // entry it would name the directory itself.
+    if program.is_empty() {
+        return Err(err(true, "command not found".to_string()));
+    }
     let p = Path::new(program);
     if program.as_encoded_bytes().contains(&b'/') {
         if !p.exists() {
@@ -201,6 +206,9 @@ mod tests {
         assert_eq!(e.exit_code(), 126, "exists but is not executable");
         let e = resolve(dir.path().as_os_str()).unwrap_err();
         assert_eq!(e.exit_code(), 126, "a directory");
+        let e = resolve(OsStr::new("")).unwrap_err();
+        assert_eq!(e.exit_code(), 127, "an empty name");
+        assert_eq!(e.to_string(), ": command not found");
     }
 
     #[test]

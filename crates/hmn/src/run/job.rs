@@ -12,68 +12,39 @@
 //!   stop; when the shell continues hmn (`fg`, `bg`), hmn gives the terminal back if it is in
 //!   the foreground and continues the command's group. The terminal is hmn's again when the
 //!   command has ended.
-//! - **It does not outlive hmn.** The first step of the child is `hmn __exec`, which asks the
-//!   kernel to kill it if hmn dies (Linux `PR_SET_PDEATHSIG`, `SIGKILL`: what a signal to the shared
-//!   group did before), joins the transient cgroup, takes the terminal, then executes the
-//!   command with its own `argv[0]` (the name it was given, not the path it was found at).
-//!   Processes the command starts are not killed with it; the cgroup keeps account of them.
+//! - **Nothing of it outlives hmn.** On Linux hmn's child is the guard, `hmn __exec --guard`
+//!   (`run::guard`, Linux): it joins the transient cgroup, starts the command, stays its parent
+//!   and subreaper, passes its signals, stops and exit status through, and kills the command's
+//!   whole tree (its process group, the cgroup, every descendant) if hmn dies — `SIGKILL` of
+//!   hmn, `timeout -k`, a CI runner's `kill -9 -PGID`. The command's own first step is `hmn
+//!   __exec` (without `--guard`), which asks the kernel to kill it if its parent dies
+//!   (`PR_SET_PDEATHSIG`, `SIGKILL`), takes the terminal, then executes the command with its
+//!   own `argv[0]` (the name it was given, not the path it was found at). Elsewhere (macOS)
+//!   there is no guard: hmn's child is that step, with no parent-death signal either. The
+//!   `__exec` step writes its pid only into a cgroup's own `cgroup.procs`
+//!   ([`cgroup_procs_file`]).
 
-use std::os::fd::{AsFd as _, BorrowedFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Command, ExitStatus, Stdio};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
+use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, getpgrp, getppid, isatty, setpgid, tcgetpgrp, tcsetpgrp};
+use nix::unistd::{Pid, getpgrp, getppid, setpgid};
 
 use crate::args::ExecArgs;
 
 pub use super::launch::Launch;
+use super::tty::{foreground_of, foreground_tty, give_terminal};
 
 /// The running command. See the [module docs](self).
 #[derive(Debug)]
 pub struct Job {
     pid: Pid,
+    /// The child is the guard (`run::guard`, Linux), not the command itself.
+    guarded: bool,
     /// The terminal (a standard fd) whose foreground hmn held when it started the command.
     tty: Option<i32>,
     done: Option<ExitStatus>,
-}
-
-/// The standard fd (0, 1, 2) of the terminal whose foreground process group is hmn's, if any.
-fn foreground_tty() -> Option<i32> {
-    [0, 1, 2].into_iter().find(|fd| {
-        with_fd(*fd, |f| {
-            isatty(f).unwrap_or(false) && tcgetpgrp(f).is_ok_and(|g| g == getpgrp())
-        })
-    })
-}
-
-/// Calls `f` with standard fd `fd` (0, 1 or 2; another number is taken as 2).
-fn with_fd<R>(fd: i32, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
-    match fd {
-        0 => f(std::io::stdin().as_fd()),
-        1 => f(std::io::stdout().as_fd()),
-        _ => f(std::io::stderr().as_fd()),
-    }
-}
-
-/// The terminal's foreground process group.
-fn foreground_of(fd: i32) -> Option<Pid> {
-    with_fd(fd, |f| tcgetpgrp(f).ok())
-}
-
-/// Makes `pgrp` the terminal's foreground group, with `SIGTTOU` blocked on this thread: a
-/// process that is not in the foreground group may do so then (the shell's way), instead of
-/// being stopped.
-fn give_terminal(fd: i32, pgrp: Pid) {
-    let mut ttou = SigSet::empty();
-    ttou.add(Signal::SIGTTOU);
-    let mut old = SigSet::empty();
-    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old)).is_err() {
-        return;
-    }
-    let _ = with_fd(fd, |f| tcsetpgrp(f, pgrp));
-    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
 }
 
 impl Job {
@@ -84,12 +55,18 @@ impl Job {
     /// When it cannot be started.
     pub fn spawn(launch: &Launch<'_>) -> std::io::Result<Job> {
         let tty = foreground_tty();
-        let mut cmd = match std::env::current_exe() {
-            Ok(me) => {
+        let exe = std::env::current_exe().ok();
+        // Platform seam: the guard needs a subreaper and a parent-death signal (Linux).
+        let guarded = cfg!(target_os = "linux") && exe.is_some();
+        let mut cmd = match exe {
+            Some(me) => {
                 let mut cmd = Command::new(me);
                 cmd.arg("__exec")
                     .arg("--parent")
                     .arg(std::process::id().to_string());
+                if guarded {
+                    cmd.arg("--guard");
+                }
                 if let Some(procs) = launch.cgroup_procs {
                     cmd.arg("--cgroup-procs").arg(procs);
                 }
@@ -102,7 +79,7 @@ impl Job {
                     .args(launch.args);
                 cmd
             }
-            Err(_) => {
+            None => {
                 let mut cmd = Command::new(launch.path);
                 cmd.arg0(launch.argv0).args(launch.args);
                 cmd
@@ -118,21 +95,30 @@ impl Job {
         // As a shell does, from both sides: whichever runs first, the group and the terminal
         // are the command's before it can touch either (an error means the child already did).
         let _ = setpgid(pid, pid);
-        if let Some(fd) = tty {
+        // Guarded, the terminal goes to the command's group, which the guard makes (both
+        // sides of that are the guard's and the command's).
+        if let (Some(fd), false) = (tty, guarded) {
             give_terminal(fd, pid);
         }
         // The child is waited for here, by pid (`std`'s handle cannot report stops).
         drop(child);
         Ok(Job {
             pid,
+            guarded,
             tty,
             done: None,
         })
     }
 
-    /// The command's pid.
+    /// The child's pid: the guard's when [`Job::guarded`], else the command's.
     pub fn id(&self) -> u32 {
         u32::try_from(self.pid.as_raw()).unwrap_or(0)
+    }
+
+    /// Whether the child is the guard (`run::guard`, Linux): the command is then its child, and
+    /// what the command runs is the guard's descendants.
+    pub fn guarded(&self) -> bool {
+        self.guarded
     }
 
     /// The command's status if it has ended; a stop is handled (see the [module docs](self)).
@@ -211,10 +197,27 @@ impl Job {
     }
 }
 
-/// `hmn __exec [--parent PID] [--cgroup-procs FILE] [--tty FD] -- PATH ARGV0 ARGS…`: the
-/// command's first step (see the [module docs](self)), then `exec`. If joining the cgroup
-/// fails the command still runs (hmn notices the cgroup stayed empty).
+/// `hmn __exec [--guard] [--parent PID] [--cgroup-procs FILE] [--tty FD] -- PATH ARGV0
+/// ARGS…`: the guard (`run::guard`, Linux), or the command's first step (see the
+/// [module docs](self)), then `exec`. FILE must be a cgroup's `cgroup.procs`, or nothing runs
+/// (one line, exit 2); if writing it fails the command still runs (hmn notices the cgroup
+/// stayed empty).
 pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
+    let procs = match &a.cgroup_procs {
+        Some(path) => match cgroup_procs_file(path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let _ =
+                    crate::output::note(&format!("__exec: --cgroup-procs {}: {e}", path.display()));
+                return std::process::ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    #[cfg(target_os = "linux")]
+    if let (true, Some(parent)) = (a.guard, a.parent) {
+        return super::guard::run(a, parent, procs);
+    }
     if let Some(parent) = a.parent {
         // Platform seam: macOS has no parent-death signal; there the command of a hmn killed
         // outright (SIGKILL) keeps running, as it would under a shell.
@@ -225,9 +228,9 @@ pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
             return std::process::ExitCode::from(125);
         }
     }
-    if let Some(procs) = &a.cgroup_procs {
-        // The kernel's file, written in place: never created, truncated or followed as a link.
-        let _ = crate::outfile::write_kernel_file(procs, std::process::id().to_string().as_bytes());
+    if let Some(mut f) = procs {
+        use std::io::Write as _;
+        let _ = f.write_all(std::process::id().to_string().as_bytes());
     }
     if let Some(fd) = a.tty.filter(|fd| (0..=2).contains(fd)) {
         give_terminal(fd, getpgrp());
@@ -239,4 +242,41 @@ pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
     let err = super::exec::SpawnError::from_io(argv0, &e);
     let _ = crate::output::note(&format!("run: {err}"));
     std::process::ExitCode::from(err.exit_code())
+}
+
+/// Opens FILE for `--cgroup-procs` only if it is a cgroup's `cgroup.procs`: so named, on a
+/// cgroup filesystem (`statfs`: cgroup v2 or v1), a regular file reached without a symlink;
+/// opened for writing in place (never created or truncated). A pid written anywhere else could
+/// be a limit, a setting or someone's file.
+///
+/// # Errors
+/// Why FILE is not one, in words.
+pub fn cgroup_procs_file(path: &std::path::Path) -> Result<std::fs::File, String> {
+    if path.file_name() != Some(std::ffi::OsStr::new("cgroup.procs")) {
+        return Err("not a cgroup.procs file".to_string());
+    }
+    // Platform seam: cgroups are Linux-only.
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::statfs::{CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, FsType, fstatfs, statfs};
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let cgroupfs = |t: FsType| t == CGROUP2_SUPER_MAGIC || t == CGROUP_SUPER_MAGIC;
+        // Looked at before it is opened too: opening a device or a FIFO is not harmless.
+        let before = statfs(path).map_err(|e| std::io::Error::from(e).to_string())?;
+        if !cgroupfs(before.filesystem_type()) {
+            return Err("not on a cgroup filesystem".to_string());
+        }
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        let fs = fstatfs(&f).map_err(|e| std::io::Error::from(e).to_string())?;
+        if !cgroupfs(fs.filesystem_type()) || !f.metadata().is_ok_and(|m| m.is_file()) {
+            return Err("not on a cgroup filesystem".to_string());
+        }
+        Ok(f)
+    }
+    #[cfg(not(target_os = "linux"))]
+    Err("cgroups are Linux-only".to_string())
 }

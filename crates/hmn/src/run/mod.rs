@@ -2,6 +2,8 @@
 //! process tree. See `hmn run --help` and `docs/run-and-watch.md`.
 
 pub mod exec;
+#[cfg(target_os = "linux")]
+mod guard;
 #[cfg(unix)]
 pub mod job;
 #[cfg(windows)]
@@ -11,6 +13,8 @@ mod launch;
 #[cfg(feature = "plot")]
 mod plot;
 mod report;
+#[cfg(unix)]
+mod tty;
 
 use std::io::Write;
 use std::path::Path;
@@ -33,10 +37,15 @@ const ENV_NO_CGROUP: &str = "HMN_NO_CGROUP";
 /// The transient cgroup's name: this prefix and hmn's pid.
 const CGROUP_PREFIX: &str = "hmn-run-";
 
-/// Removes the transient cgroups of earlier runs whose hmn was killed (one line each on stderr
-/// when it held processes, or could not be removed).
+/// Removes the transient cgroups of earlier runs whose hmn was killed, and the probe groups of
+/// killed `hmn doctor`s (one line each on stderr when it held processes, or could not be
+/// removed).
 fn remove_stale_cgroups(roots: &hypomnesis::Roots) -> anyhow::Result<()> {
-    for stale in hypomnesis::cgroup::remove_stale(roots, CGROUP_PREFIX) {
+    let doctors = hypomnesis::cgroup::remove_stale(roots, hypomnesis::doctor::PROBE_CGROUP_PREFIX);
+    for stale in hypomnesis::cgroup::remove_stale(roots, CGROUP_PREFIX)
+        .into_iter()
+        .chain(doctors)
+    {
         match stale {
             Ok(s) if s.moved == 0 => {}
             Ok(s) => crate::output::note(&format!(
@@ -135,6 +144,10 @@ pub fn run(
         }
     };
     forwarder.forward_to(child.id());
+    #[cfg(unix)]
+    let guarded = child.guarded();
+    #[cfg(not(unix))]
+    let guarded = false;
     // The child joins the cgroup itself before it execs the command; if it could not, the
     // cgroup's peak says nothing about the command. A command that ended before it was seen in
     // the group did join if anything was charged to the group (only it could have joined it).
@@ -175,9 +188,15 @@ pub fn run(
     #[cfg(feature = "plot")]
     let series = Arc::new(Mutex::new(plot::PlotSeries::default()));
     let handle = root.map(|root: ProcessId| {
+        // Guarded, the child is the guard: the command is what runs under it.
+        let target = if guarded {
+            Target::Descendants(root)
+        } else {
+            Target::Tree(root)
+        };
         let sampler = Sampler::new(
             Probe::with_options(opts.clone()),
-            Target::Tree(root),
+            target,
             SamplerOptions::default()
                 .interval(interval)
                 .keep_timeline(false),
@@ -257,7 +276,11 @@ pub fn run(
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
         if let Err(e) = plot::write_svg(sink, &drawn) {
-            file_errors.push(format!("run: --plot {}: {e:#}", p.display()));
+            file_errors.push(format!(
+                "run: --plot {}: {}",
+                p.display(),
+                crate::output::chain(&e)
+            ));
         }
     }
     #[cfg(not(feature = "plot"))]

@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use hypomnesis::ProcessName;
 use hypomnesis::cgroup::CgroupVersion;
 use hypomnesis::peaks::{DevicePeak, PeakMethod, PeakRam, PeakRamSource, TreePeaks};
 use hypomnesis::sampler::SamplerReport;
@@ -16,7 +17,15 @@ use crate::format::{bytes, sanitize};
 #[derive(Debug, Serialize)]
 pub struct RunReport {
     pub schema: u32,
+    /// The command's arguments as text (each invalid UTF-8 sequence U+FFFD).
     pub command: Vec<String>,
+    /// Per argument, its exact bytes in lowercase hex where it is not valid UTF-8 (`null` where
+    /// it is): present only when one is not, as `name_bytes_hex` beside a process's `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_bytes_hex: Option<Vec<Option<String>>>,
+    /// The command line for a terminal: invalid bytes and control characters as `\xNN`.
+    #[serde(skip)]
+    pub command_escaped: String,
     pub exit_code: u8,
     /// The signal that killed the command, if one did.
     pub signal: Option<i32>,
@@ -25,8 +34,8 @@ pub struct RunReport {
     pub samples: u64,
     /// The headline: [`hypomnesis::peaks::peak_ram`].
     pub peak_ram: PeakRam,
-    /// Largest per-sample sum of the tree's RSS.
-    pub peak_rss_sum_bytes: u64,
+    /// Largest per-sample sum of the tree's RSS (`None`: no sample was taken).
+    pub peak_rss_sum_bytes: Option<u64>,
     /// Largest sum of the tree's PSS (about once a second): shared pages counted once.
     pub peak_pss_sum_bytes: Option<u64>,
     /// Largest peak RSS of one process: [`hypomnesis::peaks::largest_process_peak_rss`].
@@ -68,19 +77,30 @@ impl RunReport {
             devices,
             ..
         } = TreePeaks::from_report(s, rusage_max_rss, cgroup);
+        let names: Vec<ProcessName> = command
+            .iter()
+            .map(|a| ProcessName::from_bytes(a.as_encoded_bytes()))
+            .collect();
+        let hex: Vec<Option<String>> = names.iter().map(ProcessName::bytes_hex).collect();
         RunReport {
             schema: 1,
-            command: command
+            command: names
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
+            command_bytes_hex: hex.iter().any(Option::is_some).then_some(hex),
+            command_escaped: names
+                .iter()
+                .map(ProcessName::escaped)
+                .collect::<Vec<_>>()
+                .join(" "),
             exit_code: exit.code,
             signal: exit.signal,
             wall_time_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
             samples: s.samples,
             peak_ram,
-            peak_rss_sum_bytes: s.peak_rss_bytes,
+            peak_rss_sum_bytes: (s.samples > 0).then_some(s.peak_rss_bytes),
             peak_pss_sum_bytes: s.peak_pss_sum_bytes,
             largest_process_peak_rss_bytes,
             rusage_max_rss_bytes: rusage_max_rss,
@@ -99,8 +119,7 @@ impl RunReport {
     /// add a line to every report.)
     pub fn text(&self) -> String {
         let mut t = String::new();
-        let cmd = sanitize(&self.command.join(" "));
-        t.push_str(&format!("hmn run: {cmd}\n"));
+        t.push_str(&format!("hmn run: {}\n", self.command_escaped));
         t.push_str(&format!(
             "  wall time     {:.2} s\n",
             self.wall_time_ms as f64 / 1000.0
@@ -127,11 +146,13 @@ impl RunReport {
             "  peak RAM      {} ({how})\n",
             bytes(self.peak_ram.bytes)
         ));
-        if self.peak_ram.source != PeakRamSource::SamplesRss {
-            t.push_str(&format!(
+        match self.peak_rss_sum_bytes {
+            _ if self.peak_ram.source == PeakRamSource::SamplesRss => {}
+            Some(b) => t.push_str(&format!(
                 "                {} largest RSS sum of the tree (sampled)\n",
-                bytes(self.peak_rss_sum_bytes)
-            ));
+                bytes(b)
+            )),
+            None => t.push_str("                no sample taken: no RSS sum of the tree\n"),
         }
         if let Some(m) = self.rusage_max_rss_bytes {
             t.push_str(&format!(
@@ -314,6 +335,62 @@ hmn: warning: w
         assert!(
             t.contains("  peak RAM      300 MiB (largest RSS sum over 0 samples every 100 ms; pages shared between processes count in each)\n  samples       0\n"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn no_sample_is_no_rss_sum_not_zero() {
+        let r = report(
+            &SamplerReport::default(),
+            Some(5 * MIB),
+            Some((6 * MIB, CgroupVersion::V2)),
+        );
+        let j = json(&r);
+        assert!(j.contains(r#""samples":0,"#), "{j}");
+        assert!(j.contains(r#""peak_rss_sum_bytes":null,"#), "{j}");
+        assert!(
+            r.text()
+                .contains("\n                no sample taken: no RSS sum of the tree\n"),
+            "{}",
+            r.text()
+        );
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn arguments_that_are_not_utf8_keep_their_bytes() {
+        use std::os::unix::ffi::OsStringExt as _;
+        let command = [
+            OsString::from("printf"),
+            OsString::from_vec(b"a\xffb\x1b[2J".to_vec()),
+        ];
+        let r = RunReport::new(
+            &command,
+            Exit {
+                code: 0,
+                signal: None,
+            },
+            Duration::from_millis(1),
+            Duration::from_millis(100),
+            &SamplerReport::default(),
+            None,
+            None,
+            Vec::new(),
+            Vec::new(),
+        );
+        let j = json(&r);
+        assert!(
+            j.contains(concat!(
+                "\"command\":[\"printf\",\"a\u{fffd}b\\u001b[2J\"],",
+                r#""command_bytes_hex":[null,"61ff621b5b324a"],"#
+            )),
+            "{j}"
+        );
+        assert!(r.text().starts_with("hmn run: printf a\\xffb\\x1b[2J\n"));
+        let plain = report(&sampled(), None, None);
+        assert!(
+            !json(&plain).contains("command_bytes_hex"),
+            "only when needed"
         );
     }
 }

@@ -3,6 +3,7 @@
 use super::facts::{DevNode, Facts, NvmlState};
 use super::kernel::{fdinfo_support, parse_release};
 use super::model::Check;
+use super::userns::{is_initial_uid_map, uid_outside};
 use crate::system::pidns::ProcRootNamespace;
 
 /// `CAP_DAC_READ_SEARCH`.
@@ -192,8 +193,19 @@ pub(super) fn nvml_mode(f: &Facts, which: &'static str) -> Check {
              at reboot)",
         )
     };
-    let remedy = (!off.is_empty()).then(|| remedy.to_string());
-    Check::warn(which, format!("{saw}: {why}"), remedy)
+    // Unreadable only: how to see the driver's answer, and the same remedy where it applies.
+    let remedy = if off.is_empty() {
+        if which == "accounting" {
+            "nvidia-smi -q -d ACCOUNTING shows the driver's answer: \"Not Supported\" (most \
+             GeForce cards) leaves hmn run sampling; otherwise, as root: sudo nvidia-smi -am 1"
+        } else {
+            "nvidia-smi -q -d PERFORMANCE shows the driver's answer; where persistence mode is \
+             supported: sudo systemctl enable --now nvidia-persistenced"
+        }
+    } else {
+        remedy
+    };
+    Check::warn(which, format!("{saw}: {why}"), Some(remedy.to_string()))
 }
 
 fn node_list(nodes: &[&DevNode]) -> String {
@@ -338,10 +350,23 @@ fn hidepid(f: &Facts) -> Check {
 }
 
 fn ptrace(f: &Facts) -> Check {
-    let cap = |bit| match f.user.has_cap(bit) {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "?",
+    // In a user namespace, uid 0 and the capabilities are the namespace's own.
+    let map = f.user.uid_map.as_deref();
+    let namespaced = map.is_some_and(|m| !is_initial_uid_map(m));
+    let cap = |bit| match (f.user.has_cap(bit), namespaced) {
+        (Some(true), true) => "yes (namespaced)",
+        (Some(true), false) => "yes",
+        (Some(false), _) => "no",
+        (None, _) => "?",
+    };
+    let euid = match map.filter(|_| namespaced) {
+        Some(m) => format!(
+            "euid {} ({} outside this user namespace)",
+            f.user.euid,
+            uid_outside(m, f.user.euid)
+                .map_or_else(|| "unmapped".to_string(), |u| format!("uid {u}"))
+        ),
+        None => format!("euid {}", f.user.euid),
     };
     let scope = f.ptrace_scope.map_or_else(
         || "no Yama".to_string(),
@@ -350,8 +375,7 @@ fn ptrace(f: &Facts) -> Check {
         },
     );
     let saw = format!(
-        "euid {}; CAP_SYS_PTRACE {}, CAP_DAC_READ_SEARCH {}, CAP_PERFMON {}; {scope}",
-        f.user.euid,
+        "{euid}; CAP_SYS_PTRACE {}, CAP_DAC_READ_SEARCH {}, CAP_PERFMON {}; {scope}",
         cap(CAP_SYS_PTRACE),
         cap(CAP_DAC_READ_SEARCH),
         cap(CAP_PERFMON)
@@ -364,6 +388,22 @@ fn ptrace(f: &Facts) -> Check {
     }
     let ptrace = f.user.has_cap(CAP_SYS_PTRACE) == Some(true);
     let dac = f.user.has_cap(CAP_DAC_READ_SEARCH) == Some(true);
+    if namespaced && (ptrace || f.user.euid == 0) {
+        return Check::warn(
+            "ptrace",
+            format!(
+                "{saw}: this user namespace's uid 0 and capabilities do not reach other users' \
+                 processes of the parent namespace, so their DRM fdinfo is refused and they \
+                 count as hidden"
+            ),
+            Some(
+                "run hmn outside the user namespace: on the host, or in a container without one \
+                 (docker run --userns=host, podman run --userns=host as root; Kubernetes \
+                 hostUsers: true) with SYS_PTRACE"
+                    .to_string(),
+            ),
+        );
+    }
     if ptrace && (dac || f.user.euid == 0) {
         return Check::ok(
             "ptrace",

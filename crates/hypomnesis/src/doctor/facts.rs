@@ -118,6 +118,10 @@ pub struct UserFacts {
     pub groups: Vec<u32>,
     /// `CapEff` of `<proc>/self/status`.
     pub cap_eff: Option<u64>,
+    /// `<proc>/self/uid_map` (`None`: unreadable): anything but the initial namespace's
+    /// identity map means a user namespace, whose uid 0 and capabilities are its own
+    /// ([`super::is_initial_uid_map`]).
+    pub uid_map: Option<String>,
 }
 
 impl UserFacts {
@@ -128,6 +132,7 @@ impl UserFacts {
             egid,
             groups,
             cap_eff,
+            uid_map: None,
         }
     }
 
@@ -350,6 +355,7 @@ fn linux_facts(f: &mut Facts) {
             .map(|g| g.iter().map(|g| g.as_raw()).collect())
             .unwrap_or_default(),
         cap_eff: status.as_deref().and_then(parse_cap_eff),
+        uid_map: fsread::read_string(&roots.proc.join("self/uid_map"), Cap::PROC_OTHER).ok(),
     };
     f.proc_mount = fsread::read_string(&roots.proc.join("self/mountinfo"), Cap::PROC_STAT)
         .ok()
@@ -553,7 +559,14 @@ fn cgroup_facts(roots: &Roots) -> CgroupFacts {
     } else {
         "none"
     };
-    let name = format!("hmn-doctor-{}", std::process::id());
+    // A doctor killed between creating its probe group and removing it left the group: gone
+    // now (it never holds a process, so nothing is moved).
+    let _ = crate::system::cgroup::remove_stale(roots, super::model::PROBE_CGROUP_PREFIX);
+    let name = format!(
+        "{}{}",
+        super::model::PROBE_CGROUP_PREFIX,
+        std::process::id()
+    );
     let creatable = match crate::system::cgroup::PeakCgroup::create(roots, &name) {
         Ok(group) => {
             let dir = group.dir().to_path_buf();

@@ -14,7 +14,7 @@
 //! | `persistence` | NVIDIA persistence mode |
 //! | `device-nodes` | `/dev/nvidia*` and `/dev/dri/*`: access, and membership of their groups |
 //! | `hidepid` | the proc mount's `hidepid` |
-//! | `ptrace` | capabilities to read other users' DRM fdinfo (and Yama's `ptrace_scope`) |
+//! | `ptrace` | capabilities to read other users' DRM fdinfo (and Yama's `ptrace_scope`), and whether they are a user namespace's own |
 //! | `kernel` | the kernel release against the fdinfo keys each present DRM driver prints |
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
@@ -32,13 +32,15 @@ mod facts;
 mod kernel;
 mod model;
 mod portable;
+mod userns;
 
 pub use facts::{
     CgroupFacts, DevNode, DrmFacts, Facts, NvmlDeviceFacts, NvmlFacts, NvmlState, ProcMount,
     UserFacts, gather, parse_cap_eff, parse_nvidia_version, parse_proc_mount,
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
-pub use model::{Check, Platform, Status};
+pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
+pub use userns::{is_initial_uid_map, uid_outside};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -84,8 +86,9 @@ pub fn checks(f: &Facts) -> Vec<Check> {
 }
 
 /// Gathers the facts under `options` and checks them. The `cgroup` check creates and removes
-/// an empty group, `hmn-doctor-<pid>`, as `hmn run` would make its own (nothing is left
-/// behind); nothing else is written.
+/// an empty group, `hmn-doctor-<pid>` ([`PROBE_CGROUP_PREFIX`]), as `hmn run` would make its
+/// own, after removing such groups of doctors that were killed before they could
+/// ([`crate::system::cgroup::remove_stale`]; `hmn run` removes them too); nothing else is written.
 pub fn run(options: &ProbeOptions) -> Report {
     Report {
         checks: checks(&gather(options)),

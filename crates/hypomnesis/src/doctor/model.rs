@@ -97,3 +97,6 @@ impl Check {
         }
     }
 }
+
+/// The name of the `cgroup` check's probe group: this prefix and the doctor's pid.
+pub const PROBE_CGROUP_PREFIX: &str = "hmn-doctor-";

@@ -200,14 +200,19 @@ fn accounting_and_persistence() {
         p.saw
     );
     assert!(p.remedy.unwrap().contains("nvidia-persistenced"));
-    // Unreadable only: a warning with nothing to run.
+    // Unreadable only: a warning, and how to see why and what hmn run does meanwhile.
     f.nvml = loaded(vec![NvmlDeviceFacts::new(
         0,
         Err("Not Supported".into()),
-        Ok(true),
+        Err("Insufficient Permissions".into()),
     )]);
     let a = one(&f, "accounting");
-    assert_eq!((a.status, a.remedy), (Status::Warn, None));
+    assert_eq!(a.status, Status::Warn);
+    let fix = a.remedy.unwrap();
+    assert!(fix.contains("nvidia-smi -q -d ACCOUNTING"), "{fix}");
+    assert!(fix.contains("sudo nvidia-smi -am 1"), "{fix}");
+    let p = one(&f, "persistence");
+    assert!(p.remedy.unwrap().contains("nvidia-smi -q -d PERFORMANCE"));
 }
 
 fn node(path: &str, gid: u32, group: &str, mode: u32, accessible: bool) -> DevNode {
@@ -316,6 +321,47 @@ fn ptrace_and_capabilities() {
     assert!(c.remedy.unwrap().contains("--cap-add SYS_PTRACE"));
     f.user = UserFacts::new(0, 0, vec![], full);
     assert_eq!(one(&f, "ptrace").status, Status::Ok);
+    // The initial user namespace's identity map: root is root.
+    f.user.uid_map = Some("         0          0 4294967295\n".into());
+    assert_eq!(one(&f, "ptrace").status, Status::Ok);
+    // A user namespace (rootless Podman, unshare -r): uid 0 and every capability are its own.
+    f.user.uid_map = Some("         0       1000          1\n".into());
+    let c = one(&f, "ptrace");
+    assert_eq!(c.status, Status::Warn, "{}", c.saw);
+    assert!(
+        c.saw.starts_with(
+            "euid 0 (uid 1000 outside this user namespace); CAP_SYS_PTRACE yes (namespaced)"
+        ),
+        "{}",
+        c.saw
+    );
+    assert!(
+        c.saw
+            .contains("do not reach other users' processes of the parent namespace"),
+        "{}",
+        c.saw
+    );
+    assert!(c.remedy.unwrap().contains("outside the user namespace"));
+    f.drm.clear();
+    let c = one(&f, "ptrace");
+    assert_eq!(c.status, Status::Ok, "no DRM GPU: nothing to read");
+    assert!(c.saw.contains("(namespaced)"), "{}", c.saw);
+}
+
+#[test]
+fn uid_maps() {
+    assert!(is_initial_uid_map("         0          0 4294967295\n"));
+    assert!(!is_initial_uid_map("         0       1000          1\n"));
+    assert!(!is_initial_uid_map("0 0 4294967295\n1 1 1\n"));
+    assert!(
+        !is_initial_uid_map("0 0 65536\n"),
+        "a namespace mapping a range to itself"
+    );
+    assert!(!is_initial_uid_map(""), "an unmapped namespace");
+    let map = "0 1000 1\n1 100000 65536\n";
+    assert_eq!(uid_outside(map, 0), Some(1000));
+    assert_eq!(uid_outside(map, 5), Some(100_004));
+    assert_eq!(uid_outside(map, 70_000), None);
 }
 
 #[test]
@@ -485,7 +531,19 @@ fn fixture(fake: &hmn_testbed::FakeNvml) -> (tempfile::TempDir, ProbeOptions) {
 fn gathered_with_a_version_mismatch() {
     let fake = hmn_testbed::FakeNvml::h100s(1).version_mismatch();
     let (dir, opts) = fixture(&fake);
+    // Probe groups of doctors: one killed (no pid 77), one alive (4242, the fixture's own).
+    let job = dir.path().join("sys/fs/cgroup/memory/job");
+    for name in ["hmn-doctor-77", "hmn-doctor-4242"] {
+        std::fs::create_dir(job.join(name)).unwrap();
+    }
+    std::fs::write(dir.path().join("proc/4242/uid_map"), "0 1000 1\n").unwrap();
     let f = gather(&opts);
+    assert!(
+        !job.join("hmn-doctor-77").exists(),
+        "a killed doctor's group"
+    );
+    assert!(job.join("hmn-doctor-4242").exists(), "a live one's");
+    assert_eq!(f.user.uid_map.as_deref(), Some("0 1000 1\n"));
     assert_eq!(f.nvidia_pci_devices, 1);
     assert_eq!(f.kernel_module_version.as_deref(), Some("550.40.07"));
     assert_eq!(

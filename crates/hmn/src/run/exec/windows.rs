@@ -51,6 +51,10 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
         not_found,
         detail: detail.to_string(),
     };
+    // An empty name is no command (joined to a directory it would name the directory).
+    if program.is_empty() {
+        return Err(err(true, "command not found"));
+    }
     let p = Path::new(program);
     let is_file = |c: &Path| std::fs::metadata(c).is_ok_and(|m| m.is_file());
     let is_path = p.components().count() > 1 || p.is_absolute();

@@ -148,4 +148,8 @@ pub enum Target {
     Tree(ProcessId),
     /// These processes, each on its own (no descendants).
     Processes(Vec<ProcessId>),
+    /// A process's descendants, re-discovered at every refresh, without the process itself: the
+    /// tree under a supervisor that is not part of what is measured (`hmn run`'s guard, the
+    /// subreaper parent that stays between hmn and the command).
+    Descendants(ProcessId),
 }

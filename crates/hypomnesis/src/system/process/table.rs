@@ -128,7 +128,7 @@ impl ProcessTable {
 
     /// The target's processes now, each with a fresh `stat` (re-read, so its RSS is current and
     /// a reused pid shows its new start time): a tree's root and its descendants, walked from
-    /// the root (see the [module docs](self)), or the listed processes. A process whose start
+    /// the root (see the [module docs](self)), the descendants alone, or the listed processes. A process whose start
     /// time differs from its identity's, or that is gone, is left out. Call
     /// [`ProcessTable::refresh`] first.
     pub fn members(&mut self, roots: &Roots, target: &Target) -> Vec<Stat> {
@@ -137,7 +137,8 @@ impl ProcessTable {
             Target::Processes(ids) => {
                 out.extend(ids.iter().filter_map(|id| self.reread(roots, *id)));
             }
-            Target::Tree(root) => {
+            Target::Tree(root) | Target::Descendants(root) => {
+                let with_root = matches!(target, Target::Tree(_));
                 let map = self.children_map();
                 let mut seen: BTreeSet<ProcessId> = BTreeSet::new();
                 let mut queue: Vec<(ProcessId, Option<u32>)> = vec![(*root, None)];
@@ -153,7 +154,9 @@ impl ProcessTable {
                     }
                     let here = Some(id.pid);
                     queue.extend(map.get(&id).into_iter().flatten().map(|c| (*c, here)));
-                    out.push(st);
+                    if with_root || id != *root {
+                        out.push(st);
+                    }
                 }
             }
         }
@@ -279,6 +282,11 @@ pub(super) mod tests {
         assert_eq!(
             pids(&t.members(&roots, &Target::Tree(root))),
             vec![10, 11, 12]
+        );
+        assert_eq!(
+            pids(&t.members(&roots, &Target::Descendants(root))),
+            vec![11, 12],
+            "the tree without its root"
         );
 
         // 12 exits, 13 starts under 11, and 20 (not a member) changes in place.
