@@ -91,7 +91,7 @@ pub fn gguf_attacks(bytes: u64) -> Vec<(String, GgufWriter)> {
 }
 
 /// Writes a safetensors file whose JSON header is about `header_bytes` long (F32 scalars named
-/// `{prefix}{i}`, the data a hole), padded to a multiple of 8.
+/// `{prefix}{i}`, the data a hole), padded to a multiple of 8; returns how many tensors it has.
 ///
 /// # Errors
 /// When the file cannot be written.
@@ -99,7 +99,7 @@ pub fn safetensors_with_header(
     path: &std::path::Path,
     prefix: &str,
     header_bytes: u64,
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     use std::io::Write as _;
     let mut json = String::from("{");
     let mut i = 0u64;
@@ -121,24 +121,26 @@ pub fn safetensors_with_header(
     let mut f = std::fs::File::create(path)?;
     f.write_all(&(json.len() as u64).to_le_bytes())?;
     f.write_all(json.as_bytes())?;
-    f.set_len(8 + json.len() as u64 + i * 4)
+    f.set_len(8 + json.len() as u64 + i * 4)?;
+    Ok(i)
 }
 
 /// `n` shard names (`model-0000K-of-0000N.safetensors`) in `dir`, every one a symbolic link to
-/// one file (`blob.safetensors`) with a header of about `header_bytes`.
+/// one file (`blob.safetensors`) with a header of about `header_bytes`; returns the file's
+/// tensor count.
 ///
 /// # Errors
 /// When a file or link cannot be written.
-pub fn symlinked_shards(dir: &std::path::Path, header_bytes: u64, n: u32) -> std::io::Result<()> {
+pub fn symlinked_shards(dir: &std::path::Path, header_bytes: u64, n: u32) -> std::io::Result<u64> {
     std::fs::create_dir_all(dir)?;
-    safetensors_with_header(&dir.join("blob.safetensors"), "t", header_bytes)?;
+    let tensors = safetensors_with_header(&dir.join("blob.safetensors"), "t", header_bytes)?;
     for k in 1..=n {
         crate::symlink(
             "blob.safetensors",
             dir.join(format!("model-{k:05}-of-{n:05}.safetensors")),
         )?;
     }
-    Ok(())
+    Ok(tensors)
 }
 
 /// A Hugging Face cache of a sharded checkpoint under `root`: `blobs/<sha>` files and
