@@ -271,32 +271,36 @@ const HOSTILE: &str = "\x1b]2;pwned\x07\x1b]52;c;cHduZWQ=\x07\u{9b}31m\x7f";
 #[test]
 fn control_sequences_in_model_files_never_reach_the_terminal() {
     let bed = Bed::new();
+    // A safetensors file of this header, with `data` bytes of data.
+    let write = |name: &str, header: String, data: u64| {
+        let path = bed.path(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+        f.write_all(header.as_bytes()).unwrap();
+        f.set_len(8 + header.len() as u64 + data).unwrap();
+        path
+    };
+    // The hostile text as a JSON string, quotes included.
+    let quoted = serde_json::to_string(HOSTILE).unwrap();
     // A safetensors dtype.
-    let header = format!(
-        r#"{{"w":{{"dtype":"{}","shape":[1],"data_offsets":[0,4]}}}}"#,
-        HOSTILE
-            .replace('\x1b', "\\u001b")
-            .replace('\x07', "\\u0007")
+    let header = format!(r#"{{"w":{{"dtype":{quoted},"shape":[1],"data_offsets":[0,4]}}}}"#);
+    refused(
+        &bed,
+        &write("dtype.safetensors", header, 4),
+        "dtype.safetensors",
     );
-    let path = bed.path("dtype.safetensors");
-    let mut f = std::fs::File::create(&path).unwrap();
-    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
-    f.write_all(header.as_bytes()).unwrap();
-    f.write_all(&[0; 4]).unwrap();
-    refused(&bed, &path, "dtype.safetensors");
-    // A tensor name that the crate's validation quotes (its offsets overlap).
+    // Tensor names that the crate's validation quotes (their offsets overlap).
+    let name = |suffix: &str| format!("{}{suffix}\"", &quoted[..quoted.len() - 1]);
     let header = format!(
-        r#"{{"{n}a":{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}},"{n}b":{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}}}"#,
-        n = HOSTILE
-            .replace('\x1b', "\\u001b")
-            .replace('\x07', "\\u0007")
+        r#"{{{}:{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}},{}:{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}}}"#,
+        name("a"),
+        name("b")
     );
-    let path = bed.path("names.safetensors");
-    let mut f = std::fs::File::create(&path).unwrap();
-    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
-    f.write_all(header.as_bytes()).unwrap();
-    f.write_all(&[0; 8]).unwrap();
-    refused(&bed, &path, "names.safetensors");
+    refused(
+        &bed,
+        &write("names.safetensors", header, 8),
+        "names.safetensors",
+    );
     // A shard named in an index that does not exist.
     let dir = bed.path("index");
     std::fs::create_dir(&dir).unwrap();
