@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use hmn_testbed::{FakeGpu, FakeProc};
 
-use crate::util::Bed;
+use crate::util::{Bed, max_rss_kib};
 
 fn fdinfo(name: &str) -> String {
     hmn_testbed::fdinfo_sample(name).unwrap()
@@ -304,38 +304,6 @@ fn an_unprivileged_user_sees_a_hidden_count() {
         Some(2),
         "hidden processes make an empty answer undetermined"
     );
-}
-
-/// Peak RSS (KiB, GNU time's `%M`: the largest of the waited-for tree, so `timeout`'s child
-/// hmn) of `hmn ARGS` in `bed`, and its output; hmn is killed after 20 s (a read that blocked
-/// on a FIFO would hang it).
-fn max_rss_kib(bed: &Bed, args: &[&str]) -> (u64, std::process::Output) {
-    assert!(
-        std::path::Path::new("/usr/bin/time").exists(),
-        "GNU time is missing: .ci/run installs the `time` package"
-    );
-    let out = bed.path("time.out");
-    let o = bed
-        .env
-        .command("/usr/bin/time")
-        .arg("-f")
-        .arg("%M")
-        .arg("-o")
-        .arg(&out)
-        .args(["timeout", "-s", "KILL", "20"])
-        .arg(env!("CARGO_BIN_EXE_hmn"))
-        .args(args)
-        .output()
-        .unwrap();
-    let kib = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (kib, o)
 }
 
 /// Issue 17: a hostile `/proc` costs no more memory than a sane one. Beside a real client,

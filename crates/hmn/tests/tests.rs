@@ -15,6 +15,7 @@ mod doctor;
 mod drm;
 mod files;
 mod fits;
+mod fits_bounds;
 mod fits_runtimes;
 mod generate;
 mod jobs;

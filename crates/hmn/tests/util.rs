@@ -87,3 +87,35 @@ pub fn before_column(table: &str, line: usize, header: &str) -> String {
         None => row.trim_end().to_string(),
     }
 }
+
+/// Peak RSS (KiB, GNU time's `%M`: the largest of the waited-for tree, so `timeout`'s child
+/// hmn) of `hmn ARGS` in `bed`, and its output; hmn is killed after 20 s (a read that blocked
+/// on a FIFO would hang it).
+pub fn max_rss_kib(bed: &Bed, args: &[&str]) -> (u64, std::process::Output) {
+    assert!(
+        std::path::Path::new("/usr/bin/time").exists(),
+        "GNU time is missing: .ci/run installs the `time` package"
+    );
+    let out = bed.path("time.out");
+    let o = bed
+        .env
+        .command("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&out)
+        .args(["timeout", "-s", "KILL", "20"])
+        .arg(env!("CARGO_BIN_EXE_hmn"))
+        .args(args)
+        .output()
+        .unwrap();
+    let kib = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (kib, o)
+}

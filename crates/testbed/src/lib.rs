@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`mod@env`] | the environment wiring: roots, backend paths, `HMN_*` variables, commands |
 //! | [`gguf`] | a minimal GGUF writer for model-file tests |
+//! | [`hostile_models`] | hostile GGUF headers (metadata arrays, strings, keys, nesting, tensor infos) for the bounds of `hmn fits` |
 //! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files; MIG, MPS and utilization samples in `nvml_mig`, the file's text in `nvml_conf` |
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`sandbox`] | [`Sandbox`]: a temporary directory with fixture trees and its [`Env`], the base of both crates' harnesses |
@@ -14,6 +15,7 @@
 
 pub mod env;
 pub mod gguf;
+pub mod hostile_models;
 pub mod nvml;
 mod nvml_conf;
 mod nvml_mig;

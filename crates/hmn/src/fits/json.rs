@@ -1,6 +1,10 @@
 //! `hmn fits --json` (schema 1). Fields are only ever added: `input`, `params`, `estimate`,
 //! `devices`, `fit`, `device`, `error`, `warnings` keep their names and meanings; `plan`,
 //! `devices_used`, `host`, `complete` and the new fields inside them are additions.
+//!
+//! The top-level `warnings` hold every warning of the run, as in the other commands: the
+//! devices', then the model reader's (`input.warnings`), then the estimate's
+//! (`estimate.warnings`); those two lists keep theirs too.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -133,6 +137,16 @@ pub(super) fn write(
         Input::Size(n) => InputJson::Size { bytes: *n },
         Input::Model(m) => model_json(m, &a.model),
     };
+    let reader = match input {
+        Input::Model(m) => m.warnings.as_slice(),
+        Input::Size(_) => &[],
+    };
+    let warnings: Vec<Warning> = o
+        .warnings
+        .iter()
+        .cloned()
+        .chain(reader.iter().chain(&est.warnings).map(Warning::general))
+        .collect();
     let chosen = o.chosen.and_then(|c| o.fits.get(c));
     let devices_used = match o.plan {
         Plan::SplitLayers | Plan::TensorParallel => o.fits.iter().filter_map(|f| f.index).collect(),
@@ -164,7 +178,7 @@ pub(super) fn write(
             fit: o.fit,
             device: chosen.and_then(|c| c.index),
             error: o.error.clone(),
-            warnings: &o.warnings,
+            warnings: &warnings,
             plan: o.plan,
             devices_used,
             host: o.host.as_ref(),

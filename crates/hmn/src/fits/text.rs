@@ -52,7 +52,7 @@ pub(super) fn write_model(
             writeln!(out, "assumes: {}", sanitize(s))?;
         }
     }
-    for w in &est.warnings {
+    for w in m.warnings.iter().chain(&est.warnings) {
         writeln!(out, "warning: {}", sanitize(w))?;
     }
     writeln!(out)?;

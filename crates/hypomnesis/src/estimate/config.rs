@@ -12,6 +12,10 @@
 //! | MLA: `kv_lora_rank + qk_rope_head_dim` | DeepSeek-V2/V3 | [`from_config_json`] |
 //!
 //! GGUF metadata is read by [`super::gguf_arch`] ([`from_gguf`] is re-exported here).
+//!
+//! An integer key that is absent (or `null`) is a default, or "no {key}" when required; one
+//! present with the wrong type or out of range (`-1`, `2.5`, `"2"`) is "invalid {key} (…)",
+//! never taken for absent.
 
 use serde_json::Value as Json;
 
@@ -21,8 +25,52 @@ use crate::types::error::ParseError;
 use super::arch::MAX_LAYERS;
 pub use super::gguf_arch::from_gguf;
 
-fn get(v: &Json, key: &str) -> Option<u64> {
-    v.get(key).and_then(Json::as_u64)
+/// An integer key: `None` when absent or `null`; an error when present but not a
+/// non-negative integer.
+fn get(v: &Json, key: &str) -> Result<Option<u64>, ParseError> {
+    match v.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| invalid(key, x)),
+    }
+}
+
+/// The first of `keys` present.
+fn first(v: &Json, keys: &[&str]) -> Result<Option<u64>, ParseError> {
+    for k in keys {
+        if let Some(x) = get(v, k)? {
+            return Ok(Some(x));
+        }
+    }
+    Ok(None)
+}
+
+/// "invalid {key} ({value}: why)".
+fn invalid(key: &str, x: &Json) -> ParseError {
+    let why = match x {
+        Json::Number(n) if n.is_i64() => "negative",
+        Json::Number(n)
+            if n.as_f64()
+                .is_some_and(|f| f >= 18_446_744_073_709_551_616.0) =>
+        {
+            "out of range"
+        }
+        Json::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            "a float, not an integer"
+        }
+        Json::Number(_) => "not a whole number",
+        Json::String(_) => "a string, not a number",
+        _ => "not a number",
+    };
+    let mut shown = x.to_string();
+    if shown.len() > 40 {
+        let cut = (0..=40)
+            .rev()
+            .find(|i| shown.is_char_boundary(*i))
+            .unwrap_or(0);
+        shown.truncate(cut);
+        shown.push('…');
+    }
+    ParseError::new(format!("invalid {key} ({shown}: {why})"))
 }
 
 /// A default of a model type's transformers config class, for a key the file omits.
@@ -69,13 +117,20 @@ fn model_type_default(model_type: &str, key: &str) -> Option<(u64, &'static str)
 }
 
 /// Reads `key`, else the model type's default (recorded in `filled`).
-fn get_or_default(c: &Json, model_type: &str, key: &str, filled: &mut Vec<String>) -> Option<u64> {
-    if let Some(v) = get(c, key) {
-        return Some(v);
+fn get_or_default(
+    c: &Json,
+    model_type: &str,
+    key: &str,
+    filled: &mut Vec<String>,
+) -> Result<Option<u64>, ParseError> {
+    if let Some(v) = get(c, key)? {
+        return Ok(Some(v));
     }
-    let (v, class) = model_type_default(model_type, key)?;
+    let Some((v, class)) = model_type_default(model_type, key) else {
+        return Ok(None);
+    };
     filled.push(format!("{key} = {v} ({class} default)"));
-    Some(v)
+    Ok(Some(v))
 }
 
 /// The length keys vLLM takes the minimum of (`_get_and_verify_max_len`).
@@ -92,27 +147,35 @@ const LENGTH_KEYS: [&str; 9] = [
 ];
 
 /// vLLM's derived `max_model_len` and how it was derived.
-fn derived_context(c: &Json, model_type: &str, filled: &mut Vec<String>) -> Option<(u64, String)> {
-    let present: Vec<(&str, u64)> = LENGTH_KEYS
-        .iter()
-        .filter_map(|k| get(c, k).map(|v| (*k, v)))
-        .collect();
+fn derived_context(
+    c: &Json,
+    model_type: &str,
+    filled: &mut Vec<String>,
+) -> Result<Option<(u64, String)>, ParseError> {
+    let mut present: Vec<(&str, u64)> = Vec::new();
+    for k in LENGTH_KEYS {
+        if let Some(v) = get(c, k)? {
+            present.push((k, v));
+        }
+    }
     let (mut key, mut len) = match present.iter().min_by_key(|(_, v)| *v) {
         Some((k, v)) => ((*k).to_string(), *v),
         None => {
-            let v = get_or_default(c, model_type, "max_position_embeddings", filled)?;
+            let Some(v) = get_or_default(c, model_type, "max_position_embeddings", filled)? else {
+                return Ok(None);
+            };
             ("max_position_embeddings (default)".to_string(), v)
         }
     };
-    if let Some(v) = get(c, "model_max_length") {
+    if let Some(v) = get(c, "model_max_length")? {
         (key, len) = ("model_max_length".to_string(), v);
     }
     let mut rule = format!("{key} {len}");
     if model_type.contains("gemma3") {
-        return Some((
+        return Ok(Some((
             len,
             format!("{rule}; rope scaling not applied to Gemma-3 (vLLM: already scaled)"),
-        ));
+        )));
     }
     // rope_parameters (transformers 5; may be one per layer type) or rope_scaling (legacy).
     let rope = c
@@ -133,7 +196,7 @@ fn derived_context(c: &Json, model_type: &str, filled: &mut Vec<String>) -> Opti
         let factor = r.get("factor").and_then(Json::as_f64).unwrap_or(1.0);
         if !matches!(kind, "su" | "longrope" | "llama3") && factor.is_finite() && factor > 0.0 {
             if kind == "yarn" {
-                if let Some(orig) = get(r, "original_max_position_embeddings") {
+                if let Some(orig) = get(r, "original_max_position_embeddings")? {
                     len = orig;
                     rule = format!("original_max_position_embeddings {orig}");
                 }
@@ -146,7 +209,7 @@ fn derived_context(c: &Json, model_type: &str, filled: &mut Vec<String>) -> Opti
             rule = format!("{rule} ({kind} rope scaling: not multiplied)");
         }
     }
-    Some((len, rule))
+    Ok(Some((len, rule)))
 }
 
 /// How layer `i` attends.
@@ -207,37 +270,35 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
     let mt = model_type.as_str();
     let mut filled = Vec::new();
     let mut warnings = Vec::new();
-    let n_layers = get(c, "num_hidden_layers")
-        .or_else(|| get(c, "n_layer"))
-        .or_else(|| get(c, "num_layers"))
+    let n_layers = first(c, &["num_hidden_layers", "n_layer", "num_layers"])?
         .ok_or_else(|| ParseError::new("no num_hidden_layers"))?;
     if n_layers == 0 || n_layers > MAX_LAYERS {
         return Err(ParseError::new(format!(
-            "num_hidden_layers {n_layers} out of range"
+            "invalid num_hidden_layers ({n_layers}: out of range, 1 to {MAX_LAYERS})"
         )));
     }
-    let heads = get_or_default(c, mt, "num_attention_heads", &mut filled)
-        .or_else(|| get(c, "n_head"))
-        .ok_or_else(|| ParseError::new("no num_attention_heads"))?;
-    let hidden = get(c, "hidden_size")
-        .or_else(|| get(c, "n_embd"))
-        .or_else(|| get(c, "d_model"));
-    let kv_key = [
-        "num_key_value_heads",
-        "n_head_kv",
-        "num_kv_heads",
-        "multi_query_group_num",
-    ]
-    .iter()
-    .find_map(|k| get(c, k));
+    let heads = match get_or_default(c, mt, "num_attention_heads", &mut filled)? {
+        Some(h) => h,
+        None => get(c, "n_head")?.ok_or_else(|| ParseError::new("no num_attention_heads"))?,
+    };
+    let hidden = first(c, &["hidden_size", "n_embd", "d_model"])?;
+    let kv_key = first(
+        c,
+        &[
+            "num_key_value_heads",
+            "n_head_kv",
+            "num_kv_heads",
+            "multi_query_group_num",
+        ],
+    )?;
     let (kv_heads, kv_from) = match kv_key {
         Some(k) => (k, KvHeadsFrom::Config),
-        None => match get_or_default(c, mt, "num_key_value_heads", &mut filled) {
+        None => match get_or_default(c, mt, "num_key_value_heads", &mut filled)? {
             Some(k) => (k, KvHeadsFrom::ModelTypeDefault),
             None => (heads, KvHeadsFrom::AttentionHeads),
         },
     };
-    let head_dim = get(c, "head_dim")
+    let head_dim = get(c, "head_dim")?
         .or_else(|| {
             model_type_default(mt, "head_dim").map(|(v, class)| {
                 filled.push(format!("head_dim = {v} ({class} default)"));
@@ -246,22 +307,20 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
         })
         .or_else(|| hidden.filter(|_| heads > 0).map(|h| h / heads))
         .ok_or_else(|| ParseError::new("no head_dim and no hidden_size to derive it"))?;
-    let mla =
-        get(c, "kv_lora_rank").map(|r| r.saturating_add(get(c, "qk_rope_head_dim").unwrap_or(0)));
-    let v_head_dim = if mla.is_some() {
-        head_dim
-    } else {
-        get(c, "v_head_dim").unwrap_or(head_dim)
+    let rope_dim = get(c, "qk_rope_head_dim")?;
+    let mla = get(c, "kv_lora_rank")?.map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
+    let v_head_dim = match get(c, "v_head_dim")? {
+        Some(v) if mla.is_none() => v,
+        _ => head_dim,
     };
     // Sliding windows. `sliding_window: null` means none.
-    let explicit_window = get(c, "sliding_window").filter(|w| *w > 0);
+    let explicit_window = get(c, "sliding_window")?.filter(|w| *w > 0);
     let layer_types: Option<Vec<&str>> = c
         .get("layer_types")
         .and_then(Json::as_array)
         .map(|a| a.iter().filter_map(Json::as_str).collect());
-    let period = get(c, "sliding_window_pattern")
-        .or_else(|| get(c, "_sliding_window_pattern"))
-        .filter(|p| *p > 0);
+    let period =
+        first(c, &["sliding_window_pattern", "_sliding_window_pattern"])?.filter(|p| *p > 0);
     let type_period = model_type_default(mt, "sliding_window_pattern").map(|(p, _)| p);
     let use_sliding = c.get("use_sliding_window").and_then(Json::as_bool);
     let window_key_null = c.get("sliding_window").is_some_and(Json::is_null);
@@ -269,7 +328,7 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
         Some(w) => Some(w),
         // Gemma-2/3 slide even when the file omits the window (the class default).
         None if type_period.is_some() && !window_key_null => {
-            get_or_default(c, mt, "sliding_window", &mut filled)
+            get_or_default(c, mt, "sliding_window", &mut filled)?
         }
         None => None,
     };
@@ -281,8 +340,10 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
         } else {
             None
         },
-        from_layer: (qwen && use_sliding == Some(true) && layer_types.is_none())
-            .then(|| get(c, "max_window_layers").unwrap_or(0)),
+        from_layer: match qwen && use_sliding == Some(true) && layer_types.is_none() {
+            true => Some(get(c, "max_window_layers")?.unwrap_or(0)),
+            false => None,
+        },
         all: use_sliding == Some(true) || (mt == "mistral" && use_sliding.is_none()),
         layer_types,
     };
@@ -300,8 +361,8 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
         ));
     }
     // Gemma-4: full-attention layers have their own head size and KV head count.
-    let global_dim = get(c, "global_head_dim");
-    let global_kv = get(c, "num_global_key_value_heads");
+    let global_dim = get(c, "global_head_dim")?;
+    let global_kv = get(c, "num_global_key_value_heads")?;
     let mut layers = Vec::new();
     for i in 0..n_layers {
         let kind = match mla {
@@ -317,7 +378,7 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
         };
         layers.push(layer);
     }
-    if let Some(n) = get(c, "num_kv_shared_layers").filter(|n| *n > 0) {
+    if let Some(n) = get(c, "num_kv_shared_layers")?.filter(|n| *n > 0) {
         warnings.push(format!(
             "the last {n} layers reuse earlier layers' KV (num_kv_shared_layers): counted as caching their own, an over-estimate"
         ));
@@ -329,17 +390,24 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
     }
     let mut a = Architecture::new(layers);
     a.name = (!model_type.is_empty()).then_some(model_type.clone());
-    a.hidden_size = hidden.or_else(|| get_or_default(c, mt, "hidden_size", &mut filled));
+    a.hidden_size = match hidden {
+        Some(h) => Some(h),
+        None => get_or_default(c, mt, "hidden_size", &mut filled)?,
+    };
     a.attention_heads = Some(heads);
-    a.vocab_size = get(c, "vocab_size")
-        .or_else(|| get(&root, "vocab_size"))
-        .or_else(|| get_or_default(c, mt, "vocab_size", &mut filled));
-    a.intermediate_size = get(c, "intermediate_size").or_else(|| get(c, "n_inner"));
+    a.vocab_size = match get(c, "vocab_size")? {
+        Some(v) => Some(v),
+        None => match get(&root, "vocab_size")? {
+            Some(v) => Some(v),
+            None => get_or_default(c, mt, "vocab_size", &mut filled)?,
+        },
+    };
+    a.intermediate_size = first(c, &["intermediate_size", "n_inner"])?;
     a.tied_embeddings = c
         .get("tie_word_embeddings")
         .or_else(|| root.get("tie_word_embeddings"))
         .and_then(Json::as_bool);
-    if let Some((len, rule)) = derived_context(c, mt, &mut filled) {
+    if let Some((len, rule)) = derived_context(c, mt, &mut filled)? {
         a.max_context = Some(len);
         a.context_rule = Some(rule);
     }
@@ -481,6 +549,30 @@ mod tests {
             "no head size"
         );
         assert!(from_config_json(b"{").is_err());
+        // Present with the wrong type or range: invalid, never taken for absent.
+        let layers = |v: &str| {
+            from_config_json(
+                format!(r#"{{"num_hidden_layers":{v},"num_attention_heads":1,"head_dim":1}}"#)
+                    .as_bytes(),
+            )
+            .unwrap_err()
+            .message
+        };
+        assert_eq!(layers("-1"), "invalid num_hidden_layers (-1: negative)");
+        assert_eq!(
+            layers("2.5"),
+            "invalid num_hidden_layers (2.5: not a whole number)"
+        );
+        assert_eq!(
+            layers(r#""2""#),
+            r#"invalid num_hidden_layers ("2": a string, not a number)"#
+        );
+        assert_eq!(layers("null"), "no num_hidden_layers");
+        let e = from_config_json(
+            br#"{"num_hidden_layers":1,"num_attention_heads":1,"head_dim":1,"vocab_size":-5}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "invalid vocab_size (-5: negative)");
         // A rope factor that is not a number is ignored, not a panic.
         let a = from_config_json(br#"{"num_hidden_layers":1,"num_attention_heads":1,"head_dim":8,"max_position_embeddings":100,"rope_scaling":{"type":"yarn","factor":"x"}}"#).unwrap();
         assert_eq!(a.max_context, Some(100));

@@ -9,10 +9,15 @@
 //! | `.attention.sliding_window_pattern`: a per-layer bool array or a period, overriding the table | [`from_gguf`] |
 //! | `.attention.kv_lora_rank` + `.rope.dimension_count` for MLA | [`from_gguf`] |
 //! | `.context_length` = `n_ctx_train` | [`from_gguf`] |
+//!
+//! A key that is absent is a default or, for the architecture, block count and head count, a
+//! weights-only estimate; a key present with the wrong type or out of range (a negative count,
+//! a float, a string, an array that is not per-layer) is an error: "invalid {key} (…)".
 
 use super::arch::MAX_LAYERS;
 use super::arch::{Architecture, KvHeadsFrom, Layer, LayerKind};
-use super::gguf::{Header, Value};
+use super::gguf::{Header, Value, shown};
+use crate::types::error::ParseError;
 
 /// An architecture's sliding-window rule: the period, whether the dense layer comes first, and
 /// the window used when the file gives none (`None`: no sliding layers without the key).
@@ -41,14 +46,63 @@ fn is_swa(period: u64, dense_first: bool, il: u64) -> bool {
     }
 }
 
-/// A number or a per-layer array of numbers.
-fn per_layer(v: Option<&Value>, n: u64) -> Option<Vec<u64>> {
-    match v? {
-        Value::Array { items, .. } if !items.is_empty() => {
-            Some(items.iter().map(|x| x.as_u64().unwrap_or(0)).collect())
+/// "invalid {key} ({value}: expected {expected})".
+fn invalid(key: &str, v: &Value, expected: &str) -> ParseError {
+    ParseError::new(format!("invalid {key} ({}: expected {expected})", shown(v)))
+}
+
+/// An integer key: `None` when absent, an error when present but not a non-negative integer.
+fn int(h: &Header, key: &str) -> Result<Option<u64>, ParseError> {
+    match h.metadata.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid(key, v, "a non-negative integer")),
+    }
+}
+
+/// A number or a per-layer array of numbers (`None` when absent).
+fn per_layer(h: &Header, key: &str, n: u64) -> Result<Option<Vec<u64>>, ParseError> {
+    let expected = "a non-negative integer or a per-layer array of at most 4096 of them";
+    match h.metadata.get(key) {
+        None => Ok(None),
+        Some(v @ Value::Array { items, .. }) => {
+            let all: Option<Vec<u64>> = items.iter().map(Value::as_u64).collect();
+            match all {
+                Some(all) if !all.is_empty() => Ok(Some(all)),
+                _ => Err(invalid(key, v, expected)),
+            }
         }
-        Value::Array { .. } => None,
-        x => x.as_u64().map(|v| vec![v; usize::try_from(n).unwrap_or(0)]),
+        Some(v) => match v.as_u64() {
+            Some(x) => Ok(Some(vec![x; usize::try_from(n).unwrap_or(0)])),
+            None => Err(invalid(key, v, expected)),
+        },
+    }
+}
+
+/// A per-layer pattern of bools (or 0/1), or a period (`None` when absent).
+fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>, ParseError> {
+    let expected = "a period or a per-layer array of bools";
+    match h.metadata.get(key) {
+        None => Ok(None),
+        Some(v @ Value::Array { items, .. }) => {
+            let all: Option<Vec<bool>> = items
+                .iter()
+                .map(|x| match x {
+                    Value::Bool(b) => Some(*b),
+                    x => x.as_u64().map(|i| i != 0),
+                })
+                .collect();
+            match all {
+                Some(all) if !all.is_empty() => Ok(Some(all)),
+                _ => Err(invalid(key, v, expected)),
+            }
+        }
+        Some(v) => match v.as_u64() {
+            Some(p) => Ok(Some((0..n_layers).map(|il| is_swa(p, false, il)).collect())),
+            None => Err(invalid(key, v, expected)),
+        },
     }
 }
 
@@ -58,21 +112,39 @@ fn at(v: &[u64], i: u64) -> Option<u64> {
 
 /// The architecture from a GGUF header's metadata (pure). `None` when it has no
 /// `general.architecture`, block count or head count.
-pub fn from_gguf(h: &Header) -> Option<Architecture> {
-    let arch = h.architecture()?.to_string();
+///
+/// # Errors
+/// "invalid {key} (…)" for a key it reads that is present with the wrong type or out of range.
+pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
+    let arch = match h.metadata.get("general.architecture") {
+        None => return Ok(None),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => return Err(invalid("general.architecture", v, "a string")),
+    };
     let key = |k: &str| format!("{arch}.{k}");
-    let n_layers = h.u64(&key("block_count"))?.min(MAX_LAYERS);
-    let heads_arr = per_layer(h.metadata.get(&key("attention.head_count")), n_layers)?;
+    let Some(n_layers) = int(h, &key("block_count"))? else {
+        return Ok(None);
+    };
+    if n_layers == 0 || n_layers > MAX_LAYERS {
+        return Err(invalid(
+            &key("block_count"),
+            &Value::Int(i128::from(n_layers)),
+            "1 to 4096 layers",
+        ));
+    }
+    let Some(heads_arr) = per_layer(h, &key("attention.head_count"), n_layers)? else {
+        return Ok(None);
+    };
     let heads = heads_arr.iter().copied().max().unwrap_or(0);
-    let hidden = h.u64(&key("embedding_length"));
+    let hidden = int(h, &key("embedding_length"))?;
     let derived = hidden.filter(|_| heads > 0).map_or(0, |h| h / heads);
-    let k_len = h.u64(&key("attention.key_length")).unwrap_or(derived);
-    let v_len = h.u64(&key("attention.value_length")).unwrap_or(k_len);
-    let k_swa = h.u64(&key("attention.key_length_swa")).unwrap_or(k_len);
-    let v_swa = h.u64(&key("attention.value_length_swa")).unwrap_or(v_len);
+    let k_len = int(h, &key("attention.key_length"))?.unwrap_or(derived);
+    let v_len = int(h, &key("attention.value_length"))?.unwrap_or(k_len);
+    let k_swa = int(h, &key("attention.key_length_swa"))?.unwrap_or(k_len);
+    let v_swa = int(h, &key("attention.value_length_swa"))?.unwrap_or(v_len);
     let mut warnings = Vec::new();
     let mut kv_from = KvHeadsFrom::Config;
-    let kv_heads = match per_layer(h.metadata.get(&key("attention.head_count_kv")), n_layers) {
+    let kv_heads = match per_layer(h, &key("attention.head_count_kv"), n_layers)? {
         Some(v) => v,
         None => {
             // llama.cpp assumes head_count; the attn_k shapes say what the file holds.
@@ -96,7 +168,7 @@ pub fn from_gguf(h: &Header) -> Option<Architecture> {
             from_tensors
         }
     };
-    let window_key = h.u64(&key("attention.sliding_window"));
+    let window_key = int(h, &key("attention.sliding_window"))?;
     let rule = swa_rule(&arch, n_layers);
     let window = match (window_key, rule) {
         (Some(0), _) => None,
@@ -105,30 +177,15 @@ pub fn from_gguf(h: &Header) -> Option<Architecture> {
         (None, None) => None,
     };
     // A per-layer pattern (bools) or a period, when the file has one.
-    let pattern: Option<Vec<bool>> = match h.metadata.get(&key("attention.sliding_window_pattern"))
-    {
-        Some(Value::Array { items, .. }) if !items.is_empty() => Some(
-            items
-                .iter()
-                .map(|v| match v {
-                    Value::Bool(b) => *b,
-                    v => v.as_u64().is_some_and(|x| x != 0),
-                })
-                .collect(),
-        ),
-        Some(v) => v
-            .as_u64()
-            .map(|p| (0..n_layers).map(|il| is_swa(p, false, il)).collect()),
-        None => None,
-    };
+    let pattern = swa_pattern(h, &key("attention.sliding_window_pattern"), n_layers)?;
     if window.is_some() && rule.is_none() && pattern.is_none() {
         warnings.push(format!(
             "{arch}.attention.sliding_window is set, but llama.cpp applies no sliding-window pattern to {arch:?} (phi3 disables it; other architectures do not use it): every layer is treated as full attention"
         ));
     }
-    let mla = h
-        .u64(&key("attention.kv_lora_rank"))
-        .map(|r| r.saturating_add(h.u64(&key("rope.dimension_count")).unwrap_or(0)));
+    let rope_dim = int(h, &key("rope.dimension_count"))?;
+    let mla =
+        int(h, &key("attention.kv_lora_rank"))?.map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let layers = (0..n_layers)
         .map(|i| {
             let kv = at(&kv_heads, i).unwrap_or(heads);
@@ -156,22 +213,23 @@ pub fn from_gguf(h: &Header) -> Option<Architecture> {
     a.name = Some(arch.clone());
     a.hidden_size = hidden;
     a.attention_heads = Some(heads);
-    a.max_context = h.u64(&key("context_length"));
+    a.max_context = int(h, &key("context_length"))?;
     a.context_rule = a
         .max_context
         .map(|_| format!("{arch}.context_length (llama.cpp's n_ctx_train)"));
-    a.intermediate_size = per_layer(h.metadata.get(&key("feed_forward_length")), n_layers)
-        .and_then(|v| v.into_iter().max());
-    a.vocab_size =
-        h.u64(&key("vocab_size"))
-            .or_else(|| match h.metadata.get("tokenizer.ggml.tokens") {
-                Some(Value::Array { len, .. }) => Some(*len),
-                _ => None,
-            });
+    a.intermediate_size =
+        per_layer(h, &key("feed_forward_length"), n_layers)?.and_then(|v| v.into_iter().max());
+    a.vocab_size = match int(h, &key("vocab_size"))? {
+        Some(v) => Some(v),
+        None => match h.metadata.get("tokenizer.ggml.tokens") {
+            Some(Value::Array { len, .. }) => Some(*len),
+            _ => None,
+        },
+    };
     a.tied_embeddings = Some(!h.tensors.iter().any(|t| t.name == "output.weight"));
     a.kv_heads_from = kv_from;
     a.warnings = warnings;
-    Some(a)
+    Ok(Some(a))
 }
 
 #[cfg(test)]
@@ -188,5 +246,79 @@ mod tests {
         assert!(swa_rule("phi3", 32).is_none());
         assert!(swa_rule("qwen2", 28).is_none());
         assert!(swa_rule("exaone4", 30).is_none() && swa_rule("exaone4", 64).is_some());
+    }
+
+    fn header(pairs: &[(&str, Value)]) -> Header {
+        let mut h = Header::default();
+        for (k, v) in pairs {
+            h.metadata.insert((*k).to_string(), v.clone());
+        }
+        h
+    }
+
+    #[test]
+    fn absent_is_no_architecture_and_invalid_is_an_error() {
+        let arch = ("general.architecture", Value::String("llama".into()));
+        let heads = ("llama.attention.head_count", Value::Int(4));
+        assert_eq!(from_gguf(&header(&[arch.clone(), heads.clone()])), Ok(None));
+        let err = |pairs: &[(&str, Value)]| from_gguf(&header(pairs)).unwrap_err().message;
+        let blocks = |v| ("llama.block_count", v);
+        for (v, shown) in [
+            (Value::String("2".into()), "\"2\""),
+            (Value::Int(-1), "-1"),
+            (Value::Float(2.0), "2.0"),
+            (Value::Bool(true), "true"),
+        ] {
+            let e = err(&[arch.clone(), heads.clone(), blocks(v)]);
+            assert_eq!(
+                e,
+                format!("invalid llama.block_count ({shown}: expected a non-negative integer)")
+            );
+        }
+        let e = err(&[arch.clone(), heads.clone(), blocks(Value::Int(0))]);
+        assert!(e.contains("(0: expected 1 to 4096 layers)"), "{e}");
+        // A per-layer array whose items were not kept (too long) or are not numbers.
+        let long = Value::Array {
+            len: 5000,
+            items: Vec::new(),
+        };
+        let e = err(&[
+            arch.clone(),
+            blocks(Value::Int(2)),
+            ("llama.attention.head_count", long),
+        ]);
+        assert!(
+            e.starts_with("invalid llama.attention.head_count (an array of 5000"),
+            "{e}"
+        );
+        let floats = Value::Array {
+            len: 2,
+            items: vec![Value::Float(1.5), Value::Int(2)],
+        };
+        let e = err(&[
+            arch.clone(),
+            heads.clone(),
+            blocks(Value::Int(2)),
+            ("llama.attention.head_count_kv", floats),
+        ]);
+        assert!(
+            e.starts_with("invalid llama.attention.head_count_kv"),
+            "{e}"
+        );
+        let e = err(&[("general.architecture", Value::Int(1))]);
+        assert_eq!(e, "invalid general.architecture (1: expected a string)");
+        let e = err(&[
+            arch,
+            heads,
+            blocks(Value::Int(2)),
+            (
+                "llama.attention.sliding_window_pattern",
+                Value::String("x".into()),
+            ),
+        ]);
+        assert!(
+            e.starts_with("invalid llama.attention.sliding_window_pattern"),
+            "{e}"
+        );
     }
 }

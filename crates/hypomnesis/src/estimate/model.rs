@@ -97,7 +97,7 @@ fn kv_rows(summary: &safetensors::Summary, arch: &super::arch::Architecture) -> 
 
 fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedModel, Error> {
     let mut arch = config_beside(dir)?;
-    let mut warnings = Vec::new();
+    let mut warnings = summary.warnings.clone();
     match &mut arch {
         Some((a, _)) => {
             let rows = kv_rows(&summary, a);
@@ -152,7 +152,7 @@ fn shard_set(path: &Path, prefix: &str, total: u32) -> Result<safetensors::Summa
     if total as usize > safetensors::MAX_SHARDS {
         return Err(Error::parse(path, None, "more than 4096 shards"));
     }
-    let mut sum = safetensors::Summary::default();
+    let mut sum = safetensors::ShardReader::new();
     for k in 1..=total {
         let shard = dir.join(format!("{prefix}-{k:05}-of-{total:05}.safetensors"));
         if !shard.exists() {
@@ -164,9 +164,9 @@ fn shard_set(path: &Path, prefix: &str, total: u32) -> Result<safetensors::Summa
                 ),
             ));
         }
-        sum.add(safetensors::read_file(&shard)?);
+        sum.read(&shard)?;
     }
-    Ok(sum)
+    Ok(sum.finish())
 }
 
 /// Opens a model file or directory, reading headers only.
@@ -210,11 +210,11 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
                         return from_safetensors(shard_set(f, prefix, total)?, path);
                     }
                 }
-                let mut total = safetensors::Summary::default();
+                let mut total = safetensors::ShardReader::new();
                 for f in many {
-                    total.add(safetensors::read_file(f)?);
+                    total.read(f)?;
                 }
-                from_safetensors(total, path)
+                from_safetensors(total.finish(), path)
             }
             // One split GGUF (its shard 1 names the others).
             [first, ..]
@@ -261,13 +261,36 @@ fn split_gguf(name: &str) -> Option<(&str, u32)> {
     total.parse().ok().filter(|n| *n > 0).map(|n| (prefix, n))
 }
 
-fn read_gguf(path: &Path) -> Result<gguf::Header, Error> {
+/// Reads one GGUF header into the set's `budget`; `None` when the file was read already through
+/// another name (`seen`: the identity and path of each file read).
+fn read_gguf(
+    path: &Path,
+    budget: &mut gguf::ReadBudget,
+    seen: &mut Vec<((u64, u64), PathBuf)>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<gguf::Header>, Error> {
     let (f, len) = fsread::open_sized(path)?;
-    gguf::read_header(std::io::BufReader::new(f), len).map_err(|e| e.at(path))
+    let id = fsread::identity(&f);
+    if let Some((_, first)) = seen.iter().find(|(s, _)| Some(*s) == id) {
+        warnings.push(format!(
+            "{} is another name of {}: read once",
+            path.display(),
+            first.display()
+        ));
+        return Ok(None);
+    }
+    let h = gguf::read_header_within(std::io::BufReader::new(f), len, budget)
+        .map_err(|e| e.at(path))?;
+    if let Some(id) = id {
+        seen.push((id, path.to_path_buf()));
+    }
+    Ok(Some(h))
 }
 
 /// Opens a GGUF file; a split file (`-0000K-of-0000N.gguf`) brings every shard, the
-/// architecture coming from the first shard that has it (usually shard 1).
+/// architecture coming from the first shard that has it (usually shard 1). The shards share
+/// one [`gguf::ReadBudget`]: the set together is bounded as one file is, and a file reached
+/// through several names is read once.
 fn open_gguf(path: &Path) -> Result<OpenedModel, Error> {
     let name = path
         .file_name()
@@ -289,19 +312,25 @@ fn open_gguf(path: &Path) -> Result<OpenedModel, Error> {
     let mut tensors = 0u64;
     let mut by_dtype = std::collections::BTreeMap::new();
     let mut names: Vec<(String, u64)> = Vec::new();
+    let mut budget = gguf::ReadBudget::default();
+    let mut seen = Vec::new();
+    let mut warnings = Vec::new();
+    let mut read = Vec::new();
     for file in &files {
-        let h = read_gguf(file)?;
+        let Some(h) = read_gguf(file, &mut budget, &mut seen, &mut warnings)? else {
+            continue;
+        };
+        read.push(file.clone());
         if arch.is_none() {
-            arch = config::from_gguf(&h);
+            arch = config::from_gguf(&h).map_err(|e| e.at(file))?;
         }
         weights = weights.saturating_add(h.weights_bytes());
         tensors += h.tensors.len() as u64;
-        for t in &h.tensors {
+        for t in h.tensors {
             *by_dtype.entry(format!("{:?}", t.ggml_type)).or_default() += t.bytes;
-            names.push((t.name.clone(), t.bytes));
+            names.push((t.name, t.bytes));
         }
     }
-    let mut warnings = Vec::new();
     if arch.is_none() {
         warnings.push("no general.architecture, block count or head count in the GGUF metadata: a weights-only estimate".to_string());
     }
@@ -313,7 +342,7 @@ fn open_gguf(path: &Path) -> Result<OpenedModel, Error> {
     Ok(OpenedModel {
         spec,
         format: "gguf",
-        files,
+        files: read,
         by_dtype,
         arch_source: arch.map(|_| "GGUF metadata".to_string()),
         warnings,

@@ -7,6 +7,12 @@
 //! Sharded checkpoints are read through `model.safetensors.index.json`. Each tensor's name,
 //! shape and size are kept ([`Summary::tensors`]): partial offload needs bytes per block, and a
 //! config without `num_key_value_heads` needs the `k_proj` shapes.
+//!
+//! The files of one checkpoint are read through one [`ShardReader`]: each file once, however
+//! many names lead to it (identified by device and inode after every symbolic link — a Hugging
+//! Face cache links each shard name to a blob, and a hostile set links them all to one), with a
+//! warning for each name skipped; and the set's headers together at most [`MAX_HEADER`] bytes,
+//! the bound of one file.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -35,6 +41,8 @@ pub struct Summary {
     pub files: Vec<PathBuf>,
     /// Every tensor: name, shape, bytes (in header order per file, files in order).
     pub tensors: Vec<TensorEntry>,
+    /// What reading the set met (a shard name that is another name of a file already read).
+    pub warnings: Vec<String>,
 }
 
 /// One tensor of a header.
@@ -59,6 +67,73 @@ impl Summary {
         }
         self.files.extend(o.files);
         self.tensors.extend(o.tensors);
+        self.warnings.extend(o.warnings);
+    }
+}
+
+/// Reads the files of one checkpoint (a shard set, an index's shards, a directory's files):
+/// each file once, and their headers together at most [`MAX_HEADER`] bytes.
+#[derive(Debug)]
+pub struct ShardReader {
+    sum: Summary,
+    /// The identity of each file read, with the path it was read through.
+    seen: Vec<((u64, u64), PathBuf)>,
+    /// Header bytes read so far, and the most the set may have.
+    header_bytes: u64,
+    limit: u64,
+}
+
+impl Default for ShardReader {
+    fn default() -> Self {
+        ShardReader::with_limit(MAX_HEADER)
+    }
+}
+
+impl ShardReader {
+    /// A reader for one set.
+    pub fn new() -> Self {
+        ShardReader::default()
+    }
+
+    /// A reader whose set may have `limit` header bytes together.
+    fn with_limit(limit: u64) -> Self {
+        ShardReader {
+            sum: Summary::default(),
+            seen: Vec::new(),
+            header_bytes: 0,
+            limit,
+        }
+    }
+
+    /// Reads `path`'s header into the set, unless the file was read already through another
+    /// name (then a warning says so).
+    ///
+    /// # Errors
+    /// As [`read_file`]; also when the set's headers together would pass [`MAX_HEADER`].
+    pub fn read(&mut self, path: &Path) -> Result<(), Error> {
+        let (mut f, len) = fsread::open_sized(path)?;
+        let id = fsread::identity(&f);
+        if let Some((_, first)) = self.seen.iter().find(|(seen, _)| Some(*seen) == id) {
+            self.sum.warnings.push(format!(
+                "{} is another name of {}: read once",
+                path.display(),
+                first.display()
+            ));
+            return Ok(());
+        }
+        let left = self.limit.saturating_sub(self.header_bytes);
+        let (s, n) = read_open(path, &mut f, len, left)?;
+        self.header_bytes += n;
+        if let Some(id) = id {
+            self.seen.push((id, path.to_path_buf()));
+        }
+        self.sum.add(s);
+        Ok(())
+    }
+
+    /// What was read.
+    pub fn finish(self) -> Summary {
+        self.sum
     }
 }
 
@@ -93,7 +168,19 @@ pub fn parse_header(json: &[u8]) -> std::result::Result<(Summary, u64), ParseErr
 /// [`Error::Parse`] naming the file for a length beyond the limit or the file, invalid JSON,
 /// inconsistent offsets, or data that does not end at the end of the file.
 pub fn read_file(path: &Path) -> Result<Summary, Error> {
-    let (mut f, len) = fsread::open_sized(path)?;
+    let mut r = ShardReader::new();
+    r.read(path)?;
+    Ok(r.finish())
+}
+
+/// Reads an open file's header when it is at most `left` bytes (what its set may still read);
+/// returns the summary and the header's length.
+fn read_open(
+    path: &Path,
+    f: &mut std::fs::File,
+    len: u64,
+    left: u64,
+) -> Result<(Summary, u64), Error> {
     let bad = |m: String| Error::parse(path, None, m);
     let mut n = [0u8; 8];
     f.read_exact(&mut n).map_err(|_| {
@@ -113,6 +200,11 @@ pub fn read_file(path: &Path) -> Result<Summary, Error> {
             len - 8
         )));
     }
+    if n > left {
+        return Err(bad(format!(
+            "the shard set's headers together pass {MAX_HEADER} bytes, the limit of one file ({n} here, {left} left)"
+        )));
+    }
     let mut json = vec![0u8; usize::try_from(n).map_err(|_| bad("header too large".into()))?];
     f.read_exact(&mut json)
         .map_err(|e| Error::from_io(path, e))?;
@@ -124,7 +216,7 @@ pub fn read_file(path: &Path) -> Result<Summary, Error> {
         )));
     }
     s.files.push(path.to_path_buf());
-    Ok(s)
+    Ok((s, n))
 }
 
 /// Reads a sharded checkpoint through its `model.safetensors.index.json`: every shard named in
@@ -151,7 +243,7 @@ pub fn read_index(index: &Path) -> Result<Summary, Error> {
         ));
     }
     let dir = index.parent().unwrap_or(Path::new("."));
-    let mut total = Summary::default();
+    let mut total = ShardReader::new();
     for shard in shards {
         if shard.contains('/') || shard.contains('\\') || shard == ".." {
             return Err(Error::parse(
@@ -160,9 +252,9 @@ pub fn read_index(index: &Path) -> Result<Summary, Error> {
                 format!("shard {shard:?} is not a file name in the index's directory"),
             ));
         }
-        total.add(read_file(&dir.join(shard))?);
+        total.read(&dir.join(shard))?;
     }
-    Ok(total)
+    Ok(total.finish())
 }
 
 #[cfg(test)]
@@ -182,6 +274,40 @@ mod tests {
         assert!(parse_header(b"{not json").is_err());
         assert!(
             parse_header(br#"{"a":{"dtype":"F12","shape":[1],"data_offsets":[0,1]}}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn a_set_reads_each_file_once_and_its_headers_within_one_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.safetensors");
+        let b = dir.path().join("b.safetensors");
+        let n = hmn_testbed::hostile_models::safetensors_with_header(&a, "x", 1000).unwrap();
+        hmn_testbed::hostile_models::safetensors_with_header(&b, "y", 1000).unwrap();
+        let link = dir.path().join("link.safetensors");
+        hmn_testbed::symlink("a.safetensors", &link).unwrap();
+        let mut set = ShardReader::new();
+        for p in [&a, &link, &b] {
+            set.read(p).unwrap();
+        }
+        let s = set.finish();
+        assert_eq!(s.files, vec![a.clone(), b.clone()]);
+        assert_eq!(s.tensor_count, 2 * n);
+        assert_eq!(
+            s.warnings,
+            vec![format!(
+                "{} is another name of {}: read once",
+                link.display(),
+                a.display()
+            )]
+        );
+        // Two headers of about 1000 bytes in a set allowed 1500 together.
+        let mut set = ShardReader::with_limit(1500);
+        set.read(&a).unwrap();
+        let e = set.read(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("b.safetensors: the shard set's headers together pass"),
+            "{e}"
         );
     }
 }

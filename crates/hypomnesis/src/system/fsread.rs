@@ -13,7 +13,8 @@
 //! - sysfs values: trimmed text, decimal `u64`, hex `u16` ([`read_trimmed`], [`read_u64`],
 //!   [`read_hex_u16`]);
 //! - opening a file for a streaming header reader ([`open_sized`]) or for repeated reads
-//!   from its start ([`open`], [`read_at_start`]).
+//!   from its start ([`open`], [`read_at_start`]), and which file an open file is
+//!   ([`identity`]: one file reached through several names is read once).
 //!
 //! Asking about a path rather than reading it — `exists`, `metadata`, `canonicalize`,
 //! `read_link`, and the DRM walk's `readlinkat` on fds below a directory opened here — stays
@@ -425,6 +426,24 @@ pub(crate) fn open_sized(path: &Path) -> Result<(File, u64), Error> {
     let f = open(path)?;
     let len = f.metadata().map_err(|e| Error::from_io(path, e))?.len();
     Ok((f, len))
+}
+
+/// Which file an open file is: its device and inode numbers (`fstat` of the file itself, the
+/// final target of every symbolic link), so two names of one file give the same identity.
+#[cfg(unix)]
+#[cfg_attr(not(feature = "models"), allow(dead_code))]
+pub(crate) fn identity(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// See the Unix version: `None` (std gives no stable file index on Windows), so names of one
+/// file are not recognised as one.
+#[cfg(not(unix))]
+#[cfg_attr(not(feature = "models"), allow(dead_code))]
+pub(crate) fn identity(file: &File) -> Option<(u64, u64)> {
+    let _ = file;
+    None
 }
 
 /// Opens a regular file for reading (kept open by the caller, read with [`read_at_start`], or

@@ -9,6 +9,11 @@
 //!
 //! The `Display` text is a one-line English message meant for humans; its wording is not part of
 //! the API. Match on the variants and their fields instead.
+//!
+//! Paths and parser messages quote what files hold (a shard name, a dtype, a GGUF key): the
+//! fields keep that text as it is, and [`Error`]'s and [`ParseError`]'s `Display` escape every
+//! control character in it (`\xNN`, as process names are: `ProcessName::escape_str`), so no
+//! escape sequence from a file reaches a terminal through a message.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -19,19 +24,19 @@ use std::path::{Path, PathBuf};
 pub enum Error {
     /// The file or process does not exist (a process that exited is the common case; `ESRCH`
     /// is mapped here too).
-    #[error("{}: not found", path.display())]
+    #[error("{}: not found", shown(path))]
     NotFound {
         /// The path that was read.
         path: PathBuf,
     },
     /// The file exists but may not be read by this user.
-    #[error("{}: permission denied", path.display())]
+    #[error("{}: permission denied", shown(path))]
     PermissionDenied {
         /// The path that was read.
         path: PathBuf,
     },
     /// Any other I/O failure on a file.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", shown(path))]
     Io {
         /// The path that was read.
         path: PathBuf,
@@ -39,7 +44,7 @@ pub enum Error {
         source: io::Error,
     },
     /// A file was read but its content was not in the expected format.
-    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    #[error("{}{}: {}", shown(path), line.map(|l| format!(":{l}")).unwrap_or_default(), escape(message))]
     Parse {
         /// The path that was read (or a description of the input, such as a command line).
         path: PathBuf,
@@ -49,7 +54,7 @@ pub enum Error {
         message: String,
     },
     /// A file is larger than the limit set for its kind; it was not read past the limit.
-    #[error("{}: larger than {limit} bytes", path.display())]
+    #[error("{}: larger than {limit} bytes", shown(path))]
     TooLarge {
         /// The path that was read.
         path: PathBuf,
@@ -58,7 +63,7 @@ pub enum Error {
     },
     /// Something other than a regular file (a FIFO, a device node, a socket, a directory) where
     /// a file is expected; it was not read, so it cannot block or stream without end.
-    #[error("{}: not a regular file ({kind})", path.display())]
+    #[error("{}: not a regular file ({kind})", shown(path))]
     NotAFile {
         /// The path that was opened.
         path: PathBuf,
@@ -114,6 +119,16 @@ pub enum Error {
     /// The operation is not supported on this platform or by this backend.
     #[error("unsupported: {0}")]
     Unsupported(String),
+}
+
+/// Text from a file, for a message: each control character escaped.
+fn escape(text: &str) -> String {
+    crate::types::name::ProcessName::escape_str(text)
+}
+
+/// A path, for a message: each control character escaped.
+fn shown(path: &Path) -> String {
+    escape(&path.display().to_string())
 }
 
 fn format_reasons(reasons: &[(String, String)]) -> String {
@@ -205,8 +220,8 @@ impl ParseError {
 impl std::fmt::Display for ParseError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.line {
-            Some(l) => write!(f, "line {l}: {}", self.message),
-            None => f.write_str(&self.message),
+            Some(l) => write!(f, "line {l}: {}", escape(&self.message)),
+            None => f.write_str(&escape(&self.message)),
         }
     }
 }
@@ -245,5 +260,47 @@ mod tests {
         );
         let e = Error::DeviceIndexOutOfRange { index: 3, count: 1 };
         assert_eq!(e.to_string(), "device index 3 out of range (have 1 device)");
+    }
+
+    #[test]
+    fn text_from_files_is_escaped_in_every_message() {
+        let hostile = "\x1b]2;pwned\x07\u{9b}31m\x7f\r\n";
+        let path = PathBuf::from(format!("/models/{hostile}.safetensors"));
+        let errors = [
+            Error::parse(&path, Some(2), format!("unknown variant `{hostile}`")),
+            ParseError::new(format!("dtype {hostile}")).at(&path),
+            Error::from_io(&path, io::Error::from(io::ErrorKind::NotFound)),
+            Error::from_io(&path, io::Error::from(io::ErrorKind::PermissionDenied)),
+            Error::from_io(&path, io::Error::from_raw_os_error(nix::libc::EIO)),
+            Error::TooLarge {
+                path: path.clone(),
+                limit: 1,
+            },
+            Error::NotAFile {
+                path: path.clone(),
+                kind: "fifo",
+            },
+        ];
+        for e in &errors {
+            let text = e.to_string();
+            assert!(
+                !text.chars().any(char::is_control),
+                "a control character in {text:?}"
+            );
+            assert!(text.contains("\\x1b]2;pwned\\x07\\x9b31m\\x7f"), "{text}");
+        }
+        // The fields keep the text as it was.
+        match &errors[0] {
+            Error::Parse {
+                path: p, message, ..
+            } => {
+                assert_eq!(p, &path);
+                assert!(message.contains(hostile));
+            }
+            e => panic!("{e:?}"),
+        }
+        let e = ParseError::on_line(1, hostile);
+        assert_eq!(e.message, hostile);
+        assert!(!e.to_string().chars().any(char::is_control), "{e}");
     }
 }

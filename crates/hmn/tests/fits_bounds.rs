@@ -1,0 +1,337 @@
+//! Issue 22's bounds on model files, through the built binary: hostile GGUF headers cost a
+//! bounded amount of memory; a shard set is read once per file however many names lead to it
+//! (a Hugging Face cache included); integer fields of the wrong type are "invalid", not
+//! absent; the trained-context warning is a top-level warning too; and no control character
+//! from a model file reaches the terminal.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use hmn_testbed::hostile_models::{gguf_attacks, hf_cache, symlinked_shards};
+use hmn_testbed::{GgufWriter, ggml};
+use serde_json::Value;
+
+use crate::util::{Bed, json, max_rss_kib, stderr};
+
+/// The most memory `hmn fits` may take on any header, KiB.
+const RSS_LIMIT_KIB: u64 = 64 << 10;
+
+/// `hmn fits PATH --free 1TiB` (no GPU needed) as JSON, checked to be an answer (exit 0 or 1).
+fn fits_json(bed: &Bed, path: &Path) -> Value {
+    let o = bed.run(&["fits", path.to_str().unwrap(), "--free", "1TiB", "--json"]);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "{}: {}",
+        path.display(),
+        stderr(&o)
+    );
+    json(&o)
+}
+
+/// Runs `hmn fits ARG` and checks it is one `hmn:` line naming `names` with exit 2 and no
+/// control character (other than the final newline) anywhere in its output; returns the line.
+fn refused(bed: &Bed, arg: &Path, names: &str) -> String {
+    let o = bed
+        .cmd(&["fits", "--free", "1TiB"])
+        .arg(arg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err:?}");
+    assert!(o.stdout.is_empty(), "{:?}", o.stdout);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.starts_with("hmn: ") && err.contains(names), "{err:?}");
+    let body = err.strip_suffix('\n').unwrap_or(&err);
+    assert!(
+        !body
+            .chars()
+            .any(|c| c.is_control() || ('\u{80}'..='\u{9f}').contains(&c)),
+        "a control character reached the terminal: {err:?}"
+    );
+    err
+}
+
+#[test]
+fn hostile_gguf_headers_cost_bounded_memory() {
+    let bed = Bed::new();
+    let mut report = Vec::new();
+    for (name, w) in gguf_attacks(64 << 20) {
+        let path = bed.path(&name);
+        w.write_sparse(&path).unwrap();
+        let (kib, o) = max_rss_kib(&bed, &["fits", path.to_str().unwrap(), "--free", "1TiB"]);
+        let err = stderr(&o);
+        report.push(format!("{name}: {kib} KiB, exit {:?}", o.status.code()));
+        match o.status.code() {
+            // An answer: the junk was skipped and the model around it read.
+            Some(0 | 1) => assert!(err.contains("1 TiB free"), "{name}: {err}"),
+            // A refusal: one line naming the file and the limit.
+            Some(2) => assert!(
+                err.lines().count() == 1 && err.contains(&name) && err.contains("limit"),
+                "{name}: {err}"
+            ),
+            other => panic!("{name}: {other:?} {err}"),
+        }
+        assert!(kib < RSS_LIMIT_KIB, "{name}: peak RSS {kib} KiB");
+        std::fs::remove_file(&path).unwrap();
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("hmn fits peak RSS on 64 MiB of junk: {report:#?}");
+    }
+}
+
+#[test]
+fn a_set_of_names_of_one_file_is_read_once() {
+    let bed = Bed::new();
+    let dir = bed.path("links");
+    let blob = symlinked_shards(&dir, 64 << 10, 32).unwrap();
+    let v = fits_json(&bed, &dir.join("model-00001-of-00032.safetensors"));
+    let input = &v["input"];
+    assert_eq!(input["files"].as_array().unwrap().len(), 1, "{input}");
+    assert_eq!(input["tensor_count"], blob, "counted once, not 32 times");
+    let another = input["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w.as_str().unwrap().contains("is another name of"))
+        .count();
+    assert_eq!(another, 31, "{input}");
+}
+
+#[test]
+fn a_hugging_face_cache_reads_every_distinct_blob_once() {
+    let bed = Bed::new();
+    // Distinct blobs: every shard read, through the index and by the shard names alike.
+    for index in [true, false] {
+        let snapshot = hf_cache(&bed.path(&format!("distinct-{index}")), 4, false, index).unwrap();
+        for arg in [
+            snapshot.clone(),
+            snapshot.join("model-00003-of-00004.safetensors"),
+        ] {
+            let v = fits_json(&bed, &arg);
+            assert_eq!(v["input"]["tensor_count"], 4, "{}: {v}", arg.display());
+            assert_eq!(v["input"]["files"].as_array().unwrap().len(), 4);
+            assert_eq!(
+                v["input"]["warnings"].as_array().unwrap().len(),
+                1,
+                "no config.json"
+            );
+        }
+    }
+    // Shards 1 and 2 are one blob: read once, with a warning naming both.
+    for index in [true, false] {
+        let snapshot = hf_cache(&bed.path(&format!("same-{index}")), 4, true, index).unwrap();
+        let v = fits_json(&bed, &snapshot);
+        assert_eq!(v["input"]["tensor_count"], 3, "{v}");
+        assert_eq!(v["input"]["files"].as_array().unwrap().len(), 3);
+        let w = v["input"]["warnings"].to_string();
+        assert!(
+            w.contains("model-00002-of-00004.safetensors is another name of")
+                && w.contains("model-00001-of-00004.safetensors: read once"),
+            "{w}"
+        );
+    }
+}
+
+/// A `config.json` with `key` set to `value` (JSON text) beside a one-tensor safetensors file.
+fn model_with_config(bed: &Bed, name: &str, key: &str, value: &str) -> std::path::PathBuf {
+    let dir = bed.path(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    hmn_testbed::hostile_models::safetensors_with_header(&dir.join("model.safetensors"), "t", 0)
+        .unwrap();
+    let mut cfg = serde_json::json!({
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "hidden_size": 256, "max_position_embeddings": 4096
+    });
+    cfg[key] = serde_json::from_str(value).unwrap();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn integer_fields_of_the_wrong_type_are_invalid_not_absent() {
+    let bed = Bed::new();
+    for (i, (key, value, why)) in [
+        ("num_hidden_layers", "-1", "(-1: negative)"),
+        ("num_hidden_layers", "2.5", "(2.5: not a whole number)"),
+        (
+            "num_hidden_layers",
+            "\"2\"",
+            "(\"2\": a string, not a number)",
+        ),
+        ("num_hidden_layers", "0", "(0: out of range, 1 to 4096)"),
+        ("num_attention_heads", "-4", "(-4: negative)"),
+        ("head_dim", "64.0", "(64.0: a float, not an integer)"),
+        ("model_max_length", "1e30", "(1e+30: out of range)"),
+        (
+            "max_position_embeddings",
+            "[4096]",
+            "([4096]: not a number)",
+        ),
+        ("num_key_value_heads", "true", "(true: not a number)"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = model_with_config(&bed, &format!("m{i}"), key, value);
+        let err = refused(&bed, &dir, "config.json");
+        assert!(err.contains(&format!("invalid {key} {why}")), "{err}");
+    }
+    // null is absent: a default, or "no" for a required key.
+    let dir = model_with_config(&bed, "null-head-dim", "max_position_embeddings", "null");
+    fits_json(&bed, &dir);
+    let dir = model_with_config(&bed, "null-layers", "num_hidden_layers", "null");
+    assert!(refused(&bed, &dir, "config.json").contains("no num_hidden_layers"));
+
+    // GGUF metadata: a count of another type, a negative one, a per-layer array of strings.
+    let base = || {
+        GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.embedding_length", 256)
+            .tensor("token_embd.weight", &[256, 32], ggml::F16)
+    };
+    for (i, (w, needle)) in [
+        (
+            base().str("llama.block_count", "2"),
+            "invalid llama.block_count (\"2\": expected a non-negative integer)",
+        ),
+        (
+            base().raw("llama.block_count", 5, &(-1i32).to_le_bytes()),
+            "invalid llama.block_count (-1: expected a non-negative integer)",
+        ),
+        (
+            base().raw("llama.block_count", 6, &2.5f32.to_le_bytes()),
+            "invalid llama.block_count (2.5: expected a non-negative integer)",
+        ),
+        (
+            base().u32("llama.block_count", 2).raw(
+                "llama.attention.head_count_kv",
+                5,
+                &(-2i32).to_le_bytes(),
+            ),
+            "invalid llama.attention.head_count_kv (-2: expected",
+        ),
+        (
+            base().u32("llama.block_count", 2).raw(
+                "llama.context_length",
+                12,
+                &4096.0f64.to_le_bytes(),
+            ),
+            "invalid llama.context_length (4096.0: expected a non-negative integer)",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = bed.path(&format!("bad{i}.gguf"));
+        w.write(&path).unwrap();
+        let err = refused(&bed, &path, &format!("bad{i}.gguf"));
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn the_trained_context_warning_is_a_top_level_warning_too() {
+    let bed = Bed::new();
+    let dir = model_with_config(&bed, "short", "max_position_embeddings", "2048");
+    let o = bed.run(&[
+        "fits",
+        dir.to_str().unwrap(),
+        "--free",
+        "1TiB",
+        "--context",
+        "8192",
+        "--json",
+    ]);
+    let v = json(&o);
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    let estimate = strings(&v["estimate"]["warnings"]);
+    let beyond: Vec<&String> = estimate
+        .iter()
+        .filter(|w| w.contains("> the trained context 2048"))
+        .collect();
+    assert_eq!(beyond.len(), 1, "{estimate:?}");
+    let top = strings(&v["warnings"]);
+    assert!(top.contains(beyond[0]), "top-level warnings: {top:?}");
+    for w in strings(&v["input"]["warnings"]) {
+        assert!(top.contains(&w), "{w} missing from {top:?}");
+    }
+}
+
+/// Text that sets the terminal's title and writes the clipboard, as a file could hold it.
+const HOSTILE: &str = "\x1b]2;pwned\x07\x1b]52;c;cHduZWQ=\x07\u{9b}31m\x7f";
+
+#[test]
+fn control_sequences_in_model_files_never_reach_the_terminal() {
+    let bed = Bed::new();
+    // A safetensors file of this header, with `data` bytes of data.
+    let write = |name: &str, header: String, data: u64| {
+        let path = bed.path(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+        f.write_all(header.as_bytes()).unwrap();
+        f.set_len(8 + header.len() as u64 + data).unwrap();
+        path
+    };
+    // The hostile text as a JSON string, quotes included.
+    let quoted = serde_json::to_string(HOSTILE).unwrap();
+    // A safetensors dtype.
+    let header = format!(r#"{{"w":{{"dtype":{quoted},"shape":[1],"data_offsets":[0,4]}}}}"#);
+    refused(
+        &bed,
+        &write("dtype.safetensors", header, 4),
+        "dtype.safetensors",
+    );
+    // Tensor names that the crate's validation quotes (their offsets overlap).
+    let name = |suffix: &str| format!("{}{suffix}\"", &quoted[..quoted.len() - 1]);
+    let header = format!(
+        r#"{{{}:{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}},{}:{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}}}"#,
+        name("a"),
+        name("b")
+    );
+    refused(
+        &bed,
+        &write("names.safetensors", header, 8),
+        "names.safetensors",
+    );
+    // A shard named in an index that does not exist.
+    let dir = bed.path("index");
+    std::fs::create_dir(&dir).unwrap();
+    let index = serde_json::json!({"weight_map": {"w": format!("{HOSTILE}.safetensors")}});
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    refused(&bed, &dir, "index");
+    // A shard file name, the set's other shard missing.
+    let dir = bed.path("shards");
+    std::fs::create_dir(&dir).unwrap();
+    let shard = dir.join(format!("{HOSTILE}-00001-of-00002.safetensors"));
+    hmn_testbed::hostile_models::safetensors_with_header(&shard, "t", 0).unwrap();
+    refused(&bed, &shard, "is missing");
+    // A GGUF architecture (every key is named after it) and a tensor name.
+    let path = bed.path("arch.gguf");
+    GgufWriter::new()
+        .str("general.architecture", HOSTILE)
+        .str(&format!("{HOSTILE}.block_count"), "2")
+        .u32(&format!("{HOSTILE}.attention.head_count"), 4)
+        .write(&path)
+        .unwrap();
+    assert!(refused(&bed, &path, "arch.gguf").contains("invalid \\x1b]2;pwned"));
+    let path = bed.path("tensor.gguf");
+    let mut b = GgufWriter::new().to_bytes();
+    b[8..16].copy_from_slice(&1u64.to_le_bytes());
+    b.truncate(24);
+    b.extend((HOSTILE.len() as u64).to_le_bytes());
+    b.extend(HOSTILE.as_bytes());
+    b.extend(1u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend(999u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    std::fs::write(&path, b).unwrap();
+    refused(&bed, &path, "tensor.gguf");
+}
