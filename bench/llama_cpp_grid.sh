@@ -15,7 +15,8 @@
 # Needs: python3 (with venv), a C/C++ compiler, network access to PyPI for step 1-2.
 # CI never runs this (the table is checked in). ~15 min build + ~15 min grid on 2 cores.
 # Env: LLAMA_GRID_WORK (default target/llama-cpp-grid), JOBS (default nproc), FRESH=1,
-#      GRID_ARGS (extra arguments for llama_cpp_grid.py, e.g. "--only gemma3-12b").
+#      GRID_ARGS (extra arguments for llama_cpp_grid.py, e.g. "--only gemma3-12b"),
+#      GRID_OUT (default crates/hypomnesis/tests/fixtures/llama_cpp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${LLAMA_GRID_WORK:-$ROOT/target/llama-cpp-grid}
@@ -95,5 +96,5 @@ PYTHONPATH=$SRC/gguf-py "$VENV/bin/python" "$ROOT/bench/llama_cpp_grid.py" \
   --probe "$PROBE" --work "$WORK" --src "$SRC" --version "$VERSION" --sha256 "$SHA256" \
   --build-seconds "$(cat "$WORK/build-seconds" 2>/dev/null || echo unknown)" \
   --avx2-lib "$BUILD2/bin" \
-  --out "$ROOT/crates/hypomnesis/tests/fixtures/llama_cpp" ${GRID_ARGS:-}
+  --out "${GRID_OUT:-$ROOT/crates/hypomnesis/tests/fixtures/llama_cpp}" ${GRID_ARGS:-}
 log "grid: $(($(date +%s) - t0)) s"

@@ -1,6 +1,6 @@
 // Creates llama.cpp contexts over one model and prints every buffer llama.cpp allocates.
 //
-//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] < configs
+//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] < configs
 //
 // Each stdin line is one context:
 //   ID n_ctx n_batch n_ubatch n_seq_max flash(0|1) type_k type_v swa_full kv_unified
@@ -17,6 +17,7 @@
 #include "ggml-backend.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -55,15 +56,17 @@ static ggml_type type_by_name(const std::string & s) {
 
 int main(int argc, char ** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] < configs\n");
+        fprintf(stderr, "usage: probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] < configs\n");
         return 2;
     }
     bool no_alloc = false;
     bool repack = true;
+    int ngl = 0;  // layers on the GPU (a CUDA build): -ngl
     for (int i = 2; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-alloc")) no_alloc = true;
         else if (!strcmp(argv[i], "--no-repack")) repack = false;
         else if (!strcmp(argv[i], "--debug")) g_debug = true;
+        else if (!strcmp(argv[i], "--ngl") && i + 1 < argc) ngl = atoi(argv[++i]);
         else { fprintf(stderr, "unknown argument %s\n", argv[i]); return 2; }
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -71,7 +74,7 @@ int main(int argc, char ** argv) {
     llama_backend_init();
 
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = ngl;
     // no_alloc (the simulated pass) maps nothing: llama.cpp asserts !use_mmap there
     mp.load_mode = no_alloc ? LLAMA_LOAD_MODE_NONE : LLAMA_LOAD_MODE_MMAP;
     mp.use_extra_bufts = repack;
