@@ -7,7 +7,7 @@ Run by bench/llama_cpp_grid.sh (which builds llama.cpp and the probe); by hand:
 
 Models: published architectures' dimensions (Llama-3.1-8B, Llama-2-7B, Qwen2.5-7B, Gemma-2-9B,
 Gemma-3-12B, Phi-3-mini) with fewer layers (the compute buffer does not depend on depth: the
-`-32l`/`-48l`/`-42l` models check it at the published depth), Q4_0 and Q8_0 weights, and two
+`-32l`/`-48l`/`-42l` models check it at the published depth), Q4_0 and Q8_0 weights, and three
 held-out sets; written with the `gguf` package; the tensor data is a hole (a sparse file of
 zeros), so a file costs a few KB of disk. Every configuration is created twice where memory
 allows: with `no_alloc` (llama.cpp's own simulated allocation, which `--fit` uses) and for
@@ -90,6 +90,24 @@ MODELS["phi3-medium"] = dict(arch="phi3", name="Phi-3-medium-4k", n_layer=4, lay
                              n_embd=5120, n_head=40, n_head_kv=10, head_dim=128, n_ff=17920,
                              n_vocab=32064, ctx_train=4096, rope_base=10000.0, tied=False,
                              fused=True, holdout=True)
+# A third held-out set, run once after the rules read from set 2.
+MODELS["qwen25-14b"] = dict(arch="qwen2", name="Qwen2.5-14B", n_layer=4, layers_published=48,
+                            n_embd=5120, n_head=40, n_head_kv=8, head_dim=128, n_ff=13824,
+                            n_vocab=152064, ctx_train=32768, rope_base=1000000.0, tied=False,
+                            qkv_bias=True, holdout=True)
+MODELS["llama31-70b"] = dict(arch="llama", name="Llama-3.1-70B", n_layer=4, layers_published=80,
+                             n_embd=8192, n_head=64, n_head_kv=8, head_dim=128, n_ff=28672,
+                             n_vocab=128256, ctx_train=131072, rope_base=500000.0, tied=False,
+                             holdout=True)
+MODELS["gemma2-27b"] = dict(arch="gemma2", name="Gemma-2-27B", n_layer=4, layers_published=46,
+                            n_embd=4608, n_head=32, n_head_kv=16, head_dim=128, n_ff=36864,
+                            n_vocab=256000, ctx_train=8192, rope_base=10000.0, tied=True,
+                            n_swa=4096, swa_period=2, softcap=(50.0, 30.0), post_norms=True,
+                            holdout=True)
+MODELS["phi4-mini"] = dict(arch="phi3", name="Phi-4-mini", n_layer=4, layers_published=32,
+                           n_embd=3072, n_head=24, n_head_kv=8, head_dim=128, n_ff=8192,
+                           n_vocab=200064, ctx_train=131072, rope_base=10000.0, tied=True,
+                           fused=True, holdout=True)
 # Quantized weights (llama-quantize's Q4_0 / Q8_0 mixes: output.weight Q6_K / Q8_0).
 MODELS["llama31-8b-q4_0"] = dict(MODELS["llama31-8b"], wtype="Q4_0", out_type="Q6_K")
 MODELS["llama31-8b-q8_0"] = dict(MODELS["llama31-8b"], wtype="Q8_0", out_type="Q8_0")
