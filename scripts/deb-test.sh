@@ -45,12 +45,14 @@ commit=${HMN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "commit un
 # The archive: every file in its one folder, and the binary in it runs.
 name=hmn-$version-$(uname -m)-linux
 archive=target/dist/$name.tar.gz
-expected="$name/ $name/LICENSE-APACHE $name/LICENSE-MIT $name/README.md $name/completions/
-$name/completions/bash/ $name/completions/bash/hmn $name/completions/fish/
-$name/completions/fish/hmn.fish $name/completions/zsh/ $name/completions/zsh/_hmn $name/hmn
-$name/hmn-serve.service $name/hmn.1"
 listed=$(tar -tzf "$archive" | LC_ALL=C sort | tr '\n' ' ')
-[ "$listed" = "$(tr '\n' ' ' <<<"$expected") " ] || fail "$archive holds: $listed"
+expected=""
+for f in / /LICENSE-APACHE /LICENSE-MIT /README.md /completions/ /completions/bash/ \
+  /completions/bash/hmn /completions/fish/ /completions/fish/hmn.fish /completions/zsh/ \
+  /completions/zsh/_hmn /hmn /hmn-serve.service /hmn.1; do
+  expected+="$name$f "
+done
+[ "$listed" = "$expected" ] || fail "$archive holds: $listed; expected: $expected"
 rm -rf target/dist/check && mkdir target/dist/check
 tar -xzf "$archive" -C target/dist/check
 line=$("target/dist/check/$name/hmn" --version)
