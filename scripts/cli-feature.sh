@@ -3,15 +3,18 @@
 # `cargo install --path crates/hypomnesis --features cli` (debug profile here, and in its own
 # target directory so the workspace's target/debug/hmn is left alone), then runs
 # `hmn --version` and one command (`hmn spill --json -- sh -c 'exit 3'` with no GPU backend).
+# That package has no build script asking git for the commit: `hmn --version` names the one
+# `HMN_COMMIT` holds at build time (set here from git), `commit unknown` without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 root=target/cli-feature
-cargo install --locked --debug --force --quiet --path crates/hypomnesis --features cli \
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "commit unknown")
+HMN_COMMIT="$commit" cargo install --locked --debug --force --quiet --path crates/hypomnesis --features cli \
     --root "$root" --target-dir "$root/build"
 hmn="$root/bin/hmn"
 
-expected="hmn $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+expected="hmn $(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1) ($commit)"
 version=$("$hmn" --version)
 if [ "$version" != "$expected" ]; then
     echo "cli feature: \`hmn --version\` printed '$version', expected '$expected'" >&2

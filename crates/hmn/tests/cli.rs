@@ -390,6 +390,44 @@ fn help_and_version_do_not_probe() {
     assert!(stdout(&o).contains("--exit-status"));
 }
 
+/// `hmn --version` is `hmn VERSION (COMMIT)`: the commit of this checkout (`build.rs` asks git),
+/// the one `HMN_COMMIT` names when that was set, `commit unknown` without either.
+#[test]
+fn version_names_the_version_and_the_commit() {
+    let o = Bed::new().run(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = stdout(&o);
+    let rest = line
+        .strip_prefix(&format!("hmn {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("not `hmn VERSION (COMMIT)`: {line:?}"));
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match std::env::var("HMN_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+    {
+        Some(c) => assert_eq!(rest, c.trim()),
+        None => match git(&["ls-files", "--error-unmatch", "build.rs"])
+            .and(git(&["rev-parse", "HEAD"]))
+        {
+            // A prefix of HEAD's full hash, at least git's shortest abbreviation.
+            Some(head) => assert!(
+                rest.len() >= 7 && head.starts_with(rest),
+                "{rest} is not HEAD {head}"
+            ),
+            None => assert_eq!(rest, "commit unknown"),
+        },
+    }
+}
+
 /// The `cli` feature of the library package builds this crate's sources (one implementation):
 /// every dependency and feature of `crates/hmn` must exist there too, or
 /// `cargo install --path crates/hypomnesis --features cli` breaks (it did twice when a branch

@@ -22,11 +22,29 @@ pub use values::{ArgError, parse_size};
 #[cfg(test)]
 use values::{parse_duration, parse_pattern, parse_selector};
 
+/// What `hmn --version` prints after `hmn `: the package version and the commit it was built
+/// from, `0.2.16 (cc531be)`. The commit is the compile-time variable `HMN_COMMIT`, which
+/// `crates/hmn/build.rs` sets from git (or passes through); built from the library package
+/// (feature `cli`, no build script of ours) only a `HMN_COMMIT` set in the build's environment
+/// names it. Without one: `0.2.16 (commit unknown)`.
+pub fn version() -> &'static str {
+    static LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINE.get_or_init(|| {
+        let commit = option_env!("HMN_COMMIT").map(str::trim).unwrap_or("");
+        let commit = if commit.is_empty() {
+            "commit unknown"
+        } else {
+            commit
+        };
+        format!("{} ({commit})", env!("CARGO_PKG_VERSION"))
+    })
+}
+
 /// RAM and GPU memory, measured: every device, every process, truthfully.
 #[derive(Debug, Parser)]
 #[command(
     name = "hmn",
-    version,
+    version = version(),
     about = "RAM and GPU memory, measured",
     long_about = "RAM and GPU memory, measured.\n\n\
         With no subcommand, hmn prints one line per GPU (free / total memory, reserved memory, \
