@@ -1,5 +1,7 @@
 //! DRM devices from sysfs: discovery under `<sys>/class/drm` and `<sys>/class/accel`, and the
-//! device-wide memory and telemetry each driver exposes.
+//! device-wide memory, VRAM size and telemetry each driver exposes — which files those are is
+//! the driver's entry in the table ([`driver`]); this module reads them. The
+//! VRAM-size reader ([`vram_size_files`], [`read_vram_size`]) is spill's too.
 //!
 //! Nodes (`card1`, `renderD128`, `accel0`; never connectors like `card1-DP-1`) are resolved
 //! independently through their `device` link and grouped by the device they belong to, so a
@@ -180,7 +182,7 @@ fn driver_version(roots: &Roots, driver: &str) -> Option<String> {
 }
 
 /// Reads a found device into a [`Device`] with the given index: the figures its driver's
-/// entry in the table ([`driver`](super::driver)) names.
+/// entry in the table ([`driver`]) names.
 pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&str>) -> Device {
     let mut d = Device::new(index, f.vendor(), Source::Sysfs);
     d.pci_bus_id = f.pci;
