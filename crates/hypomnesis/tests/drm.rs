@@ -174,6 +174,48 @@ fn intel_integrated_and_discrete() {
     assert_eq!(lunar.unknown[0].reason, UnknownReason::Unsupported);
 }
 
+/// The VRAM size of a discrete xe card: unknown on a mainline kernel (with the reason), the sum
+/// of `tile*/physical_vram_size_bytes` where a non-mainline kernel has them; used and free stay
+/// unknown either way (sysfs has no used figure).
+#[test]
+fn xe_vram_size_where_the_kernel_has_one() {
+    let device = |gpu: FakeGpu| {
+        let w = Bed::new();
+        w.gpu(gpu);
+        w.probe().devices().devices.remove(0)
+    };
+    let mainline = device(FakeGpu::xe_dgpu("0000:03:00.0", 1, 128));
+    assert_eq!(mainline.memory.total_bytes, None);
+    let why = |d: &hypomnesis::Device, field: &str| {
+        d.unknown
+            .iter()
+            .find(|u| u.field == field)
+            .map(|u| u.detail.clone())
+            .unwrap_or_else(|| panic!("no unknown {field}: {:?}", d.unknown))
+    };
+    let total = why(&mainline, "memory.total_bytes");
+    assert!(
+        total.starts_with("xe exposes no VRAM size in sysfs"),
+        "{total}"
+    );
+    assert!(total.contains("non-mainline"), "{total}");
+    let two_tiles = device(
+        FakeGpu::xe_dgpu("0000:03:00.0", 1, 128)
+            .file("tile0/physical_vram_size_bytes", "8589934592")
+            .file("tile1/physical_vram_size_bytes", "8589934592"),
+    );
+    assert_eq!(two_tiles.memory.total_bytes, Some(16 << 30));
+    assert_eq!(two_tiles.memory.used_bytes, None);
+    assert_eq!(two_tiles.memory.free_bytes, None);
+    assert!(why(&two_tiles, "memory.used_bytes").contains("no device-wide VRAM use"));
+    assert!(
+        two_tiles
+            .unknown
+            .iter()
+            .all(|u| u.field != "memory.total_bytes")
+    );
+}
+
 #[test]
 fn i915_arc_local_memory_is_vram() {
     let w = Bed::new();

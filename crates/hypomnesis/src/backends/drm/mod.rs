@@ -8,10 +8,11 @@
 //! - the previous engine counters of each client, so every query after the first reports
 //!   engine utilization over the interval since the one before.
 //!
-//! Submodules: [`fdinfo`] (parser), [`model`] (regions, de-duplication, utilization), [`kind`]
-//! (a row's engine classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm
-//! compute).
+//! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
+//! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
+//! classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
 
+pub(crate) mod driver;
 pub(crate) mod fdinfo;
 pub(crate) mod kfd;
 pub(crate) mod kind;
