@@ -283,6 +283,55 @@ fn the_split_each_runtime_would_use() {
     );
 }
 
+/// Issue 21 (unknown is never 0): a device whose free memory cannot be read leaves llama.cpp's
+/// layer split unknown — the other device is not judged as if it held every layer.
+#[test]
+fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
+    let fake = FakeNvml::new().device(FakeDevice::h100(0)).device(
+        FakeDevice::h100(1)
+            .error("nvmlDeviceGetMemoryInfo_v2", 3)
+            .error("nvmlDeviceGetMemoryInfo", 3),
+    );
+    let bed = Bed::with_nvml(&fake);
+    let path = llama_gguf(bed.dir.path());
+    let o = bed.run(&[
+        "fits",
+        path.to_str().unwrap(),
+        "--runtime",
+        "llama.cpp",
+        "--device",
+        "all",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["plan"], "split_layers");
+    assert_eq!(v["devices"][1]["free_bytes"], Value::Null);
+    for d in 0..2 {
+        assert_eq!(v["devices"][d]["verdict"], Value::Null, "{}", v["devices"][d]);
+        assert_eq!(v["devices"][d]["share"], Value::Null, "{}", v["devices"][d]);
+    }
+    assert_eq!(
+        v["devices"][0]["error"],
+        "its share of the layer split is unknown: device 1 does not report its free memory"
+    );
+    assert!(
+        v["devices"][1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("device 1 does not report its free memory"),
+        "{}",
+        v["devices"][1]
+    );
+    assert_eq!(v["fit"], Value::Null);
+    assert_eq!(v["error"], v["devices"][0]["error"]);
+    assert!(
+        stderr(&o).contains("its share of the layer split is unknown"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Issue bullet 5: vLLM refuses a context beyond the derived max_model_len (R19); llama.cpp
 /// warns (n_ctx_train). Issue bullet 6: a KV type the runtime does not have is refused.
 #[test]
