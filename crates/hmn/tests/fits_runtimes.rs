@@ -308,7 +308,12 @@ fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
     assert_eq!(v["plan"], "split_layers");
     assert_eq!(v["devices"][1]["free_bytes"], Value::Null);
     for d in 0..2 {
-        assert_eq!(v["devices"][d]["verdict"], Value::Null, "{}", v["devices"][d]);
+        assert_eq!(
+            v["devices"][d]["verdict"],
+            Value::Null,
+            "{}",
+            v["devices"][d]
+        );
         assert_eq!(v["devices"][d]["share"], Value::Null, "{}", v["devices"][d]);
     }
     assert_eq!(
