@@ -266,7 +266,7 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
     g
 }
 
-/// Judges the estimate where the library's plan puts it ([`plan`]): this reads the host's
+/// Judges the estimate where the library's plan puts it ([`plan()`]): this reads the host's
 /// available RAM when the plan needs it and adds what gathering the devices found.
 fn judge_all(
     probe: &Probe,

@@ -353,9 +353,9 @@ hmn: warning: w
         assert_eq!(r.peak_ram.source, PeakRamSource::JobPeakMemoryUsed);
         let j = json(&r);
         assert!(
-            j.contains(concat!(
+            j.contains(
                 r#""peak_ram":{"bytes":524288000,"method":"job","source":"windows_job_peak_memory_used"},"#
-            )),
+            ),
             "{j}"
         );
         assert!(
