@@ -40,6 +40,8 @@ pub mod params;
 mod parts;
 pub mod plan;
 pub mod runtime;
+#[cfg(test)]
+mod test_models;
 pub mod tracker;
 pub mod vllm;
 

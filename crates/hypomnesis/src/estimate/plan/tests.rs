@@ -1,17 +1,8 @@
 use super::*;
-use crate::estimate::kv::{Architecture, Layer, LayerKind};
+use crate::estimate::test_models::llama_8b;
 use crate::types::{Source, Vendor};
 
 const GIB: u64 = 1 << 30;
-
-fn llama_8b() -> ModelSpec {
-    let mut a = Architecture::new(vec![Layer::new(LayerKind::Full, 8, 128, 128); 32]);
-    a.hidden_size = Some(4096);
-    a.attention_heads = Some(32);
-    a.vocab_size = Some(128_256);
-    a.max_context = Some(131_072);
-    ModelSpec::new(16_060_522_496, Some(a))
-}
 
 fn gpu(index: u32, free: Option<u64>) -> Device {
     let mut d = Device::new(index, Vendor::Nvidia, Source::Nvml);
