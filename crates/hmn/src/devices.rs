@@ -58,28 +58,24 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
         }
     }
     out.flush()?;
-    // Upstream's contract: exit 2 when GPUs may exist that nothing can show — a backend that is
-    // here but broken, or devices that were counted but none of which could be read; no GPU
-    // at all (no library, driver not loaded, none found) stays 0.
-    let failed = list.failed_reasons();
-    for (backend, reason) in &failed {
+    // Upstream's contract, the library's verdict (`DeviceList::completeness`): exit 2 when GPUs
+    // may exist that nothing can show — a backend that is here but broken, or devices that
+    // were counted but none of which could be read; no GPU at all (no library, driver not
+    // loaded, none found) stays 0.
+    let complete = list.completeness();
+    for (backend, reason) in &complete.failed_backends {
         output::note(&format!("failed to count devices: {backend}: {reason}"))?;
     }
-    let unreadable = list.devices.iter().filter(|d| d.error.is_some()).count();
-    let none_readable = unreadable > 0 && unreadable == list.devices.len();
-    if none_readable {
+    if complete.nothing_read && !list.devices.is_empty() {
         output::note(&format!(
-            "{unreadable} GPU(s) enumerated but none readable."
+            "{} GPU(s) enumerated but none readable.",
+            complete.failed_devices.len()
         ))?;
     }
-    if list.devices.is_empty() && failed.is_empty() {
+    if list.devices.is_empty() && complete.failed_backends.is_empty() {
         output::note(&output::no_gpu_line(&list.absent_reasons()))?;
     }
-    Ok(ExitCode::from(if failed.is_empty() && !none_readable {
-        0
-    } else {
-        2
-    }))
+    Ok(ExitCode::from(if complete.is_failure() { 2 } else { 0 }))
 }
 
 /// `GPU 0 [name]: free X / Y, Z reserved, driver V`.

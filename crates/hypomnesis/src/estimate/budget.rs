@@ -78,7 +78,8 @@ pub enum NoBudget {
         error: String,
     },
     /// The device reports no free memory, and is not an integrated GPU whose host's available
-    /// RAM is known.
+    /// RAM is known (in llama.cpp's layer split, whatever the device: the split follows free
+    /// memory; see [`plan`](super::plan::plan)).
     #[error(
         "device {index} does not report its free memory: {}",
         .unknown.as_ref().map_or("not reported", |u| u.detail.as_str())
@@ -89,6 +90,21 @@ pub enum NoBudget {
         /// The device's record of why its memory is unknown, when it has one.
         unknown: Option<Unknown>,
     },
+}
+
+impl NoBudget {
+    /// [`NoBudget::UnknownFree`] for `device`, with its record of why its memory is unknown
+    /// (the first [`Unknown`] of a `memory…` field), when it has one.
+    pub fn unknown_free(device: &Device) -> NoBudget {
+        NoBudget::UnknownFree {
+            index: device.index,
+            unknown: device
+                .unknown
+                .iter()
+                .find(|u| u.field.starts_with("memory"))
+                .cloned(),
+        }
+    }
 }
 
 impl Budget {
@@ -171,14 +187,7 @@ impl Budget {
                 runtime,
                 util,
             )),
-            _ => Err(NoBudget::UnknownFree {
-                index: device.index,
-                unknown: device
-                    .unknown
-                    .iter()
-                    .find(|u| u.field.starts_with("memory"))
-                    .cloned(),
-            }),
+            _ => Err(NoBudget::unknown_free(device)),
         }
     }
 

@@ -305,15 +305,7 @@ pub fn largest_gpu_layers(model: &ModelSpec, p: FitParams, budget: &Budget) -> u
 mod tests {
     use super::*;
     use crate::estimate::kv::{Architecture, KvDtype, Layer, LayerKind};
-
-    fn llama_8b() -> ModelSpec {
-        let mut a = Architecture::new(vec![Layer::new(LayerKind::Full, 8, 128, 128); 32]);
-        a.hidden_size = Some(4096);
-        a.attention_heads = Some(32);
-        a.vocab_size = Some(128_256);
-        a.max_context = Some(131_072);
-        ModelSpec::new(16_060_522_496, Some(a))
-    }
+    use crate::estimate::test_models::llama_8b;
 
     #[test]
     fn verdicts_and_largest_context() {

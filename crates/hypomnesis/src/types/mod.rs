@@ -46,6 +46,7 @@ pub mod pci;
 mod process;
 mod runtime;
 mod source;
+mod totals;
 mod usage;
 pub(crate) mod workload;
 
@@ -60,6 +61,7 @@ pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization}
 pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};
+pub use totals::{Completeness, VramSum};
 pub use usage::{DeviceMemory, DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
