@@ -49,7 +49,9 @@ pub(crate) fn mig_slots(cfg: &FakeNvml) -> Result<Vec<MigSlot>, String> {
             }
         };
         if slots.iter().any(|m| m.device == device && m.slot == slot) {
-            return Err(format!("two compute instances in slot {slot} of device {device}"));
+            return Err(format!(
+                "two compute instances in slot {slot} of device {device}"
+            ));
         }
         slots.push(MigSlot { gi, ci, device, slot });
     }
