@@ -34,26 +34,14 @@ impl FakeDevice {
     pub fn h100_bare(index: u32) -> Self {
         FakeDevice {
             name: Some("NVIDIA H100 80GB HBM3".to_string()),
-            name_bytes: None,
             uuid: format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e{index:04x}"),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x1A + 0x20 * (index % 7)),
-            pci_device_id: 0x2330,
-            pci_subsystem_id: 0x16C1_10DE,
             memory_total: 85_520_809_984,
             memory_reserved: 566_231_040,
             memory_used: vec![4 << 20],
-            utilization_gpu: None,
-            utilization_memory: None,
-            temperature_c: None,
-            power_mw: None,
-            energy_mj: None,
-            clocks_mhz: [None; 3],
-            max_clocks_mhz: [None; 3],
-            handle_error: None,
-            errors: Vec::new(),
-            accounting: false,
-            extras: DeviceExtras::default(),
-            persistence: Some(false),
+            // The rest as a `[device]` that leaves them out: PCI ids 0x2330 (an H100 SXM5) and
+            // 0x16C1_10DE, telemetry unsupported, no MIG, persistence off.
+            ..FakeDevice::omitted(index as usize)
         }
     }
 

@@ -7,7 +7,8 @@ use super::model::{
 };
 use super::profiles::profile_table;
 use super::text::{
-    Key, Value, key, parse_pci, read_error, read_hex, read_pid, write_errors, write_hex, write_pid,
+    Key, Value, key, parse_pci, read_error, read_half, read_hex, read_pid, write_errors, write_hex,
+    write_pid,
 };
 
 /// The keys before the first section.
@@ -157,22 +158,12 @@ pub(crate) const PROCESS: &[Key<FakeProcess>] = &[
     Key {
         name: "accounting_gpu_util",
         write: |p| p.accounting_util.map(|u| u.0).write(),
-        read: |p, v| {
-            let mut u = p.accounting_util.unwrap_or_default();
-            u.0.read(v)?;
-            p.accounting_util = Some(u);
-            Ok(())
-        },
+        read: |p, v| read_half(&mut p.accounting_util, (0, 0), false, v),
     },
     Key {
         name: "accounting_mem_util",
         write: |p| p.accounting_util.map(|u| u.1).write(),
-        read: |p, v| {
-            let mut u = p.accounting_util.unwrap_or_default();
-            u.1.read(v)?;
-            p.accounting_util = Some(u);
-            Ok(())
-        },
+        read: |p, v| read_half(&mut p.accounting_util, (0, 0), true, v),
     },
 ];
 
@@ -232,22 +223,12 @@ pub(crate) const SAMPLE: &[Key<FakeSample>] = &[
     Key {
         name: "from_round",
         write: |s| s.rounds.map(|r| r.0).write(),
-        read: |s, v| {
-            let mut r = s.rounds.unwrap_or((0, u64::MAX));
-            r.0.read(v)?;
-            s.rounds = Some(r);
-            Ok(())
-        },
+        read: |s, v| read_half(&mut s.rounds, (0, u64::MAX), false, v),
     },
     Key {
         name: "until_round",
         write: |s| s.rounds.map(|r| r.1).write(),
-        read: |s, v| {
-            let mut r = s.rounds.unwrap_or((0, u64::MAX));
-            r.1.read(v)?;
-            s.rounds = Some(r);
-            Ok(())
-        },
+        read: |s, v| read_half(&mut s.rounds, (0, u64::MAX), true, v),
     },
     key!("late", s => s.late),
 ];

@@ -64,37 +64,33 @@ pub(crate) mod text;
 
 use keys::{COMPUTE_INSTANCE, DEVICE, GLOBAL, GPU_INSTANCE, PROCESS, PlacedCi, SAMPLE};
 use model::{FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample};
-use text::{read_key, strip_comment, write_keys};
+use text::{read_key, strip_comment, write_section};
 
 impl FakeNvml {
     /// The scenario file's text.
     pub fn to_conf(&self) -> String {
         let mut s = String::from("# hmn fake NVML scenario\n");
-        write_keys(&mut s, GLOBAL, self);
+        write_section(&mut s, "", GLOBAL, self);
         for d in &self.devices {
-            s.push_str("\n[device]\n");
-            write_keys(&mut s, DEVICE, d);
+            write_section(&mut s, "device", DEVICE, d);
         }
         for p in &self.processes {
-            s.push_str("\n[process]\n");
-            write_keys(&mut s, PROCESS, p);
+            write_section(&mut s, "process", PROCESS, p);
         }
         for g in &self.gpu_instances {
-            s.push_str("\n[gpu_instance]\n");
-            write_keys(&mut s, GPU_INSTANCE, g);
+            write_section(&mut s, "gpu_instance", GPU_INSTANCE, g);
             for c in &g.compute_instances {
-                s.push_str("\n[compute_instance]\n");
-                let placed = PlacedCi {
-                    device: g.device,
-                    gi: g.id,
-                    ci: c.clone(),
-                };
-                write_keys(&mut s, COMPUTE_INSTANCE, &placed);
+                let (device, gi, ci) = (g.device, g.id, c.clone());
+                write_section(
+                    &mut s,
+                    "compute_instance",
+                    COMPUTE_INSTANCE,
+                    &PlacedCi { device, gi, ci },
+                );
             }
         }
         for x in &self.samples {
-            s.push_str("\n[sample]\n");
-            write_keys(&mut s, SAMPLE, x);
+            write_section(&mut s, "sample", SAMPLE, x);
         }
         s
     }

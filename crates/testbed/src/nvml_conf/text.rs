@@ -291,8 +291,27 @@ pub(crate) fn strip_comment(line: &str) -> &str {
     line
 }
 
-/// Writes one section's keys.
-pub(crate) fn write_keys<T>(s: &mut String, keys: &[Key<T>], x: &T) {
+/// One half of a pair two keys set (a value of the pair's other half not yet read is
+/// `default`'s).
+pub(crate) fn read_half<T: Scalar + Copy>(
+    pair: &mut Option<(T, T)>,
+    default: (T, T),
+    second: bool,
+    v: &str,
+) -> Result<(), String> {
+    let mut p = pair.unwrap_or(default);
+    *(if second { &mut p.1 } else { &mut p.0 }) = T::parse(v)?;
+    *pair = Some(p);
+    Ok(())
+}
+
+/// Writes a section: its `[header]` (none for the global keys) and its keys.
+pub(crate) fn write_section<T>(s: &mut String, header: &str, keys: &[Key<T>], x: &T) {
+    if !header.is_empty() {
+        s.push_str("\n[");
+        s.push_str(header);
+        s.push_str("]\n");
+    }
     for k in keys {
         for v in (k.write)(x) {
             s.push_str(k.name);
