@@ -11,6 +11,20 @@ use super::text::{
     write_pid,
 };
 
+/// The `pid` key of a section with `pid`, `child_of_caller` and `caller` fields.
+macro_rules! pid_key {
+    () => {
+        Key {
+            name: "pid",
+            write: |x| write_pid(x.pid, x.child_of_caller, x.caller),
+            read: |x, v| {
+                (x.pid, x.child_of_caller, x.caller) = read_pid(v)?;
+                Ok(())
+            },
+        }
+    };
+}
+
 /// The keys before the first section.
 pub(crate) const GLOBAL: &[Key<FakeNvml>] = &[
     key!("init_error", f => f.init_error),
@@ -140,14 +154,7 @@ pub(crate) const DEVICE: &[Key<FakeDevice>] = &[
 pub(crate) const PROCESS: &[Key<FakeProcess>] = &[
     key!("device", p => p.device),
     key!("list", p => p.list),
-    Key {
-        name: "pid",
-        write: |p| write_pid(p.pid, p.child_of_caller, p.caller),
-        read: |p, v| {
-            (p.pid, p.child_of_caller, p.caller) = read_pid(v)?;
-            Ok(())
-        },
-    },
+    pid_key!(),
     key!("used", p => p.used),
     key!("gpu_instance_id", p => p.gpu_instance_id),
     key!("compute_instance_id", p => p.compute_instance_id),
@@ -207,14 +214,7 @@ pub(crate) const COMPUTE_INSTANCE: &[Key<PlacedCi>] = &[
 /// `[sample]`.
 pub(crate) const SAMPLE: &[Key<FakeSample>] = &[
     key!("device", s => s.device),
-    Key {
-        name: "pid",
-        write: |s| write_pid(s.pid, s.child_of_caller, s.caller),
-        read: |s, v| {
-            (s.pid, s.child_of_caller, s.caller) = read_pid(v)?;
-            Ok(())
-        },
-    },
+    pid_key!(),
     key!("age_ms", s => s.age_ms),
     key!("sm", s => s.values[0]),
     key!("mem", s => s.values[1]),
