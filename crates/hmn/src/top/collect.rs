@@ -12,13 +12,12 @@
 //! `--rescan` sets it.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hypomnesis::process::IdentityCache;
 use hypomnesis::process::tree::{Stat, read_stat};
+use hypomnesis::process::{self, IdentityCache};
 use hypomnesis::{Probe, ProbeOptions, Roots};
 
 use super::snapshot::{
@@ -104,20 +103,11 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes; only
-/// a regular file is read (a FIFO in a fixture tree never blocks).
+/// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes (the
+/// library reads the file: only a regular file, so a FIFO in a fixture tree never blocks).
 fn cmdline(roots: &Roots, pid: u32) -> Option<String> {
-    let f = crate::infile::open_nonblocking(&roots.pid_file(pid, "cmdline"), false).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    f.take(CMDLINE_MAX as u64 + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    let args: Vec<String> = bytes
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
+    let bytes = process::read_cmdline(roots, pid, CMDLINE_MAX as u64 + 1).ok()?;
+    let args: Vec<String> = process::cmdline_args(&bytes)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     (!args.is_empty()).then(|| cut(args.join(" "), CMDLINE_MAX))

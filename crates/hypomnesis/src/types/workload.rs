@@ -1,6 +1,7 @@
 //! What a workload is: [`WorkloadInfo`] (the kind, container runtime and id, pod UID, Slurm job
 //! and step, systemd unit of the cgroup a process sits in), [`WorkloadKind`] and
-//! [`ContainerRuntime`]. The data model's `GpuProcess::workload`; the rule that reads one from
+//! [`ContainerRuntime`], and the coarse key derived from it ([`Workload`], by
+//! [`WorkloadInfo::key`]). The data model's `GpuProcess::workload`; the rule that reads one from
 //! a cgroup path is `system::workload` (public as `hypomnesis::workload`).
 
 #[cfg(feature = "serde")]
@@ -134,5 +135,75 @@ impl WorkloadInfo {
     pub fn matches(&self, pattern: &str) -> bool {
         let p = pattern.to_lowercase();
         self.label().to_lowercase().contains(&p) || self.cgroup.to_lowercase().contains(&p)
+    }
+
+    /// The coarse key `hmn serve` groups device memory by: the kind and one name — the pod
+    /// UID, the container id's first 12 hex digits, the Slurm job id, the unit — or the path
+    /// where the kind has none.
+    pub fn key(&self) -> Workload {
+        let or_path = |v: Option<String>| v.unwrap_or_else(|| self.cgroup.clone());
+        match self.kind {
+            WorkloadKind::Pod => Workload::Pod(or_path(self.pod_uid.clone())),
+            WorkloadKind::Container => Workload::Container(or_path(
+                self.container_id
+                    .as_deref()
+                    .map(|id| id.get(..12).unwrap_or(id).to_string()),
+            )),
+            WorkloadKind::Slurm => {
+                Workload::SlurmJob(or_path(self.slurm_job.map(|j| j.to_string())))
+            }
+            WorkloadKind::Unit => Workload::Unit(or_path(self.unit.clone())),
+            WorkloadKind::Other => Workload::Other(self.cgroup.clone()),
+        }
+    }
+}
+
+/// A workload as one name of its kind: [`WorkloadInfo::key`], the coarse key `hmn serve`
+/// groups device memory by (its order ranks equal sums).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Workload {
+    /// A Kubernetes pod, by UID (`kubepods…pod<uid>…`).
+    Pod(String),
+    /// A container (Docker, containerd, CRI-O, Podman), by the first 12 hex digits of its id.
+    Container(String),
+    /// A systemd unit (`*.service`, `*.scope`).
+    Unit(String),
+    /// Anything else, by path.
+    Other(String),
+    /// A Slurm job, by id (`job_<n>` under Slurm's cgroup hierarchy).
+    SlurmJob(String),
+}
+
+impl Workload {
+    /// Its kind's spelling ([`WorkloadKind::as_str`]): `pod`, `container`, `unit`, `slurm` or
+    /// `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::Pod(_) => WorkloadKind::Pod,
+            Workload::Container(_) => WorkloadKind::Container,
+            Workload::Unit(_) => WorkloadKind::Unit,
+            Workload::SlurmJob(_) => WorkloadKind::Slurm,
+            Workload::Other(_) => WorkloadKind::Other,
+        }
+        .as_str()
+    }
+
+    /// The pod UID, container id, unit name, job id or path.
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Pod(n)
+            | Workload::Container(n)
+            | Workload::Unit(n)
+            | Workload::SlurmJob(n)
+            | Workload::Other(n) => n,
+        }
+    }
+}
+
+impl From<&WorkloadInfo> for Workload {
+    /// [`WorkloadInfo::key`].
+    fn from(w: &WorkloadInfo) -> Workload {
+        w.key()
     }
 }
