@@ -30,13 +30,14 @@ CONFIG = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=16,
               tie_word_embeddings=False)
 
 
-def _dtype_kw(fn, dtype):
-    """transformers 5 spells it `dtype`, 4.x `torch_dtype`."""
+def _dtype_kw(version, dtype):
+    """`from_pretrained`'s dtype keyword: `dtype` since transformers 4.56 (`torch_dtype`
+    deprecated then, and in 5.x only a warning's alias), `torch_dtype` before."""
     try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = {}
-    return {"dtype": dtype} if "dtype" in params else {"torch_dtype": dtype}
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return {"dtype": dtype}
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
 def build(out, layers):
@@ -47,7 +48,7 @@ def build(out, layers):
     cfg = LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg)
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16)  # a no-op unless init chose float32
     torch.cuda.synchronize()
     t1 = time.time()
     model.save_pretrained(out)  # safetensors: the default since transformers 4.35
@@ -80,7 +81,7 @@ def measure(path, contexts, result):
     import transformers
     from transformers import LlamaForCausalLM
     pid = os.getpid()
-    kw = _dtype_kw(LlamaForCausalLM.from_pretrained, torch.bfloat16)
+    kw = _dtype_kw(transformers.__version__, torch.bfloat16)
     t0 = time.time()
     model = LlamaForCausalLM.from_pretrained(path, attn_implementation="sdpa", **kw)
     model = model.to("cuda").eval()
