@@ -11,6 +11,7 @@
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
 use super::runtime::{Runtime, Utilization};
+use crate::types::spelling::spelled;
 use crate::types::{Device, Unknown};
 
 #[cfg(feature = "serde")]
@@ -21,33 +22,21 @@ const GIB: u64 = 1 << 30;
 /// vLLM's default `gpu_memory_utilization`, 0.9, as a ratio.
 pub const VLLM_UTILIZATION: (u64, u64) = (9, 10);
 
-/// Where a budget comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum BudgetSource {
-    /// The device's free memory.
-    Free,
-    /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM that
-    /// reports no free memory of its own, or a CPU-only run.
-    HostAvailable,
-    /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that is
-    /// free, since vLLM then refuses to start.
-    VllmUtilization,
-    /// Given by the caller (planning for a device that is not here).
-    Given,
-}
-
-impl BudgetSource {
-    /// The canonical name, as serialised (`free`, `host_available`, `vllm_utilization`,
-    /// `given`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BudgetSource::Free => "free",
-            BudgetSource::HostAvailable => "host_available",
-            BudgetSource::VllmUtilization => "vllm_utilization",
-            BudgetSource::Given => "given",
-        }
+spelled! {
+    /// Where a budget comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum BudgetSource {
+        /// The device's free memory.
+        Free = "free",
+        /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM
+        /// that reports no free memory of its own, or a CPU-only run.
+        HostAvailable = "host_available",
+        /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that
+        /// is free, since vLLM then refuses to start.
+        VllmUtilization = "vllm_utilization",
+        /// Given by the caller (planning for a device that is not here).
+        Given = "given",
     }
 }
 

@@ -7,27 +7,6 @@
 // Layer 0 (ARCHITECTURE.md "Layers"): the vocabulary every layer above uses. Imports nothing
 // else from this crate.
 
-/// `Display` as the value's `as_str` (and, for types listed after `serialize:`, `Serialize`
-/// too): one spelling for text and JSON.
-macro_rules! spelled_as_str {
-    ($($t:ty),* $(; serialize: $($s:ty),*)?) => {
-        $(impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        })*
-        $($(
-            spelled_as_str!($s);
-            #[cfg(feature = "serde")]
-            impl serde::Serialize for $s {
-                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                    s.serialize_str(self.as_str())
-                }
-            }
-        )*)?
-    };
-}
-
 // A façade: each file below defines its part of the model and imports its siblings directly
 // (never through this module); this module re-exports them as `hypomnesis::types::…`.
 // Public at the crate root (`hypomnesis::accounting`, `hypomnesis::pci`), documented there.
@@ -46,6 +25,8 @@ pub mod pci;
 mod process;
 mod runtime;
 mod source;
+// `spelled!` and `text_serde!`: each contract value's one spelling (used by every layer).
+pub(crate) mod spelling;
 mod usage;
 pub(crate) mod workload;
 
@@ -60,9 +41,8 @@ pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization}
 pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};
+pub use spelling::UnknownSpelling;
 pub use usage::{DeviceMemory, DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
-
-spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
 
 #[cfg(test)]
 mod tests;

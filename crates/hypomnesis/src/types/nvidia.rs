@@ -8,15 +8,18 @@ use super::usage::DeviceMemory;
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// A MIG mode (`nvmlDeviceGetMigMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum MigMode {
-    /// The GPU is one device.
-    Disabled,
-    /// The GPU is partitioned into GPU instances.
-    Enabled,
+use super::spelling::spelled;
+
+spelled! {
+    /// A MIG mode (`nvmlDeviceGetMigMode`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum MigMode {
+        /// The GPU is one device.
+        Disabled = "disabled",
+        /// The GPU is partitioned into GPU instances.
+        Enabled = "enabled",
+    }
 }
 
 impl MigMode {
@@ -26,14 +29,6 @@ impl MigMode {
             MigMode::Enabled
         } else {
             MigMode::Disabled
-        }
-    }
-
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            MigMode::Disabled => "disabled",
-            MigMode::Enabled => "enabled",
         }
     }
 }

@@ -6,64 +6,39 @@
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// The container runtime named by a cgroup path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum ContainerRuntime {
-    /// Docker (`docker-<id>.scope`, `/docker/<id>`).
-    #[cfg_attr(feature = "serde", serde(rename = "docker"))]
-    Docker,
-    /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "containerd"))]
-    Containerd,
-    /// CRI-O (`crio-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "cri-o"))]
-    CriO,
-    /// Podman (`libpod-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "podman"))]
-    Podman,
-}
+use super::spelling::spelled;
 
-impl ContainerRuntime {
-    /// The JSON spelling: `docker`, `containerd`, `cri-o`, `podman`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ContainerRuntime::Docker => "docker",
-            ContainerRuntime::Containerd => "containerd",
-            ContainerRuntime::CriO => "cri-o",
-            ContainerRuntime::Podman => "podman",
-        }
+spelled! {
+    /// The container runtime named by a cgroup path.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum ContainerRuntime {
+        /// Docker (`docker-<id>.scope`, `/docker/<id>`).
+        Docker = "docker",
+        /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
+        Containerd = "containerd",
+        /// CRI-O (`crio-<id>.scope`).
+        CriO = "cri-o",
+        /// Podman (`libpod-<id>.scope`).
+        Podman = "podman",
     }
 }
 
-/// The most specific kind of workload a path names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum WorkloadKind {
-    /// A Kubernetes pod.
-    Pod,
-    /// A container outside Kubernetes.
-    Container,
-    /// A Slurm job.
-    Slurm,
-    /// A systemd unit.
-    Unit,
-    /// A cgroup with none of the above.
-    Other,
-}
-
-impl WorkloadKind {
-    /// The JSON spelling: `pod`, `container`, `slurm`, `unit`, `other`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Pod => "pod",
-            WorkloadKind::Container => "container",
-            WorkloadKind::Slurm => "slurm",
-            WorkloadKind::Unit => "unit",
-            WorkloadKind::Other => "other",
-        }
+spelled! {
+    /// The most specific kind of workload a path names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum WorkloadKind {
+        /// A Kubernetes pod.
+        Pod = "pod",
+        /// A container outside Kubernetes.
+        Container = "container",
+        /// A Slurm job.
+        Slurm = "slurm",
+        /// A systemd unit.
+        Unit = "unit",
+        /// A cgroup with none of the above.
+        Other = "other",
     }
 }
 
