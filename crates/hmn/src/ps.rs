@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
-use hypomnesis::{Error, GpuProcess, Probe, ProcessList, Warning};
+use hypomnesis::{Error, Field, GpuProcess, Probe, ProcessList, Warning};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, PsArgs, SortKey};
@@ -225,7 +225,7 @@ pub fn util_cell(p: &GpuProcess) -> String {
         }
         return cell;
     }
-    if p.unknown.iter().any(|u| u.field == "utilization") {
+    if p.unknown.iter().any(|u| u.field == Field::Utilization) {
         return "?".to_string();
     }
     p.engines
@@ -391,7 +391,7 @@ mod tests {
         let mut p = GpuProcessBuilder::new(1, 0).build();
         assert_eq!(util_cell(&p), "-", "no figure at all");
         p.unknown.push(Unknown::new(
-            "utilization",
+            Field::Utilization,
             UnknownReason::Unsupported,
             "MIG",
         ));

@@ -46,9 +46,10 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
     use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
-    use hypomnesis::{Backend, EngineClass, MigMode, Source, UnknownReason};
+    use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};
     closed!(
         Source,
+        Field,
         Backend,
         UnknownReason,
         MigMode,

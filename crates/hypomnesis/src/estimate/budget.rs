@@ -162,11 +162,7 @@ impl Budget {
             )),
             _ => Err(NoBudget::UnknownFree {
                 index: device.index,
-                unknown: device
-                    .unknown
-                    .iter()
-                    .find(|u| u.field.starts_with("memory"))
-                    .cloned(),
+                unknown: device.unknown.iter().find(|u| u.field.is_memory()).cloned(),
             }),
         }
     }
@@ -226,7 +222,7 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceMemory, Source, UnknownReason, Vendor};
+    use crate::types::{DeviceMemory, Field, Source, UnknownReason, Vendor};
 
     const H100: u64 = 85_520_809_984;
 
@@ -339,12 +335,12 @@ mod tests {
             }
         );
         let why = Unknown::new(
-            "memory.free_bytes",
+            Field::MemoryFreeBytes,
             UnknownReason::DeviceError,
             "an internal driver error occurred",
         );
         d.unknown = vec![
-            Unknown::new("telemetry.power_watts", UnknownReason::Unsupported, "no"),
+            Unknown::new(Field::TelemetryPowerWatts, UnknownReason::Unsupported, "no"),
             why.clone(),
         ];
         let e = Budget::for_device(&d, None, Runtime::Generic).unwrap_err();

@@ -313,6 +313,7 @@ fn floored(bytes: u64, floor: Option<u64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Field;
     use crate::types::{Unknown, UnknownReason};
 
     const MIB: u64 = 1 << 20;
@@ -436,7 +437,7 @@ mod tests {
     fn accounting_states() {
         let mut r = rss_only();
         let denied = Unknown::new(
-            "accounting",
+            Field::Accounting,
             UnknownReason::PermissionDenied,
             "nvmlDeviceGetAccountingMode: insufficient permissions",
         );

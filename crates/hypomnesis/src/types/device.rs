@@ -151,7 +151,7 @@ impl MigDevice {
         d.unknown = self
             .unknown
             .iter()
-            .filter(|u| u.field.starts_with("memory"))
+            .filter(|u| u.field.is_memory())
             .cloned()
             .collect();
         d

@@ -14,6 +14,7 @@
 pub mod accounting;
 mod backend;
 mod device;
+mod field;
 // The truthful API's errors (public through the crate root's `error` module).
 pub(crate) mod error;
 mod kind;
@@ -32,6 +33,7 @@ pub(crate) mod workload;
 
 pub use backend::{Backend, BackendState, BackendStatus};
 pub use device::{Device, Telemetry};
+pub use field::Field;
 pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons};
 pub use name::ProcessName;

@@ -2,12 +2,12 @@
 //! [`Vendor`], and [`Unknown`] with its [`UnknownReason`] — the entry that stands beside every
 //! value that could not be read (a number is never used to mean "unknown").
 
-use std::borrow::Cow;
 use std::fmt;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
+use super::field::Field;
 use super::spelling::spelled;
 
 spelled! {
@@ -87,8 +87,8 @@ spelled! {
 #[cfg_attr(feature = "serde", derive(Serialize))]
 #[non_exhaustive]
 pub struct Unknown {
-    /// The field, as its JSON path (`"memory.reserved_bytes"`, `"used_bytes"`).
-    pub field: Cow<'static, str>,
+    /// The field, spelled in JSON as its path (`"memory.reserved_bytes"`, `"used_bytes"`).
+    pub field: Field,
     /// The kind of reason.
     pub reason: UnknownReason,
     /// A human-readable detail (which call failed, what the driver said).
@@ -97,13 +97,9 @@ pub struct Unknown {
 
 impl Unknown {
     /// An unknown-field record.
-    pub fn new(
-        field: impl Into<Cow<'static, str>>,
-        reason: UnknownReason,
-        detail: impl Into<String>,
-    ) -> Self {
+    pub fn new(field: Field, reason: UnknownReason, detail: impl Into<String>) -> Self {
         Unknown {
-            field: field.into(),
+            field,
             reason,
             detail: detail.into(),
         }

@@ -16,8 +16,8 @@ use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, DeviceMemory, DeviceRegion, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
-    Vendor,
+    Device, DeviceMemory, DeviceRegion, Field, RuntimeStatus, Source, Telemetry, Unknown,
+    UnknownReason, Vendor,
 };
 
 /// Firmware framebuffers that register a DRM node but are not GPUs.
@@ -192,13 +192,13 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         _ => None,
     };
     let memory_fields = [
-        "memory.total_bytes",
-        "memory.used_bytes",
-        "memory.free_bytes",
-        "memory.reserved_bytes",
+        Field::MemoryTotalBytes,
+        Field::MemoryUsedBytes,
+        Field::MemoryFreeBytes,
+        Field::MemoryReservedBytes,
     ];
     if f.suspended() {
-        for field in memory_fields.iter().chain(&["name", "telemetry"]) {
+        for field in memory_fields.iter().chain(&[Field::Name, Field::Telemetry]) {
             d.unknown.push(Unknown::new(
                 *field,
                 UnknownReason::Suspended,
@@ -216,7 +216,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         .filter(|n| !n.is_empty());
     if d.name.is_none() {
         d.unknown.push(Unknown::new(
-            "name",
+            Field::Name,
             UnknownReason::Unsupported,
             "sysfs has no product name",
         ));
@@ -259,9 +259,9 @@ fn amdgpu(f: &Found, hwmon: Option<&Path>, d: &mut Device) {
     let free = total.zip(used).map(|(t, u)| t.saturating_sub(u));
     d.memory = DeviceMemory::new(total, used, free, None);
     for (field, v) in [
-        ("memory.total_bytes", total),
-        ("memory.used_bytes", used),
-        ("memory.free_bytes", free),
+        (Field::MemoryTotalBytes, total),
+        (Field::MemoryUsedBytes, used),
+        (Field::MemoryFreeBytes, free),
     ] {
         if v.is_none() {
             d.unknown.push(Unknown::new(
@@ -272,7 +272,7 @@ fn amdgpu(f: &Found, hwmon: Option<&Path>, d: &mut Device) {
         }
     }
     d.unknown.push(Unknown::new(
-        "memory.reserved_bytes",
+        Field::MemoryReservedBytes,
         UnknownReason::Unsupported,
         "amdgpu does not expose its reservation",
     ));
@@ -293,9 +293,9 @@ fn amdgpu(f: &Found, hwmon: Option<&Path>, d: &mut Device) {
     t.utilization_percent = get("gpu_busy_percent").map(|v| v as f64);
     t.memory_utilization_percent = get("mem_busy_percent").map(|v| v as f64);
     for (field, v) in [
-        ("telemetry.utilization_percent", t.utilization_percent),
+        (Field::TelemetryUtilizationPercent, t.utilization_percent),
         (
-            "telemetry.memory_utilization_percent",
+            Field::TelemetryMemoryUtilizationPercent,
             t.memory_utilization_percent,
         ),
     ] {
@@ -321,10 +321,10 @@ fn intel(roots: &Roots, f: &Found, driver: &str, hwmon: Option<&Path>, d: &mut D
         )
     };
     for field in [
-        "memory.total_bytes",
-        "memory.used_bytes",
-        "memory.free_bytes",
-        "memory.reserved_bytes",
+        Field::MemoryTotalBytes,
+        Field::MemoryUsedBytes,
+        Field::MemoryFreeBytes,
+        Field::MemoryReservedBytes,
     ] {
         d.unknown.push(Unknown::new(
             field,
@@ -344,7 +344,7 @@ fn intel(roots: &Roots, f: &Found, driver: &str, hwmon: Option<&Path>, d: &mut D
     };
     t.clock_graphics_mhz = freq.and_then(|v| u32::try_from(v).ok());
     d.unknown.push(Unknown::new(
-        "telemetry.utilization_percent",
+        Field::TelemetryUtilizationPercent,
         UnknownReason::Unsupported,
         format!("{driver} has no device-wide busy counter in sysfs; see per-process engines"),
     ));
@@ -363,7 +363,7 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     let mut t = Telemetry::default();
     let Some(h) = hwmon else {
         unknown.push(Unknown::new(
-            "telemetry",
+            Field::Telemetry,
             UnknownReason::Unsupported,
             "no hwmon for this device",
         ));
@@ -383,10 +383,10 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     t.clock_memory_mhz = mhz(get("freq2_input"));
     for (field, missing) in [
         (
-            "telemetry.temperature_celsius",
+            Field::TelemetryTemperatureCelsius,
             t.temperature_celsius.is_none(),
         ),
-        ("telemetry.power_watts", t.power_watts.is_none()),
+        (Field::TelemetryPowerWatts, t.power_watts.is_none()),
     ] {
         if missing {
             unknown.push(Unknown::new(
