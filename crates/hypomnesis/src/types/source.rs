@@ -5,7 +5,7 @@
 use std::fmt;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::field::Field;
 use super::spelling::spelled;
@@ -84,7 +84,7 @@ spelled! {
 
 /// One field that could not be read, and why. Lives beside the `None` it explains.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Unknown {
     /// The field, spelled in JSON as its path (`"memory.reserved_bytes"`, `"used_bytes"`).

@@ -4,7 +4,7 @@
 //! a cgroup path is `system::workload` (public as `hypomnesis::workload`).
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::spelling::spelled;
 
@@ -45,28 +45,46 @@ spelled! {
 /// Everything a cgroup path says about the workload holding a process. Fields that the path
 /// does not name are `None` (and omitted from JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct WorkloadInfo {
     /// The most specific kind found.
     pub kind: WorkloadKind,
     /// The container runtime, when the path names it.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub runtime: Option<ContainerRuntime>,
     /// The full container id (64 hex digits), innermost when containers nest.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub container_id: Option<String>,
     /// The Kubernetes pod UID, with dashes (`1f2e3d4c-5b6a-…`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pod_uid: Option<String>,
     /// The Slurm job id.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_job: Option<u64>,
     /// The Slurm step (`0`, `batch`, `extern`, `interactive`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_step: Option<String>,
     /// The innermost systemd unit (`ollama.service`, `docker-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub unit: Option<String>,
     /// The cgroup path this was read from.
     pub cgroup: String,
