@@ -21,7 +21,7 @@ use super::recording::{Recording, write_line};
 use super::snapshot::{Limits, Snapshot};
 use super::theme::Theme;
 
-fn opts(bed: &Sandbox) -> ProbeOptions {
+pub(super) fn opts(bed: &Sandbox) -> ProbeOptions {
     ProbeOptions::default()
         .roots(
             Roots::system()
@@ -32,7 +32,7 @@ fn opts(bed: &Sandbox) -> ProbeOptions {
         .nvidia_smi(bed.env.nvidia_smi.clone())
 }
 
-fn collector(bed: &Sandbox, max: usize) -> Collector {
+pub(super) fn collector(bed: &Sandbox, max: usize) -> Collector {
     Collector::new(
         opts(bed),
         CollectOptions {
@@ -72,7 +72,7 @@ fn nvidia_bed() -> Sandbox {
     bed
 }
 
-fn live() -> App {
+pub(super) fn live() -> App {
     App::new(
         Mode::Live {
             interval: Duration::from_secs(1),
@@ -93,11 +93,11 @@ fn screen(app: &mut App, w: u16, h: u16) -> (String, ratatui::buffer::Buffer) {
     (text, buf)
 }
 
-fn text(app: &mut App, w: u16, h: u16) -> String {
+pub(super) fn text(app: &mut App, w: u16, h: u16) -> String {
     screen(app, w, h).0
 }
 
-fn press(app: &mut App, code: KeyCode) {
+pub(super) fn press(app: &mut App, code: KeyCode) {
     app.key(KeyEvent {
         code,
         modifiers: KeyModifiers::NONE,
@@ -408,80 +408,7 @@ fn a_fifo_command_line_never_blocks_the_collector() {
     std::fs::remove_file(&cmd).unwrap();
     nix::unistd::mkfifo(&cmd, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let s: Snapshot = collector(&bed, 100).sample(Duration::from_secs(1));
-    let xorg = s.processes.iter().find(|p| p.pid == 5000).unwrap();
+    let xorg = s.processes.iter().find(|p| p.gpu.pid == 5000).unwrap();
     assert_eq!(xorg.cmdline, None);
-    assert_eq!(xorg.name.as_deref(), Some("Xorg"));
-}
-
-/// Every screen a replay of `path` shows at 120×40: each sample in turn, then at the last one
-/// the detail pane of every row, the tree, the help-free 80×24 and a monochrome frame.
-fn replay_screens(path: &std::path::Path) -> String {
-    let rec = Recording::open(path).unwrap();
-    let len = rec.len();
-    let mut player = Player::new(rec, Instant::now());
-    let mut app = App::new(
-        Mode::Replay {
-            file: path.display().to_string(),
-            position: 0,
-            len,
-            speed: 1.0,
-            paused: true,
-            start_ms: player.rec.entries[0].unix_ms,
-        },
-        Theme { mono: false },
-    );
-    player.paused = true;
-    let mut out = String::new();
-    let mut frame = |app: &mut App, what: &str, w: u16, h: u16| {
-        out.push_str(&format!("=== {what} ({w}x{h})\n"));
-        for l in text(app, w, h).lines() {
-            out.push_str(l.trim_end());
-            out.push('\n');
-        }
-    };
-    for i in 0..len {
-        player.pos = i;
-        player.show(&mut app);
-        frame(&mut app, &format!("sample {}", i + 1), 120, 40);
-    }
-    press(&mut app, KeyCode::Home);
-    press(&mut app, KeyCode::Enter);
-    let rows = app.lines().len();
-    for n in 0..rows {
-        frame(&mut app, &format!("detail of row {}", n + 1), 150, 40);
-        press(&mut app, KeyCode::Down);
-    }
-    press(&mut app, KeyCode::Enter);
-    for col in ["NAME", "KIND", "WORKLOAD", "GPU%", "USER"] {
-        while !app.sort.title().eq(col) {
-            press(&mut app, KeyCode::Char('>'));
-        }
-        frame(&mut app, &format!("sorted by {col}"), 120, 40);
-    }
-    press(&mut app, KeyCode::Char('t'));
-    frame(&mut app, "tree", 120, 40);
-    press(&mut app, KeyCode::Char('t'));
-    for f in ["/docker", "/mps"] {
-        for c in f.chars() {
-            press(&mut app, KeyCode::Char(c));
-        }
-        press(&mut app, KeyCode::Enter);
-        frame(&mut app, &format!("filter {f}"), 120, 40);
-        press(&mut app, KeyCode::Esc);
-    }
-    frame(&mut app, "smallest", 80, 24);
-    out
-}
-
-/// A recording written by `hmn record` in format version 1 (when the snapshot had display
-/// types of its own) replays into exactly the screens it showed then.
-#[test]
-fn a_version_1_recording_replays_the_screens_it_showed() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/top");
-    let got = replay_screens(&dir.join("recording-v1.jsonl"));
-    let want = std::fs::read_to_string(dir.join("recording-v1.screens.txt")).unwrap();
-    for (n, (g, w)) in got.lines().zip(want.lines()).enumerate() {
-        assert_eq!(g, w, "line {} of the screens differs", n + 1);
-    }
-    assert_eq!(got.lines().count(), want.lines().count());
+    assert_eq!(xorg.gpu.name, Some("Xorg".into()));
 }
