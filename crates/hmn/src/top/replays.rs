@@ -9,14 +9,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hmn_testbed::{FakeDevice, FakeGpu, FakeNvml, FakeProc, FakeProcess, FakeSample, Sandbox};
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProc, FakeProcess, FakeSample, Sandbox};
 use ratatui::crossterm::event::KeyCode;
 
 use super::app::{App, Mode};
 use super::player::Player;
 use super::recording::{Recording, write_line};
 use super::snapshot::Snapshot;
-use super::tests::{collector, live, press, text};
+use super::tests::{add_drm, collector, live, press, text};
 use super::theme::Theme;
 
 /// One frame: what it shows, and its text (each line's trailing blanks cut).
@@ -109,14 +109,7 @@ fn world() -> Sandbox {
         .process(FakeProcess::compute(1, 6001, 1 << 30))
         .process(FakeProcess::mps(1, 6001, 1 << 30))
         .sample(FakeSample::new(1, 4242, [37, 12, 5, 0]));
-    let bed = Sandbox::with_nvml(&fake);
-    bed.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 129))
-        .gpu(FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended());
-    let era_d = hmn_testbed::fdinfo_sample("amdgpu-eraD.txt")
-        .unwrap()
-        .replace("0000:11:00.0", "0000:03:00.0");
-    bed.client(400, "blender", &[(5, "renderD129", &era_d)])
-        .client(401, "blender", &[(5, "renderD129", &era_d)]);
+    let bed = add_drm(Sandbox::with_nvml(&fake));
     let f = bed.fixture();
     let trainer =
         FakeProc::new(4242, "python3").cmdline(&["python3", "train.py", "--epochs", "10"]);

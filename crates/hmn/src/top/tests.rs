@@ -242,9 +242,8 @@ fn keys_sort_filter_tree_detail_and_help() {
     assert!(s.contains("Send SIGKILL to 4243 (pt_data_worker)?"), "{s}");
 }
 
-/// An amdgpu card with two clients sharing one DRM client, and a suspended xe card.
-fn drm_bed() -> Sandbox {
-    let bed = Sandbox::new();
+/// Adds an amdgpu card with two clients sharing one DRM client, and a suspended xe card.
+pub(super) fn add_drm(bed: Sandbox) -> Sandbox {
     bed.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 129))
         .gpu(FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended());
     let era_d = hmn_testbed::fdinfo_sample("amdgpu-eraD.txt")
@@ -253,6 +252,10 @@ fn drm_bed() -> Sandbox {
     bed.client(400, "blender", &[(5, "renderD129", &era_d)])
         .client(401, "blender", &[(5, "renderD129", &era_d)]);
     bed
+}
+
+fn drm_bed() -> Sandbox {
+    add_drm(Sandbox::new())
 }
 
 #[test]
