@@ -222,8 +222,8 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MigDevice, MigMode,
-    MigPlacement, MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions,
+    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess, MigDevice,
+    MigMode, MigPlacement, MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions,
     ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
     Vendor, VramSum, Warning,
 };
