@@ -40,7 +40,7 @@ macro_rules! closed {
 fn every_contract_enum_has_one_spelling() {
     use hypomnesis::doctor::Status;
     use hypomnesis::estimate::{
-        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Runtime,
+        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Placement, Runtime, TargetKind,
     };
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
     use hypomnesis::pidns::ProcRootNamespace;
@@ -70,6 +70,8 @@ fn every_contract_enum_has_one_spelling() {
         Runtime,
         FlashAttn,
         KvHeadsFrom,
+        Placement,
+        TargetKind,
     );
 }
 
