@@ -169,9 +169,9 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// Its kind's spelling ([`WorkloadKind::as_str`]): `pod`, `container`, `unit`, `slurm` or
-    /// `other`.
-    pub fn kind(&self) -> &'static str {
+    /// Its kind, spelled (`Display`, [`WorkloadKind::as_str`]) `pod`, `container`, `unit`,
+    /// `slurm` or `other`.
+    pub const fn kind(&self) -> WorkloadKind {
         match self {
             Workload::Pod(_) => WorkloadKind::Pod,
             Workload::Container(_) => WorkloadKind::Container,
@@ -179,7 +179,6 @@ impl Workload {
             Workload::SlurmJob(_) => WorkloadKind::Slurm,
             Workload::Other(_) => WorkloadKind::Other,
         }
-        .as_str()
     }
 
     /// The pod UID, container id, unit name, job id or path.
