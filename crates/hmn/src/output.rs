@@ -99,8 +99,8 @@ pub fn usage_error(rendered: &str, subcommand: &str) -> String {
 }
 
 /// `no GPU found (NVML: reason; nvidia-smi: reason)`.
-pub fn no_gpu_line(absent: &[(String, String)]) -> String {
-    let reasons: Vec<String> = absent.iter().map(|(b, r)| format!("{b}: {r}")).collect();
+pub fn no_gpu_line(absent: &[hypomnesis::BackendProblem]) -> String {
+    let reasons: Vec<String> = absent.iter().map(ToString::to_string).collect();
     if reasons.is_empty() {
         "no GPU found".to_string()
     } else {
@@ -143,9 +143,18 @@ mod tests {
     #[test]
     fn no_gpu_line_lists_each_backends_reason() {
         assert_eq!(no_gpu_line(&[]), "no GPU found");
+        use hypomnesis::{Backend, BackendCause, BackendProblem};
         let absent = [
-            ("NVML".to_string(), "library not found".to_string()),
-            ("nvidia-smi".to_string(), "not on PATH".to_string()),
+            BackendProblem::new(
+                Backend::Nvml,
+                BackendCause::LibraryMissing,
+                "library not found",
+            ),
+            BackendProblem::new(
+                Backend::NvidiaSmi,
+                BackendCause::LibraryMissing,
+                "not on PATH",
+            ),
         ];
         assert_eq!(
             no_gpu_line(&absent),
