@@ -31,6 +31,19 @@ pub fn opt_bytes(n: Option<u64>) -> String {
     n.map_or_else(|| "?".to_string(), bytes)
 }
 
+/// A duration as people read it, exactly as given: `50 ms`, `1 s`, `1.25 s`, `90 s` (never
+/// rounded to a figure the command does not use, such as `0.1 s` for 50 ms).
+pub fn duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        let ms = d.as_secs_f64() * 1000.0;
+        let text = format!("{ms:.3}");
+        format!("{} ms", text.trim_end_matches('0').trim_end_matches('.'))
+    } else {
+        let text = format!("{:.3}", d.as_secs_f64());
+        format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
 /// Makes text safe for a terminal: control characters (including escape sequences a hostile
 /// process name could carry) are shown as `\x..` / `\u{..}` escapes.
 pub fn sanitize(text: &str) -> String {
@@ -136,6 +149,17 @@ mod tests {
         assert_eq!(bytes(540 << 20), "540 MiB");
         assert_eq!(bytes(u64::MAX), "16 EiB");
         assert_eq!(opt_bytes(None), "?");
+    }
+
+    #[test]
+    fn durations_are_said_as_given() {
+        let d = std::time::Duration::from_millis;
+        assert_eq!(duration(d(50)), "50 ms");
+        assert_eq!(duration(d(1)), "1 ms");
+        assert_eq!(duration(std::time::Duration::from_micros(1500)), "1.5 ms");
+        assert_eq!(duration(d(1000)), "1 s");
+        assert_eq!(duration(d(1250)), "1.25 s");
+        assert_eq!(duration(d(90_000)), "90 s");
     }
 
     #[test]
