@@ -100,7 +100,7 @@ fn regular_or_absent(path: &Path) -> io::Result<bool> {
             Err(refused(if md.file_type().is_symlink() {
                 format!("is {kind}; hmn does not write through links (name its target)")
             } else {
-                format!("is {kind}; hmn only replaces regular files (- writes to stdout)")
+                format!("is {kind}; hmn only replaces regular files")
             }))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -297,7 +297,16 @@ impl Sink {
             Dest::Stdout => Ok(Sink::Stdout(File::from(
                 io::stdout().as_handle().try_clone_to_owned()?,
             ))),
-            Dest::File(p) => AtomicFile::create(p).map(Sink::File),
+            // Where `-` is accepted, a refusal says so (`serve --textfile` takes no `-`).
+            Dest::File(p) => AtomicFile::create(p).map(Sink::File).map_err(|e| {
+                if e.kind() == io::ErrorKind::InvalidInput
+                    && e.to_string().contains("regular files")
+                {
+                    refused(format!("{e} (- writes to stdout)"))
+                } else {
+                    e
+                }
+            }),
         }
     }
 
