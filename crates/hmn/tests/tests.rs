@@ -31,6 +31,7 @@ mod selectors;
 mod serve;
 mod serve_abuse;
 mod spill;
+mod terminal;
 mod top;
 mod watch;
 
