@@ -25,11 +25,13 @@ mod names;
 mod nvml_failures;
 mod nvml_util;
 mod orphans;
+mod record;
 mod run;
 mod selectors;
 mod serve;
 mod serve_abuse;
 mod spill;
+mod terminal;
 mod top;
 mod watch;
 
