@@ -145,7 +145,7 @@ fn a_broken_nvml_is_failed_not_absent() {
         assert_eq!(*cause, want, "{reason}");
         assert!(list.devices.is_empty());
         let problem = BackendProblem::new(Backend::Nvml, want, reason.clone());
-        assert_eq!(list.failed_reasons(), [problem.clone()]);
+        assert_eq!(list.failed_reasons(), std::slice::from_ref(&problem));
         assert_eq!(
             list.absent_reasons()[0],
             problem,
