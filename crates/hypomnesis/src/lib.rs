@@ -108,7 +108,7 @@ pub mod test_helpers;
 #[cfg(feature = "report")]
 pub use compat::report;
 pub use compat::{gpu, ram, snapshot, spill};
-pub use measure::{eviction, own, peaks, phase, sampler};
+pub use measure::{eviction, growth, own, peaks, phase, sampler};
 #[doc(inline)]
 pub use probe::select;
 pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
@@ -222,8 +222,8 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MigDevice, MigMode,
-    MigPlacement, MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions,
-    ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
-    Vendor, VramSum, Warning,
+    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MemoryHealth,
+    MigDevice, MigMode, MigPlacement, MigState, ProcessKind, ProcessList, ProcessName,
+    ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry,
+    Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

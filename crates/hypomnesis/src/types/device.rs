@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::health::MemoryHealth;
 use super::nvidia::{MigDevice, MigState};
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
@@ -86,6 +87,11 @@ pub struct Device {
     /// MIG mode and MIG devices (NVIDIA GPUs that support MIG; absent elsewhere).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub mig: Option<MigState>,
+    /// Memory health (ECC, remapped rows or retired pages, amdgpu RAS), when it was read
+    /// (`ProbeOptions::health`): every reading `None` with an `unknown` entry where the driver
+    /// gives none.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub health: Option<MemoryHealth>,
 }
 
 impl Device {
@@ -109,6 +115,7 @@ impl Device {
             unknown: Vec::new(),
             error: None,
             mig: None,
+            health: None,
         }
     }
 

@@ -37,6 +37,7 @@ mod backend;
 mod device;
 // The truthful API's errors (public through the crate root's `error` module).
 pub(crate) mod error;
+mod health;
 mod kind;
 mod lists;
 mod name;
@@ -47,11 +48,17 @@ mod process;
 mod runtime;
 mod source;
 mod totals;
+mod unattributed;
 mod usage;
 pub(crate) mod workload;
 
 pub use backend::{Backend, BackendState, BackendStatus};
 pub use device::{Device, Telemetry};
+pub use health::{
+    BadPages, EccErrors, EccMode, HealthFinding, MemoryHealth, REMEDY_REBOOT_AMD, REMEDY_RESET,
+    REMEDY_SERVICE, REMEDY_WATCH, RasCount, RemappedRows, RetiredPages, Severity, XidClass,
+    XidEvent, XidTally, xid_meaning,
+};
 pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons};
 pub use name::ProcessName;
@@ -62,6 +69,7 @@ pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};
 pub use totals::{Completeness, VramSum};
+pub use unattributed::{Bound, Cause, Unattributed};
 pub use usage::{DeviceMemory, DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
