@@ -217,6 +217,7 @@ pub use error::Error;
 pub use host::{HostMemory, MemoryDetail, ProcessMemory};
 #[doc(no_inline)]
 pub use pci::PciBusId;
+pub use probe::events::XidEvents;
 pub use probe::{Probe, ProbeOptions, shared_probe};
 #[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};

@@ -43,8 +43,8 @@ pub fn symlink(
 }
 pub use gguf::{GgufWriter, ggml};
 pub use nvml::{
-    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
-    FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_hang_flag,
+    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeHealth,
+    FakeNvml, FakeProcess, FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_hang_flag,
 };
 pub use procfs::{FakeProc, ProcFixture};
 pub use sandbox::Sandbox;

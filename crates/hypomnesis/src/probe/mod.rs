@@ -27,6 +27,8 @@ use crate::types::{
     Unknown, UnknownReason, Warning,
 };
 
+// XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
+pub mod events;
 mod options;
 // Public at the crate root (`hypomnesis::select`), documented there.
 #[doc(hidden)]
@@ -159,7 +161,7 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev = nvml.device(index);
+                            let dev = nvml.device_with(index, self.options.health);
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -241,6 +243,9 @@ impl Probe {
         };
         list.backends.push(BackendStatus::new(Backend::Drm, state));
         list.devices.extend(found);
+        if self.options.health {
+            drm_health(&mut list.devices, &map);
+        }
         (list, map)
     }
 
@@ -275,7 +280,7 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                return unreadable_is_error(nvml.device(index));
+                return unreadable_is_error(nvml.device_with(index, self.options.health));
             }
         }
         self.devices().device(index).cloned()
@@ -460,6 +465,27 @@ fn drm_absent_reason(sys: &std::path::Path) -> String {
         );
     }
     format!("no DRM GPU under {}/class/drm", sys.display())
+}
+
+/// Every listed DRM device's memory health: amdgpu's RAS counters where the device has a
+/// `ras/` directory (no other driver makes one); a suspended device is not read.
+fn drm_health(devices: &mut [Device], map: &DrmDevices) {
+    for (f, index) in &map.listed {
+        let Some(d) = devices.iter_mut().find(|d| d.index == *index) else {
+            continue;
+        };
+        d.health = Some(if f.suspended() {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                "health",
+                UnknownReason::Suspended,
+                "the device is runtime-suspended; reading it would wake it",
+            ));
+            h
+        } else {
+            crate::backends::drm::ras::read(&f.dir)
+        });
+    }
 }
 
 #[cfg(feature = "nvml")]

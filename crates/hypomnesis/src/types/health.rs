@@ -472,6 +472,9 @@ pub struct XidTally {
     /// Why no device's events can be counted (no NVML, events unsupported everywhere).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub unavailable: Option<String>,
+    /// The latest error a wait returned (a GPU lost): counting goes on after a pause.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub last_error: Option<String>,
 }
 
 impl XidTally {
