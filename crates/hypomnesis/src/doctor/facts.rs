@@ -9,6 +9,7 @@ use crate::system::pidns::PidView;
 use crate::system::roots::Roots;
 use crate::types::BackendStatus;
 
+use super::memory::MemoryFacts;
 use super::model::Platform;
 
 /// How NVML came up.
@@ -243,6 +244,8 @@ pub struct Facts {
     pub platform: Platform,
     /// The probe's backend states (off Linux: DXGI, Metal).
     pub gpu_backends: Vec<BackendStatus>,
+    /// Devices with their memory health, and their unattributed memory (`None`: not read).
+    pub memory: Option<MemoryFacts>,
 }
 
 impl Facts {
@@ -264,6 +267,7 @@ impl Facts {
             pid,
             platform: Platform::Linux,
             gpu_backends: Vec::new(),
+            memory: None,
         }
     }
 }
@@ -315,10 +319,11 @@ pub fn parse_proc_mount(mountinfo: &str, mount_point: &Path) -> Option<ProcMount
 
 /// Reads every fact under `options` (the one function of `doctor` that does I/O).
 pub fn gather(options: &ProbeOptions) -> Facts {
-    let probe = Probe::with_options(options.clone());
+    let probe = Probe::with_options(options.clone().health(true));
     let mut f = Facts::empty(options.roots.clone(), probe.pid_view().clone());
     f.platform = Platform::current();
     f.nvml = nvml_facts(&probe, options);
+    f.memory = Some(MemoryFacts::of(&probe.gpu_processes()));
     f.nvidia_smi = find_nvidia_smi(options);
     #[cfg(target_os = "linux")]
     linux_facts(&mut f);
