@@ -50,7 +50,7 @@ pub use procfs::{FakeProc, ProcFixture};
 pub use sandbox::Sandbox;
 pub use smi::{FakeSmi, SmiBehaviour};
 pub use sysfs::{FakeGpu, SysFixture};
-pub use world::{World, fdinfo_dir, fdinfo_sample};
+pub use world::{World, fdinfo_dir, fdinfo_sample, kubelet_container};
 
 /// The system Python for tests that run Python children (`/usr/bin/python3` when it exists: a
 /// version-manager shim on `PATH` would add its own processes to a process tree).

@@ -77,6 +77,12 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR", env = "HMN_SYS_ROOT")]
     pub sys_root: Option<PathBuf>,
 
+    /// Read the kubelet's pods/ and containers/ (pod, namespace and container names) under DIR
+    /// instead of /var/log (e.g. the host's /var/log mounted in a container). Listed only,
+    /// never a log file read.
+    #[arg(long, global = true, value_name = "DIR", env = "HMN_LOG_ROOT")]
+    pub log_root: Option<PathBuf>,
+
     /// Load NVML from PATH instead of libnvidia-ml.so.1 on the loader's search path.
     #[arg(long, global = true, value_name = "PATH", env = "HMN_NVML_LIB")]
     pub nvml_lib: Option<PathBuf>,
@@ -327,6 +333,10 @@ impl GlobalArgs {
             }
         };
         let mut roots = Roots::system();
+        // The container runtimes' roots have no flag: HMN_DOCKER_ROOT, HMN_CONTAINERD_ROOT,
+        // HMN_CRIO_ROOT.
+        let env = Roots::from_env();
+        (roots.docker, roots.containerd, roots.crio) = (env.docker, env.containerd, env.crio);
         if let Some(p) = nonempty(&self.proc_root) {
             check_dir("--proc-root", &p)?;
             check_proc_root(&p)?;
@@ -335,6 +345,10 @@ impl GlobalArgs {
         if let Some(p) = nonempty(&self.sys_root) {
             check_dir("--sys-root", &p)?;
             roots = roots.with_sys(p);
+        }
+        // The log root may be absent (no kubelet here): names are then simply not found.
+        if let Some(p) = nonempty(&self.log_root) {
+            roots = roots.with_log(p);
         }
         let mut opts = ProbeOptions::from_env().roots(roots);
         opts.nvml_library = nonempty(&self.nvml_lib);

@@ -205,17 +205,22 @@ pub(super) fn unattributed(f: &Facts) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doctor::model::Status;
     use crate::system::pidns::{self, NamespaceFacts};
     use crate::system::roots::Roots;
-    use crate::doctor::model::Status;
     use crate::types::{
-        EccMode, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows, Source,
-        Vendor,
+        EccMode, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows, Source, Vendor,
     };
 
     fn facts(devices: Vec<Device>) -> Facts {
         let ns = pidns::INIT_PID_NS_INODE;
-        let view = pidns::view(&NamespaceFacts::new(Some(ns), Some(ns), vec![10], None, vec![]));
+        let view = pidns::view(&NamespaceFacts::new(
+            Some(ns),
+            Some(ns),
+            vec![10],
+            None,
+            vec![],
+        ));
         let mut f = Facts::empty(Roots::system(), view);
         let list = ProcessList {
             devices,
@@ -247,7 +252,10 @@ mod tests {
 
     #[test]
     fn healthy_pending_and_failed_memory() {
-        let ok = health(&facts(vec![gpu(0, hopper(RemappedRows::new(0, 0, false, false)))]));
+        let ok = health(&facts(vec![gpu(
+            0,
+            hopper(RemappedRows::new(0, 0, false, false)),
+        )]));
         assert_eq!(ok.status, Status::Ok);
         assert_eq!(
             ok.saw,
@@ -259,7 +267,11 @@ mod tests {
         ]));
         assert_eq!(pending.status, Status::Warn);
         assert_eq!(pending.remedy.as_deref(), Some(REMEDY_RESET));
-        assert!(pending.saw.contains("GPU 1 (NVIDIA H200): a row remapping is pending"));
+        assert!(
+            pending
+                .saw
+                .contains("GPU 1 (NVIDIA H200): a row remapping is pending")
+        );
         let mut sick = hopper(RemappedRows::new(0, 0, false, false));
         sick.ecc_errors.uncorrected_volatile = Some(3);
         let failed = health(&facts(vec![gpu(0, sick)]));
@@ -276,7 +288,10 @@ mod tests {
         };
         let c = health(&facts(vec![gpu(0, geforce)]));
         assert_eq!(c.status, Status::Ok);
-        assert_eq!(c.saw, "GPU 0 (NVIDIA H200): no memory error counters (no ECC)");
+        assert_eq!(
+            c.saw,
+            "GPU 0 (NVIDIA H200): no memory error counters (no ECC)"
+        );
         let amd = MemoryHealth {
             ras: vec![RasCount::new("umc", 1, 0)],
             ..MemoryHealth::default()

@@ -66,6 +66,7 @@ pub struct Probe {
     smi: crate::backends::smi::Smi,
     drm: DrmBackend,
     pid_view: OnceLock<crate::system::pidns::PidView>,
+    names: crate::system::workload::names::NameCache,
 }
 
 impl std::fmt::Debug for Probe {
@@ -104,6 +105,7 @@ impl Probe {
             options,
             nvml: OnceLock::new(),
             pid_view: OnceLock::new(),
+            names: crate::system::workload::names::NameCache::new(),
         }
     }
 
@@ -419,6 +421,9 @@ impl Probe {
             row.user = id.user;
             row.ns_pid = id.ns_pid;
             row.workload = crate::system::workload::of_process(roots, row.pid);
+            if let Some(w) = &mut row.workload {
+                self.names.fill(roots, w);
+            }
         }
         #[cfg(feature = "nvml")]
         crate::backends::nvml::mps::classify(rows, |r| {

@@ -20,6 +20,14 @@
 //! The kind is the most specific thing found: pod, then container, then Slurm job, then unit;
 //! a path with none of them is `other`, and the root (`/`, what a process in a private cgroup
 //! namespace sees of itself) is no workload at all.
+//!
+//! The names of a pod or container (namespace, pod, container) come from the node's own files
+//! where they are readable ([`names`]: the kubelet's log layout, Docker's and the OCI
+//! bundles' configs), filled in by the probe.
+
+// Names from the node's own files (the kubelet's log layout, Docker's and the OCI bundles'
+// configs).
+pub mod names;
 
 use crate::system::cgroup::lines::{CgroupLine, parse_proc_cgroup, v2_path};
 use crate::system::fsread;
