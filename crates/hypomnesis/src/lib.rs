@@ -111,7 +111,7 @@ pub use compat::{gpu, ram, snapshot, spill};
 pub use measure::{eviction, growth, own, peaks, phase, sampler};
 #[doc(inline)]
 pub use probe::select;
-pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
+pub use system::{cgroup, host, lease, pci_ids, pidns, process, roots, workload};
 #[doc(inline)]
 pub use types::{accounting, pci};
 

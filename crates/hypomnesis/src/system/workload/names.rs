@@ -65,6 +65,7 @@ fn dns_name(s: &str, max: usize, dots: bool) -> bool {
 }
 
 /// A Docker container name (`/` stripped): `[A-Za-z0-9][A-Za-z0-9_.-]*`, at most 255.
+#[cfg_attr(not(feature = "container-names"), allow(dead_code))]
 fn docker_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
