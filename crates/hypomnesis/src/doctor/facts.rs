@@ -7,9 +7,8 @@ use crate::probe::{Probe, ProbeOptions};
 use crate::system::fsread::{self, Cap};
 use crate::system::pidns::PidView;
 use crate::system::roots::Roots;
-use crate::types::BackendStatus;
+use crate::types::{BackendStatus, Device, MemoryHealth, Unattributed};
 
-use super::memory::MemoryFacts;
 use super::model::Platform;
 
 /// How NVML came up.
@@ -205,6 +204,53 @@ impl CgroupFacts {
             version,
             creatable,
             disabled_by_env,
+        }
+    }
+}
+
+/// One device as these checks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceMemoryFacts {
+    /// Its index.
+    pub index: u32,
+    /// Its name, or `unknown GPU`.
+    pub name: String,
+    /// Its memory, bytes.
+    pub total_bytes: Option<u64>,
+    /// Its memory health, when read.
+    pub health: Option<MemoryHealth>,
+}
+
+impl DeviceMemoryFacts {
+    /// The facts of `d`.
+    pub fn of(d: &Device) -> DeviceMemoryFacts {
+        DeviceMemoryFacts {
+            index: d.index,
+            name: d.name_or_unknown().to_string(),
+            total_bytes: d.memory.total_bytes,
+            health: d.health.clone(),
+        }
+    }
+}
+
+/// What `gather` read for these checks: every device (with its health) and its unattributed
+/// memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryFacts {
+    /// The devices.
+    pub devices: Vec<DeviceMemoryFacts>,
+    /// Per device ([`crate::ProcessList::unattributed`]).
+    pub unattributed: Vec<Unattributed>,
+}
+
+impl MemoryFacts {
+    /// Facts from a listing: its devices (health read) and their unattributed memory.
+    pub fn of(list: &crate::types::ProcessList) -> MemoryFacts {
+        MemoryFacts {
+            devices: list.devices.iter().map(DeviceMemoryFacts::of).collect(),
+            unattributed: list.unattributed(),
         }
     }
 }

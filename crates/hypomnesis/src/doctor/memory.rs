@@ -4,57 +4,10 @@
 //! `unattributed` — device memory no listed process accounts for, with the causes this machine
 //! shows ([`Unattributed`]).
 
-use super::facts::Facts;
+use super::facts::{DeviceMemoryFacts, Facts};
 use super::model::Check;
 use crate::system::pidns::ProcRootNamespace;
-use crate::types::{Cause, Device, MemoryHealth, Severity, Unattributed};
-
-/// One device as these checks see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeviceMemoryFacts {
-    /// Its index.
-    pub index: u32,
-    /// Its name, or `unknown GPU`.
-    pub name: String,
-    /// Its memory, bytes.
-    pub total_bytes: Option<u64>,
-    /// Its memory health, when read.
-    pub health: Option<MemoryHealth>,
-}
-
-impl DeviceMemoryFacts {
-    /// The facts of `d`.
-    pub fn of(d: &Device) -> DeviceMemoryFacts {
-        DeviceMemoryFacts {
-            index: d.index,
-            name: d.name_or_unknown().to_string(),
-            total_bytes: d.memory.total_bytes,
-            health: d.health.clone(),
-        }
-    }
-}
-
-/// What `gather` read for these checks: every device (with its health) and its unattributed
-/// memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct MemoryFacts {
-    /// The devices.
-    pub devices: Vec<DeviceMemoryFacts>,
-    /// Per device ([`crate::ProcessList::unattributed`]).
-    pub unattributed: Vec<Unattributed>,
-}
-
-impl MemoryFacts {
-    /// Facts from a listing: its devices (health read) and their unattributed memory.
-    pub fn of(list: &crate::types::ProcessList) -> MemoryFacts {
-        MemoryFacts {
-            devices: list.devices.iter().map(DeviceMemoryFacts::of).collect(),
-            unattributed: list.unattributed(),
-        }
-    }
-}
+use crate::types::{Cause, MemoryHealth, Severity};
 
 /// Unattributed memory above this share of a device's total is worth a warning…
 const SHARE: f64 = 0.10;
@@ -205,11 +158,13 @@ pub(super) fn unattributed(f: &Facts) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doctor::facts::MemoryFacts;
     use crate::doctor::model::Status;
     use crate::system::pidns::{self, NamespaceFacts};
     use crate::system::roots::Roots;
     use crate::types::{
-        EccMode, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows, Source, Vendor,
+        Device, EccMode, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows, Source,
+        Vendor,
     };
 
     fn facts(devices: Vec<Device>) -> Facts {

@@ -38,11 +38,11 @@ mod portable;
 mod userns;
 
 pub use facts::{
-    CgroupFacts, DevNode, DrmFacts, Facts, NvmlDeviceFacts, NvmlFacts, NvmlState, ProcMount,
-    UserFacts, gather, parse_cap_eff, parse_nvidia_version, parse_proc_mount,
+    CgroupFacts, DevNode, DeviceMemoryFacts, DrmFacts, Facts, MemoryFacts, NvmlDeviceFacts,
+    NvmlFacts, NvmlState, ProcMount, UserFacts, gather, parse_cap_eff, parse_nvidia_version,
+    parse_proc_mount,
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
-pub use memory::{DeviceMemoryFacts, MemoryFacts};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
 pub use userns::{is_initial_uid_map, uid_outside};
 
