@@ -49,6 +49,8 @@ pub const HMN: Table = Table {
         l("who", 1),
         // `--device` resolved (reads the command line, writes notes).
         l("select", 2),
+        // `hmn pick`, and the pick `hmn run --gpu` makes (a command other commands build on).
+        l("pick", 2),
         // One command each.
         l("devices", 3),
         l("doctor", 3),

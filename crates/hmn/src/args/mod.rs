@@ -18,7 +18,7 @@ pub use fits::{DeviceSel, FitsArgs};
 use fits::{parse_device_sel, parse_runtime};
 // The value parsers every subcommand's options share, and their error.
 mod values;
-pub use values::{ArgError, parse_size};
+pub use values::{ArgError, GpuArg, parse_size};
 #[cfg(test)]
 use values::{parse_duration, parse_pattern, parse_selector};
 
@@ -194,6 +194,23 @@ pub enum Command {
             docs/estimation.md."
     )]
     Fits(FitsArgs),
+
+    /// Pick the device(s) with room for a command: prints their UUIDs, best fit first.
+    #[command(
+        long_about = "Pick the device(s) with at least --need free for a command, and print their \
+            selectors (GPU-…/MIG-… UUIDs; a PCI bus id for a device without one), one per line, \
+            best fit first: the smallest free memory that fits, then the least busy, then the \
+            higher index (MIG devices are candidates on their own; with --count above 1 they \
+            are left out). --need takes a SIZE, or a MODEL path judged as `hmn fits` would.\n\n\
+            Concurrent picks do not get the same memory: each pick reserves what it needs on \
+            the device's lock file for --lease (default 60 s), and a later pick counts live \
+            reservations as used. Lock directory: HMN_LOCK_DIR, else /run/hmn, \
+            /dev/shm/hmn-locks or /tmp/hmn-locks (docs/pick.md). An inherited \
+            CUDA_VISIBLE_DEVICES limits the NVIDIA candidates.\n\n\
+            Exit status: 0 picked; 1 no device has room (after --wait, if given); 2 on an \
+            error (an unreadable model or size, a broken NVML)."
+    )]
+    Pick(PickArgs),
 
     /// Export device and process metrics for Prometheus (text 0.0.4 or OpenMetrics).
     #[cfg(feature = "serve")]

@@ -293,6 +293,22 @@ pub enum PickError {
     },
 }
 
+impl PickError {
+    /// Every candidate as judged.
+    pub fn considered(&self) -> &[Candidate] {
+        match self {
+            PickError::NoneFits { considered, .. } => considered,
+        }
+    }
+
+    /// What was left out, and why.
+    pub fn notes(&self) -> &[String] {
+        match self {
+            PickError::NoneFits { notes, .. } => notes,
+        }
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
