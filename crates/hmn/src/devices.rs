@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use hypomnesis::select::CudaView;
 use hypomnesis::{
-    BackendStatus, Device, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
+    BackendStatus, Device, Field, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
 };
 use serde::Serialize;
 
@@ -127,7 +127,11 @@ pub fn device_line(dev: &Device) -> String {
     line.push_str(&mig_suffix(dev));
     let shown_elsewhere = dev.integrated == Some(true) || dev.is_suspended();
     if m.total_bytes.is_none() && !shown_elsewhere {
-        if let Some(u) = dev.unknown.iter().find(|u| u.field == "memory.total_bytes") {
+        if let Some(u) = dev
+            .unknown
+            .iter()
+            .find(|u| u.field == Field::MemoryTotalBytes)
+        {
             line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
         }
     }
@@ -141,7 +145,7 @@ fn mig_suffix(dev: &Device) -> String {
         return String::new();
     };
     let mut s = match (m.enabled(), m.instances.len()) {
-        (true, 0) if m.unknown.iter().any(|u| u.field == "mig.instances") => {
+        (true, 0) if m.unknown.iter().any(|u| u.field == Field::MigInstances) => {
             ", MIG on (MIG devices could not be listed)".to_string()
         }
         (true, 0) => ", MIG on, no MIG device configured".to_string(),

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
-use hypomnesis::{Error, GpuProcess, Probe, ProcessList, VramSum, Warning};
+use hypomnesis::{Device, Error, Field, GpuProcess, Probe, ProcessList, VramSum, Warning};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, PsArgs, SortKey};
@@ -211,7 +211,7 @@ pub fn util_cell(p: &GpuProcess) -> String {
         }
         return cell;
     }
-    if p.unknown.iter().any(|u| u.field == "utilization") {
+    if p.unknown.iter().any(|u| u.field == Field::Utilization) {
         return "?".to_string();
     }
     p.engines
@@ -226,11 +226,15 @@ pub fn util_cell(p: &GpuProcess) -> String {
 /// The MIG cell: `1g.10gb GI 11 CI 0`-style, from the row's MIG device (`-` outside MIG);
 /// also for `hmn top`.
 pub fn mig_cell(p: &GpuProcess, list: &ProcessList) -> String {
+    mig_cell_of(p, &list.devices)
+}
+
+/// As [`mig_cell`], with the devices given (`hmn top`'s snapshot).
+pub fn mig_cell_of(p: &GpuProcess, devices: &[Device]) -> String {
     let Some(m) = p.mig_index else {
         return "-".to_string();
     };
-    let profile = list
-        .devices
+    let profile = devices
         .iter()
         .find(|d| d.index == p.device_index)
         .and_then(|d| d.mig_instance(m))
@@ -419,7 +423,7 @@ mod tests {
         let mut p = GpuProcessBuilder::new(1, 0).build();
         assert_eq!(util_cell(&p), "-", "no figure at all");
         p.unknown.push(Unknown::new(
-            "utilization",
+            Field::Utilization,
             UnknownReason::Unsupported,
             "MIG",
         ));

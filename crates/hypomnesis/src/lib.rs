@@ -223,8 +223,8 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MemoryHealth,
-    MigDevice, MigMode, MigPlacement, MigState, ProcessKind, ProcessList, ProcessName,
-    ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry,
-    Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
+    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess,
+    MemoryHealth, MigDevice, MigMode, MigPlacement, MigState, ProcessKind, ProcessList,
+    ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source,
+    Telemetry, Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

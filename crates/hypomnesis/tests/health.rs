@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hmn_testbed::{Driver, FakeDevice, FakeEvent, FakeGpu, FakeHealth, FakeNvml, FakeProcess};
 use hypomnesis::types::{Bound, Severity};
-use hypomnesis::{MemoryHealth, Probe, UnknownReason, XidTally};
+use hypomnesis::{Field, MemoryHealth, Probe, UnknownReason, XidTally};
 
 use crate::util::Bed;
 
@@ -27,19 +27,19 @@ fn defaults_are_unsupported_and_not_read_unless_asked() {
     let h = health_of(&bed, 0);
     assert!(!h.any_reading(), "{h:?}");
     assert!(h.is_clean(), "nothing read is no finding");
-    let ecc = h.unknown.iter().find(|u| u.field == "health.ecc").unwrap();
+    let ecc = h.unknown.iter().find(|u| u.field == Field::HealthEcc).unwrap();
     assert_eq!(ecc.reason, UnknownReason::Unsupported);
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.ecc_errors.uncorrected_volatile"
+            .any(|u| u.field == Field::HealthEccErrorsUncorrectedVolatile
                 && u.detail.contains("not supported")),
         "{h:?}"
     );
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.remapped_rows" && u.detail.contains("neither")),
+            .any(|u| u.field == Field::HealthRemappedRows && u.detail.contains("neither")),
         "both schemes unsupported is said once: {h:?}"
     );
 }
@@ -93,14 +93,14 @@ fn ecc_off_leaves_counts_unknown_and_mig_hides_remapped_rows() {
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.ecc_errors.corrected_aggregate" && u.detail == "ECC is off")
+            .any(|u| u.field == Field::HealthEccErrorsCorrectedAggregate && u.detail == "ECC is off")
     );
     let h = health_of(&bed, 1);
     assert_eq!(h.remapped_rows, None);
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.remapped_rows" && u.detail.contains("MIG")),
+            .any(|u| u.field == Field::HealthRemappedRows && u.detail.contains("MIG")),
         "{h:?}"
     );
 }
@@ -138,7 +138,7 @@ fn retired_pages_on_older_gpus() {
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.retired_pages.pending"),
+            .any(|u| u.field == Field::HealthRetiredPagesPending),
         "{h:?}"
     );
 }
@@ -249,7 +249,7 @@ fn amdgpu_ras_counts_and_bad_pages() {
     assert!(
         h.unknown
             .iter()
-            .any(|u| u.field == "health.ras.umc" && u.detail.contains("inaccessible")),
+            .any(|u| u.field == Field::HealthRas && u.detail.starts_with("umc: ") && u.detail.contains("inaccessible")),
         "{h:?}"
     );
     let h = list.devices[2].health.clone().unwrap();

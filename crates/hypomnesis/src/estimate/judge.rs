@@ -15,26 +15,28 @@ use super::params::FitParams;
 use super::parts::Estimate;
 use super::runtime::Runtime;
 use super::vllm;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// The answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Fit {
-    /// Even the high end of the band fits.
-    Fits,
-    /// The low end fits, the high end does not.
-    Tight,
-    /// What is known fits, but a component could not be estimated (no architecture): not a
-    /// verdict of "fits".
-    Incomplete,
-    /// Not even the low end fits, or the runtime refuses to start.
-    DoesNotFit,
+spelled! {
+    /// The answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Fit {
+        /// Even the high end of the band fits.
+        Fits = "fits",
+        /// The low end fits, the high end does not.
+        Tight = "tight",
+        /// What is known fits, but a component could not be estimated (no architecture): not
+        /// a verdict of "fits".
+        Incomplete = "incomplete",
+        /// Not even the low end fits, or the runtime refuses to start.
+        DoesNotFit = "does_not_fit",
+    }
 }
 
 impl Fit {

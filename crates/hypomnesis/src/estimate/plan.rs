@@ -21,6 +21,7 @@ use super::params::FitParams;
 use super::parts::Estimate;
 use super::runtime::{Runtime, Utilization};
 use crate::types::Device;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -62,37 +63,38 @@ impl Target<'_> {
     }
 }
 
-/// Where the answer was judged. Serialised in snake case (`device`, `best_device`, `given`,
-/// `cpu`, `split_layers`, `tensor_parallel`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Placement {
-    /// One device (or each device listed, alone); the verdict is the chosen one's.
-    Device,
-    /// Every device judged alone; the verdict is the one with the most headroom.
-    BestDevice,
-    /// A budget given by the caller.
-    Given,
-    /// Host RAM, as llama.cpp without a GPU.
-    Cpu,
-    /// llama.cpp `--split-mode layer` over every device.
-    SplitLayers,
-    /// vLLM tensor parallel over the first N devices.
-    TensorParallel,
+spelled! {
+    /// Where the answer was judged.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum Placement {
+        /// One device (or each device listed, alone); the verdict is the chosen one's.
+        Device = "device",
+        /// Every device judged alone; the verdict is the one with the most headroom.
+        BestDevice = "best_device",
+        /// A budget given by the caller.
+        Given = "given",
+        /// Host RAM, as llama.cpp without a GPU.
+        Cpu = "cpu",
+        /// llama.cpp `--split-mode layer` over every device.
+        SplitLayers = "split_layers",
+        /// vLLM tensor parallel over the first N devices.
+        TensorParallel = "tensor_parallel",
+    }
 }
 
-/// What one [`DeviceFit`] is for. Serialised in lower case (`gpu`, `cpu`, `given`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "lowercase"))]
-#[non_exhaustive]
-pub enum TargetKind {
-    /// A device (a GPU, or a MIG device).
-    Gpu,
-    /// The host, for a CPU-only run.
-    Cpu,
-    /// A budget given by the caller.
-    Given,
+spelled! {
+    /// What one [`DeviceFit`] is for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum TargetKind {
+        /// A device (a GPU, or a MIG device).
+        Gpu = "gpu",
+        /// The host, for a CPU-only run.
+        Cpu = "cpu",
+        /// A budget given by the caller.
+        Given = "given",
+    }
 }
 
 /// Why a device has no verdict.

@@ -19,66 +19,49 @@
 use crate::measure::sampler::SamplerReport;
 use crate::system::cgroup::CgroupVersion;
 use crate::types::accounting::DeviceAccounting;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// How a headline peak RAM was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum PeakMethod {
-    /// The kernel's peak for a transient cgroup holding the whole tree.
-    Cgroup,
-    /// The kernel's peak for a Job object holding the whole tree (Windows).
-    Job,
-    /// The largest per-sample sum of the tree (PSS, else RSS), floored by the largest
-    /// single-process peak.
-    Sampled,
+spelled! {
+    /// How a headline peak RAM was obtained.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum PeakMethod {
+        /// The kernel's peak for a transient cgroup holding the whole tree.
+        Cgroup = "cgroup",
+        /// The kernel's peak for a Job object holding the whole tree (Windows).
+        Job = "job",
+        /// The largest per-sample sum of the tree (PSS, else RSS), floored by the largest
+        /// single-process peak.
+        Sampled = "sampled",
+    }
 }
 
-/// Where a headline peak RAM comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum PeakRamSource {
-    /// cgroup v2 `memory.peak` of a transient cgroup holding the tree.
-    #[cfg_attr(feature = "serde", serde(rename = "cgroup_v2_memory.peak"))]
-    CgroupV2MemoryPeak,
-    /// cgroup v1 `memory.max_usage_in_bytes` of a transient cgroup holding the tree.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "cgroup_v1_memory.max_usage_in_bytes")
-    )]
-    CgroupV1MaxUsage,
-    /// The largest sum of the tree's PSS (read about once a second): a page shared by forked
-    /// processes counts once.
-    #[cfg_attr(feature = "serde", serde(rename = "samples_pss"))]
-    SamplesPss,
-    /// The largest per-sample sum of the tree's RSS: a page shared between processes counts in
-    /// each.
-    #[cfg_attr(feature = "serde", serde(rename = "samples_rss"))]
-    SamplesRss,
-    /// Windows: `JOBOBJECT_EXTENDED_LIMIT_INFORMATION.PeakJobMemoryUsed` of a Job object holding
-    /// the tree — the peak of the tree's committed private memory together (not its working
-    /// sets), kept by the kernel continuously.
-    #[cfg_attr(feature = "serde", serde(rename = "windows_job_peak_memory_used"))]
-    JobPeakMemoryUsed,
+spelled! {
+    /// Where a headline peak RAM comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum PeakRamSource {
+        /// cgroup v2 `memory.peak` of a transient cgroup holding the tree.
+        CgroupV2MemoryPeak = "cgroup_v2_memory.peak",
+        /// cgroup v1 `memory.max_usage_in_bytes` of a transient cgroup holding the tree.
+        CgroupV1MaxUsage = "cgroup_v1_memory.max_usage_in_bytes",
+        /// The largest sum of the tree's PSS (read about once a second): a page shared by
+        /// forked processes counts once.
+        SamplesPss = "samples_pss",
+        /// The largest per-sample sum of the tree's RSS: a page shared between processes
+        /// counts in each.
+        SamplesRss = "samples_rss",
+        /// Windows: `JOBOBJECT_EXTENDED_LIMIT_INFORMATION.PeakJobMemoryUsed` of a Job object
+        /// holding the tree — the peak of the tree's committed private memory together (not its
+        /// working sets), kept by the kernel continuously.
+        JobPeakMemoryUsed = "windows_job_peak_memory_used",
+    }
 }
 
 impl PeakRamSource {
-    /// The canonical name, as serialised (`cgroup_v2_memory.peak`,
-    /// `cgroup_v1_memory.max_usage_in_bytes`, `samples_pss`, `samples_rss`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PeakRamSource::CgroupV2MemoryPeak => "cgroup_v2_memory.peak",
-            PeakRamSource::CgroupV1MaxUsage => "cgroup_v1_memory.max_usage_in_bytes",
-            PeakRamSource::SamplesPss => "samples_pss",
-            PeakRamSource::SamplesRss => "samples_rss",
-            PeakRamSource::JobPeakMemoryUsed => "windows_job_peak_memory_used",
-        }
-    }
-
     /// The method: the kernel's cgroup peak, or sampled.
     pub const fn method(self) -> PeakMethod {
         match self {
@@ -156,27 +139,18 @@ impl Serialize for PeakRam {
     }
 }
 
-/// Whether a device's driver accounting gave a per-process peak (NVIDIA accounting mode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum AccountingState {
-    /// Accounting mode is on and every record could be read.
-    Enabled,
-    /// Accounting mode is off (the driver's default; root turns it on with `nvidia-smi -am 1`).
-    Disabled,
-    /// Unknown, unsupported, or the records could not all be read; a detail says why.
-    Unavailable,
-}
-
-impl AccountingState {
-    /// The canonical name, as serialised (`enabled`, `disabled`, `unavailable`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AccountingState::Enabled => "enabled",
-            AccountingState::Disabled => "disabled",
-            AccountingState::Unavailable => "unavailable",
-        }
+spelled! {
+    /// Whether a device's driver accounting gave a per-process peak (NVIDIA accounting mode).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum AccountingState {
+        /// Accounting mode is on and every record could be read.
+        Enabled = "enabled",
+        /// Accounting mode is off (the driver's default; root turns it on with
+        /// `nvidia-smi -am 1`).
+        Disabled = "disabled",
+        /// Unknown, unsupported, or the records could not all be read; a detail says why.
+        Unavailable = "unavailable",
     }
 }
 

@@ -28,7 +28,7 @@ use crate::system::host::parse::{parse_smaps_rollup, parse_status};
 use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::system::roots::Roots;
 use crate::types::accounting::{DeviceAccounting, record_belongs};
-use crate::types::{ProcessName, ProcessUtilization, Telemetry, VramSum};
+use crate::types::{Field, ProcessName, ProcessUtilization, Telemetry, VramSum};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -468,7 +468,7 @@ impl Sampler {
                 None if dev.enabled == Some(true) => {
                     dev.processes.clear();
                     dev.unknown = Some(Unknown::new(
-                        "accounting",
+                        Field::Accounting,
                         UnknownReason::Unsupported,
                         "no boot time in the proc root's stat: records cannot be matched to processes",
                     ));

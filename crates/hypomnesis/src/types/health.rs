@@ -16,13 +16,14 @@
 use std::collections::BTreeMap;
 
 use super::source::Unknown;
+use super::spelling::spelled;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// ECC mode (`nvmlDeviceGetEccMode`): now, and after the next reboot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct EccMode {
     /// ECC is on.
@@ -42,7 +43,7 @@ impl EccMode {
 /// aggregate over the GPU's life. `None` where the driver gives none (ECC off, unsupported),
 /// with an `unknown` entry on the [`MemoryHealth`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct EccErrors {
     /// Corrected (single-bit) errors since the driver loaded.
@@ -72,7 +73,7 @@ impl EccErrors {
 /// Row remapping (Ampere and later, `nvmlDeviceGetRemappedRows`): rows of device memory
 /// replaced by spare rows after errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RemappedRows {
     /// Rows remapped after correctable errors.
@@ -100,7 +101,7 @@ impl RemappedRows {
 /// Dynamic page retirement (Kepler to Turing, `nvmlDeviceGetRetiredPages*`): pages of device
 /// memory taken out of use after errors.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RetiredPages {
     /// Pages retired after multiple single-bit errors.
@@ -113,7 +114,7 @@ pub struct RetiredPages {
 
 /// One amdgpu RAS block's error counts (`ras/<block>_err_count`): since the driver loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RasCount {
     /// The block (`umc` is device memory; `gfx`, `sdma`, `mmhub`, …).
@@ -123,7 +124,7 @@ pub struct RasCount {
     /// Correctable errors (`ce:`).
     pub correctable: u64,
     /// Deferred errors (`de:`, UMC on newer kernels); `None` where the file has no such line.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub deferred: Option<u64>,
 }
 
@@ -141,7 +142,7 @@ impl RasCount {
 
 /// amdgpu's bad VRAM pages (`ras/gpu_vram_bad_pages`), by state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct BadPages {
     /// Reserved (taken out of use): `R`.
@@ -155,7 +156,7 @@ pub struct BadPages {
 /// A device's memory health. Every reading is `None` (or empty) with an entry in `unknown`
 /// where the driver does not give it; a zero the driver gives is a zero.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct MemoryHealth {
     /// ECC mode (NVIDIA).
@@ -163,40 +164,31 @@ pub struct MemoryHealth {
     /// ECC error counts (NVIDIA).
     pub ecc_errors: EccErrors,
     /// Row remapping (NVIDIA Ampere and later).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub remapped_rows: Option<RemappedRows>,
     /// Page retirement (NVIDIA before Ampere).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub retired_pages: Option<RetiredPages>,
     /// RAS error counts per block (amdgpu).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
     pub ras: Vec<RasCount>,
     /// Bad VRAM pages (amdgpu).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub bad_pages: Option<BadPages>,
     /// Readings that are unknown, with the reason (`health.ecc`, `health.remapped_rows`, …).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
     pub unknown: Vec<Unknown>,
 }
 
-/// How serious a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Severity {
-    /// Needs attention (a reset or reboot pending, errors corrected or contained).
-    Warn,
-    /// The memory failed (uncorrectable errors, a remapping or retirement that failed).
-    Fail,
-}
-
-impl Severity {
-    /// `warn` or `fail`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Severity::Warn => "warn",
-            Severity::Fail => "fail",
-        }
+spelled! {
+    /// How serious a finding is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    #[non_exhaustive]
+    pub enum Severity {
+        /// Needs attention (a reset or reboot pending, errors corrected or contained).
+        Warn = "warn",
+        /// The memory failed (uncorrectable errors, a remapping or retirement that failed).
+        Fail = "fail",
     }
 }
 
@@ -378,21 +370,22 @@ fn s(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// What an XID means, for a person deciding what to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum XidClass {
-    /// Device memory (ECC, row remapping, page retirement).
-    Memory,
-    /// Usually the application (an illegal address, a stopped kernel).
-    Application,
-    /// The GPU is gone from the bus.
-    DeviceLost,
-    /// Firmware (GSP).
-    Firmware,
-    /// Not in hmn's table.
-    Other,
+spelled! {
+    /// What an XID means, for a person deciding what to do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum XidClass {
+        /// Device memory (ECC, row remapping, page retirement).
+        Memory = "memory",
+        /// Usually the application (an illegal address, a stopped kernel).
+        Application = "application",
+        /// The GPU is gone from the bus.
+        DeviceLost = "device_lost",
+        /// Firmware (GSP).
+        Firmware = "firmware",
+        /// Not in hmn's table.
+        Other = "other",
+    }
 }
 
 /// The short name and class of an XID (NVIDIA's XID catalog; names as dcgm-exporter ships

@@ -17,33 +17,26 @@
 //! as a cause).
 
 use super::device::Device;
+use super::field::Field;
 use super::lists::ProcessList;
 use super::process::GpuProcess;
 use super::source::{Source, UnknownReason};
+use super::spelling::spelled;
 use super::totals::VramSum;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// Whether an [`Unattributed`] figure is exact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Bound {
-    /// Every listed process's figure is known.
-    Exact,
-    /// Some listed process's figure is unknown: it holds part of the remainder, so the true
-    /// figure is at most this.
-    AtMost,
-}
-
-impl Bound {
-    /// `exact` or `at_most`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Bound::Exact => "exact",
-            Bound::AtMost => "at_most",
-        }
+spelled! {
+    /// Whether an [`Unattributed`] figure is exact.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Bound {
+        /// Every listed process's figure is known.
+        Exact = "exact",
+        /// Some listed process's figure is unknown: it holds part of the remainder, so the true
+        /// figure is at most this.
+        AtMost = "at_most",
     }
 }
 
@@ -165,7 +158,7 @@ impl Unattributed {
                 "the device's process list could not be read",
             );
         }
-        let memory_unknown = |field: &str| {
+        let memory_unknown = |field: Field| {
             device
                 .unknown
                 .iter()
@@ -174,7 +167,7 @@ impl Unattributed {
         };
         let Some(used) = device.memory.used_bytes else {
             let why =
-                memory_unknown("memory.used_bytes").unwrap_or_else(|| "no used figure".to_string());
+                memory_unknown(Field::MemoryUsedBytes).unwrap_or_else(|| "no used figure".to_string());
             return Unattributed::unknown(
                 index,
                 sum.known_bytes,
@@ -315,7 +308,7 @@ mod tests {
     fn it_cannot_be_bounded_without_used_the_reservation_or_the_list() {
         let mut d = nvml(None, Some(0));
         d.unknown.push(Unknown::new(
-            "memory.used_bytes",
+            Field::MemoryUsedBytes,
             UnknownReason::PermissionDenied,
             "MIG enabled: needs privileges",
         ));
@@ -342,7 +335,7 @@ mod tests {
         server.may_include_clients = true;
         let mut unnamed = row(2, Some(GIB));
         unnamed.unknown.push(Unknown::new(
-            "name",
+            Field::Name,
             UnknownReason::OtherPidNamespace,
             "not visible",
         ));

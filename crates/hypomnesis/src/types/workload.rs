@@ -5,90 +5,55 @@
 //! a cgroup path is `system::workload` (public as `hypomnesis::workload`).
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The container runtime named by a cgroup path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum ContainerRuntime {
-    /// Docker (`docker-<id>.scope`, `/docker/<id>`).
-    #[cfg_attr(feature = "serde", serde(rename = "docker"))]
-    Docker,
-    /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "containerd"))]
-    Containerd,
-    /// CRI-O (`crio-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "cri-o"))]
-    CriO,
-    /// Podman (`libpod-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "podman"))]
-    Podman,
-}
+use super::spelling::spelled;
 
-impl ContainerRuntime {
-    /// The JSON spelling: `docker`, `containerd`, `cri-o`, `podman`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ContainerRuntime::Docker => "docker",
-            ContainerRuntime::Containerd => "containerd",
-            ContainerRuntime::CriO => "cri-o",
-            ContainerRuntime::Podman => "podman",
-        }
+spelled! {
+    /// The container runtime named by a cgroup path.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum ContainerRuntime {
+        /// Docker (`docker-<id>.scope`, `/docker/<id>`).
+        Docker = "docker",
+        /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
+        Containerd = "containerd",
+        /// CRI-O (`crio-<id>.scope`).
+        CriO = "cri-o",
+        /// Podman (`libpod-<id>.scope`).
+        Podman = "podman",
     }
 }
 
-/// The most specific kind of workload a path names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum WorkloadKind {
-    /// A Kubernetes pod.
-    Pod,
-    /// A container outside Kubernetes.
-    Container,
-    /// A Slurm job.
-    Slurm,
-    /// A systemd unit.
-    Unit,
-    /// A cgroup with none of the above.
-    Other,
-}
-
-impl WorkloadKind {
-    /// The JSON spelling: `pod`, `container`, `slurm`, `unit`, `other`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Pod => "pod",
-            WorkloadKind::Container => "container",
-            WorkloadKind::Slurm => "slurm",
-            WorkloadKind::Unit => "unit",
-            WorkloadKind::Other => "other",
-        }
+spelled! {
+    /// The most specific kind of workload a path names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum WorkloadKind {
+        /// A Kubernetes pod.
+        Pod = "pod",
+        /// A container outside Kubernetes.
+        Container = "container",
+        /// A Slurm job.
+        Slurm = "slurm",
+        /// A systemd unit.
+        Unit = "unit",
+        /// A cgroup with none of the above.
+        Other = "other",
     }
 }
 
-/// Where a workload's names were read (never from an API call: files the node keeps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum NameSource {
-    /// The kubelet's log layout (`/var/log/pods`, `/var/log/containers`).
-    KubeletLogs,
-    /// Docker's container config (`config.v2.json`).
-    Docker,
-    /// The OCI runtime bundle's annotations (containerd, CRI-O).
-    OciBundle,
-}
-
-impl NameSource {
-    /// The JSON spelling: `kubelet_logs`, `docker`, `oci_bundle`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            NameSource::KubeletLogs => "kubelet_logs",
-            NameSource::Docker => "docker",
-            NameSource::OciBundle => "oci_bundle",
-        }
+spelled! {
+    /// Where a workload's names were read (never from an API call: files the node keeps).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum NameSource {
+        /// The kubelet's log layout (`/var/log/pods`, `/var/log/containers`).
+        KubeletLogs = "kubelet_logs",
+        /// Docker's container config (`config.v2.json`).
+        Docker = "docker",
+        /// The OCI runtime bundle's annotations (containerd, CRI-O).
+        OciBundle = "oci_bundle",
     }
 }
 
@@ -97,42 +62,72 @@ impl NameSource {
 /// `container_name`) come from the node's own files where readable
 /// (`hypomnesis::workload::names`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct WorkloadInfo {
     /// The most specific kind found.
     pub kind: WorkloadKind,
     /// The container runtime, when the path names it.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub runtime: Option<ContainerRuntime>,
     /// The full container id (64 hex digits), innermost when containers nest.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub container_id: Option<String>,
     /// The Kubernetes pod UID, with dashes (`1f2e3d4c-5b6a-…`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pod_uid: Option<String>,
     /// The Slurm job id.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_job: Option<u64>,
     /// The Slurm step (`0`, `batch`, `extern`, `interactive`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_step: Option<String>,
     /// The innermost systemd unit (`ollama.service`, `docker-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub unit: Option<String>,
     /// The cgroup path this was read from.
     pub cgroup: String,
     /// The Kubernetes namespace.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub namespace: Option<String>,
     /// The Kubernetes pod's name.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pod_name: Option<String>,
     /// The container's name (Kubernetes' container name, or Docker's without its `/`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub container_name: Option<String>,
     /// Where the names were read.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub names_from: Option<NameSource>,
 }
 
@@ -253,9 +248,9 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// Its kind's spelling ([`WorkloadKind::as_str`]): `pod`, `container`, `unit`, `slurm` or
-    /// `other`.
-    pub fn kind(&self) -> &'static str {
+    /// Its kind, spelled (`Display`, [`WorkloadKind::as_str`]) `pod`, `container`, `unit`,
+    /// `slurm` or `other`.
+    pub const fn kind(&self) -> WorkloadKind {
         match self {
             Workload::Pod(_) => WorkloadKind::Pod,
             Workload::Container(_) => WorkloadKind::Container,
@@ -263,7 +258,6 @@ impl Workload {
             Workload::SlurmJob(_) => WorkloadKind::Slurm,
             Workload::Other(_) => WorkloadKind::Other,
         }
-        .as_str()
     }
 
     /// The pod UID, container id, unit name, job id or path.

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
-use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use crate::types::{
+    Device, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning,
+};
 use model::{ClientKey, EngineSample, SeenClient};
 use scan::{FdIndex, FdinfoRead};
 use sysfs::Found;
@@ -115,7 +117,7 @@ impl DrmBackend {
             if dev.name.is_none() {
                 if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
                     dev.name = Some(name);
-                    dev.unknown.retain(|u| u.field != "name");
+                    dev.unknown.retain(|u| u.field != Field::Name);
                 }
             }
             out.push(dev);
@@ -248,7 +250,7 @@ impl DrmBackend {
                     row.used_bytes = Some(0);
                 } else {
                     row.unknown.push(Unknown::new(
-                        "used_bytes",
+                        Field::UsedBytes,
                         UnknownReason::Unsupported,
                         "the driver prints no memory stats for this client",
                     ));
@@ -273,8 +275,9 @@ impl DrmBackend {
             });
             row.used_bytes = None;
             row.regions = None;
-            row.unknown.retain(|u| u.field != "used_bytes");
-            row.unknown.push(Unknown::new("used_bytes", reason, detail));
+            row.unknown.retain(|u| u.field != Field::UsedBytes);
+            row.unknown
+                .push(Unknown::new(Field::UsedBytes, reason, detail));
         }
         self.merge_kfd(devs, &mut rows);
         DrmProcesses {
@@ -318,7 +321,7 @@ impl DrmBackend {
             if row.used_bytes.is_none_or(|u| bytes > u) {
                 row.used_bytes = Some(bytes);
                 row.source = Source::Kfd;
-                row.unknown.retain(|u| u.field != "used_bytes");
+                row.unknown.retain(|u| u.field != Field::UsedBytes);
             }
         }
     }

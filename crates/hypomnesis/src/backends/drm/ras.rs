@@ -17,7 +17,7 @@ use std::path::Path;
 
 use crate::system::fsread::{self, Cap};
 use crate::types::error::ParseError;
-use crate::types::{BadPages, MemoryHealth, RasCount, Unknown, UnknownReason};
+use crate::types::{BadPages, Field, MemoryHealth, RasCount, Unknown, UnknownReason};
 
 /// An `*_err_count` file, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
     let ras = dir.join("ras");
     let Ok(entries) = fsread::list_dir(&ras) else {
         h.unknown.push(Unknown::new(
-            "health.ras",
+            Field::HealthRas,
             UnknownReason::Unsupported,
             "no ras/ directory: RAS is off on this GPU (usual on consumer Radeons)",
         ));
@@ -133,7 +133,6 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
     // At most this many blocks: the kernel names about twenty.
     files.truncate(64);
     for (block, path) in files {
-        let field = format!("health.ras.{block}");
         match fsread::read_parsed(&path, Cap::SYSFS, parse_err_count) {
             Ok(ErrCount::Counts { ue, ce, de }) => {
                 let mut c = RasCount::new(block, ue, ce);
@@ -141,14 +140,16 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
                 h.ras.push(c);
             }
             Ok(ErrCount::Inaccessible) => h.unknown.push(Unknown::new(
-                field,
+                Field::HealthRas,
                 UnknownReason::DeviceError,
-                "the driver says: Query currently inaccessible (RAS not ready)",
+                format!(
+                    "{block}: the driver says: Query currently inaccessible (RAS not ready)"
+                ),
             )),
             Err(e) => h.unknown.push(Unknown::new(
-                field,
+                Field::HealthRas,
                 UnknownReason::Unreadable,
-                e.to_string(),
+                format!("{block}: {e}"),
             )),
         }
     }
@@ -157,7 +158,7 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
         match fsread::read_parsed(&pages, Cap::SYSFS, parse_bad_pages) {
             Ok(b) => h.bad_pages = Some(b),
             Err(e) => h.unknown.push(Unknown::new(
-                "health.bad_pages",
+                Field::HealthBadPages,
                 UnknownReason::Unreadable,
                 e.to_string(),
             )),
@@ -165,7 +166,7 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
     }
     if h.ras.is_empty() && h.bad_pages.is_none() && h.unknown.is_empty() {
         h.unknown.push(Unknown::new(
-            "health.ras",
+            Field::HealthRas,
             UnknownReason::Unsupported,
             "ras/ has no error counters",
         ));

@@ -21,7 +21,7 @@ use nvml_wrapper::error::NvmlError;
 use super::convert::{describe, reason_of};
 use super::ffi_health::{self, RawDevice, RawSet};
 use crate::types::{
-    EccMode, MemoryHealth, RemappedRows, RetiredPages, Unknown, UnknownReason, XidEvent, XidTally,
+    EccMode, Field, MemoryHealth, RemappedRows, RetiredPages, Unknown, UnknownReason, XidEvent, XidTally,
 };
 
 /// `nvmlEventTypeXidCriticalError`.
@@ -45,29 +45,29 @@ pub(crate) fn read(
 ) -> MemoryHealth {
     let mut h = MemoryHealth::default();
     let unknown =
-        |field: &'static str, e: &NvmlError| Unknown::new(field, reason_of(e), describe(e));
+        |field: Field, e: &NvmlError| Unknown::new(field, reason_of(e), describe(e));
     match handle.is_ecc_enabled() {
         Ok(m) => h.ecc = Some(EccMode::new(m.currently_enabled, m.pending_enabled)),
-        Err(e) => h.unknown.push(unknown("health.ecc", &e)),
+        Err(e) => h.unknown.push(unknown(Field::HealthEcc, &e)),
     }
     let fields = [
         (
-            "health.ecc_errors.corrected_volatile",
+            Field::HealthEccErrorsCorrectedVolatile,
             MemoryError::Corrected,
             EccCounter::Volatile,
         ),
         (
-            "health.ecc_errors.uncorrected_volatile",
+            Field::HealthEccErrorsUncorrectedVolatile,
             MemoryError::Uncorrected,
             EccCounter::Volatile,
         ),
         (
-            "health.ecc_errors.corrected_aggregate",
+            Field::HealthEccErrorsCorrectedAggregate,
             MemoryError::Corrected,
             EccCounter::Aggregate,
         ),
         (
-            "health.ecc_errors.uncorrected_aggregate",
+            Field::HealthEccErrorsUncorrectedAggregate,
             MemoryError::Uncorrected,
             EccCounter::Aggregate,
         ),
@@ -99,7 +99,7 @@ pub(crate) fn read(
     }
     if mig {
         h.unknown.push(Unknown::new(
-            "health.remapped_rows",
+            Field::HealthRemappedRows,
             UnknownReason::Unsupported,
             "MIG enabled: NVML answers only with MIG off",
         ));
@@ -111,7 +111,7 @@ pub(crate) fn read(
             return h;
         }
         Err(e) if !unsupported(&e) => {
-            h.unknown.push(unknown("health.remapped_rows", &e));
+            h.unknown.push(unknown(Field::HealthRemappedRows, &e));
             return h;
         }
         Err(_) => {}
@@ -119,8 +119,8 @@ pub(crate) fn read(
     let mut pages = RetiredPages::default();
     let mut errors = Vec::new();
     for (cause, slot, field) in [
-        (0, &mut pages.single_bit, "health.retired_pages.single_bit"),
-        (1, &mut pages.double_bit, "health.retired_pages.double_bit"),
+        (0, &mut pages.single_bit, Field::HealthRetiredPagesSingleBit),
+        (1, &mut pages.double_bit, Field::HealthRetiredPagesDoubleBit),
     ] {
         match ffi_health::retired_page_count(lib, handle, cause) {
             Ok(n) => *slot = Some(n),
@@ -129,18 +129,18 @@ pub(crate) fn read(
     }
     match handle.are_pages_pending_retired() {
         Ok(p) => pages.pending = Some(p),
-        Err(e) => errors.push(("health.retired_pages.pending", e)),
+        Err(e) => errors.push((Field::HealthRetiredPagesPending, e)),
     }
     if errors.len() == 3 && errors.iter().all(|(_, e)| unsupported(e)) {
         h.unknown.push(Unknown::new(
-            "health.remapped_rows",
+            Field::HealthRemappedRows,
             UnknownReason::Unsupported,
             "neither row remapping (Ampere and later) nor page retirement is supported here",
         ));
         return h;
     }
     h.unknown
-        .extend(errors.iter().map(|(field, e)| unknown(field, e)));
+        .extend(errors.iter().map(|(field, e)| unknown(*field, e)));
     h.retired_pages = Some(pages);
     h
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::types::{Unknown, UnknownReason};
+use crate::types::{Field, Unknown, UnknownReason};
 
 const MIB: u64 = 1 << 20;
 
@@ -187,7 +187,7 @@ fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
 fn accounting_states() {
     let mut r = rss_only();
     let denied = Unknown::new(
-        "accounting",
+        Field::Accounting,
         UnknownReason::PermissionDenied,
         "nvmlDeviceGetAccountingMode: insufficient permissions",
     );

@@ -4,10 +4,10 @@
 //! `comm` is cut by the kernel at 15 bytes (`TASK_COMM_LEN` − 1). When a name is exactly that
 //! long, the basename of `argv[0]` is used instead if it extends the cut name (so
 //! `pt_main_thread` stays itself, but `python3.11-confi` becomes `python3.11-config`); the
-//! upstream-compatible API asks the executable's file name first ([`NameSource`]), one rule
-//! ([`name_from`]) either way. The owner
-//! is the effective UID from `status` (what `ps -o user` shows), resolved to a user name through
-//! the C library (so LDAP/SSSD users resolve too); a UID without a name stays numeric.
+//! upstream-compatible API asks the executable's file name first (`NameSource`), one rule
+//! (`name_from`) either way. The owner is the effective UID from `status` (what `ps -o user`
+//! shows), resolved to a user name through the C library (so LDAP/SSSD users resolve too); a UID
+//! without a name stays numeric.
 //!
 //! A name is bytes ([`ProcessName`]): `comm` and `argv[0]` need not be UTF-8, and a process is
 //! never left out — nor its owner unknown — because of its name.

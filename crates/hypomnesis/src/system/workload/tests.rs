@@ -405,5 +405,5 @@ fn coarse_keys_from_paths() {
     assert_eq!(classify(""), None);
     let job = key("/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0");
     assert_eq!(job, Workload::SlurmJob("4242".into()));
-    assert_eq!((job.kind(), job.name()), ("slurm", "4242"));
+    assert_eq!((job.kind().as_str(), job.name()), ("slurm", "4242"));
 }
