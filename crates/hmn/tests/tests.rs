@@ -25,6 +25,7 @@ mod names;
 mod nvml_failures;
 mod nvml_util;
 mod orphans;
+mod pick;
 mod run;
 mod selectors;
 mod serve;

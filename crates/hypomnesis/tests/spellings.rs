@@ -45,6 +45,7 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
+    use hypomnesis::growth::Rejection;
     use hypomnesis::types::{Bound, Severity, XidClass};
     use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
     use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};
@@ -77,6 +78,7 @@ fn every_contract_enum_has_one_spelling() {
         XidClass,
         Bound,
         NameSource,
+        Rejection,
     );
 }
 

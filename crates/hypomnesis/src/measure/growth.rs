@@ -22,6 +22,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::types::spelling::spelled;
+
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
@@ -113,23 +115,24 @@ impl Growth {
     }
 }
 
-/// Why a window is not a steady rise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Rejection {
-    /// Too short a span or too few samples.
-    TooFew,
-    /// Flat or falling.
-    NotRising,
-    /// Risen by less than the least rise.
-    TooSmall,
-    /// The fit is poor (a sawtooth, noise).
-    NotLinear,
-    /// The rise is in one or two places (a jump, a load).
-    NotSpread,
-    /// The last quarter does not rise (a warm-up that finished).
-    Stopped,
+spelled! {
+    /// Why a window is not a steady rise.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Rejection {
+        /// Too short a span or too few samples.
+        TooFew = "too_few",
+        /// Flat or falling.
+        NotRising = "not_rising",
+        /// Risen by less than the least rise.
+        TooSmall = "too_small",
+        /// The fit is poor (a sawtooth, noise).
+        NotLinear = "not_linear",
+        /// The rise is in one or two places (a jump, a load).
+        NotSpread = "not_spread",
+        /// The last quarter does not rise (a warm-up that finished).
+        Stopped = "stopped",
+    }
 }
 
 /// [`assess`]'s answer: the fit (when there were enough points), and whether it is a steady
