@@ -16,7 +16,7 @@
 //! | [`pick`] | `hmn pick`, and the pick `hmn run --gpu` makes: the library's pick, the lock directory, the output |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts; [`watch_growth`]: its growth trends) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
 //! | [`signals`] | the stop flag of `watch`, `record` and `top` (Ctrl+C, SIGTERM, SIGHUP) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
@@ -41,6 +41,7 @@ mod spill;
 mod top;
 mod watch;
 mod watch_gpu;
+mod watch_growth;
 mod who;
 
 use std::io::{self, Write};

@@ -11,9 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use hypomnesis::estimate::pick::visible::visible_env_for;
-use hypomnesis::estimate::pick::{
-    Candidate, Holder, ModelNeed, Need, Picked, Request, pick_until,
-};
+use hypomnesis::estimate::pick::{Candidate, Holder, ModelNeed, Need, Picked, Request, pick_until};
 use hypomnesis::lease::{ENV_LOCK_DIR, LockDir, lock_dir};
 use hypomnesis::select::Selected;
 use hypomnesis::{Device, Probe, Vendor};
@@ -62,7 +60,11 @@ pub fn need_input(arg: &OsStr) -> anyhow::Result<NeedInput> {
     if path.exists() {
         return match ModelNeed::open(path) {
             Ok(m) => Ok(NeedInput::Model(Box::new(m))),
-            Err(e) => bail!("--need {}: {}", sanitize(&path.display().to_string()), sanitize(&e)),
+            Err(e) => bail!(
+                "--need {}: {}",
+                sanitize(&path.display().to_string()),
+                sanitize(&e)
+            ),
         };
     }
     let text = arg.to_string_lossy();
@@ -252,11 +254,7 @@ pub fn run(
     if g.json {
         let env_map = env
             .as_ref()
-            .map(|e| {
-                e.iter()
-                    .map(|(k, v)| (k.as_str(), v.as_deref()))
-                    .collect()
-            })
+            .map(|e| e.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
             .unwrap_or_default();
         output::json_line(
             out,
@@ -301,7 +299,11 @@ pub fn run(
             Ok(ExitCode::SUCCESS)
         }
         (Err(e), _) => {
-            output::note(&format!("pick: {} for {}", sanitize(&e.to_string()), need.describe()))?;
+            output::note(&format!(
+                "pick: {} for {}",
+                sanitize(&e.to_string()),
+                need.describe()
+            ))?;
             for c in considered {
                 output::note(&format!("pick:   {}", candidate_line(c)))?;
             }

@@ -108,7 +108,11 @@ fn concurrent_picks_never_share_memory() {
         .collect();
     assert_eq!(picked.len(), 4, "{outs:?}");
     for i in 0..2 {
-        assert_eq!(picked.iter().filter(|p| **p == uuid(i)).count(), 2, "{picked:?}");
+        assert_eq!(
+            picked.iter().filter(|p| **p == uuid(i)).count(),
+            2,
+            "{picked:?}"
+        );
     }
     let failed: Vec<_> = outs.iter().filter(|o| !o.status.success()).collect();
     assert_eq!(failed[0].status.code(), Some(1));
@@ -157,16 +161,25 @@ fn bad_input_is_one_line_and_exit_2() {
     for (args, says) in [
         (vec!["pick", "--need", "lots"], "--need lots: no such file"),
         (vec!["pick", "--need", "12XB"], "--need"),
-        (vec!["pick", "--need", bad_model.to_str().unwrap()], "broken.safetensors"),
+        (
+            vec!["pick", "--need", bad_model.to_str().unwrap()],
+            "broken.safetensors",
+        ),
         (vec!["pick", "--need", "1GiB", "--count", "0"], "--count"),
         (vec!["pick", "--need", "1GiB", "--wait", "soon"], "--wait"),
-        (vec!["pick", "--need", "1GiB", "--vendor", "matrox"], "--vendor"),
+        (
+            vec!["pick", "--need", "1GiB", "--vendor", "matrox"],
+            "--vendor",
+        ),
         (vec!["pick"], "--need"),
         (vec!["run", "--gpu", "auto", "--", "true"], "needs --need"),
         (vec!["run", "--gpu", "GPU-nope!", "--", "true"], "--gpu"),
         (vec!["run", "--gpu", "7", "--", "true"], "run --gpu"),
         (vec!["run", "--need", "1GiB", "--", "true"], "--gpu"),
-        (vec!["run", "--gpu", "auto", "--need", "x1", "--", "true"], "--need"),
+        (
+            vec!["run", "--gpu", "auto", "--need", "x1", "--", "true"],
+            "--need",
+        ),
     ] {
         let o = bed.run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -248,11 +261,7 @@ fn an_unusable_lock_dir_means_uncoordinated_picks_said_once() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    assert_eq!(
-        err.matches("picks are not coordinated").count(),
-        1,
-        "{err}"
-    );
+    assert_eq!(err.matches("picks are not coordinated").count(), 1, "{err}");
     let v: Value = json(&o);
     assert!(v["lock"].is_null() && v["lock_reason"].is_string(), "{v}");
 }

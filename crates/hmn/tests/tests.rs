@@ -19,6 +19,7 @@ mod fits;
 mod fits_bounds;
 mod fits_runtimes;
 mod generate;
+mod health;
 mod jobs;
 mod mig;
 mod names;

@@ -225,6 +225,6 @@ pub use types::{
     Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
     DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess,
     MemoryHealth, MigDevice, MigMode, MigPlacement, MigState, ProcessKind, ProcessList,
-    ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source,
-    Telemetry, Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
+    ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry,
+    Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

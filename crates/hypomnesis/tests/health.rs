@@ -27,7 +27,11 @@ fn defaults_are_unsupported_and_not_read_unless_asked() {
     let h = health_of(&bed, 0);
     assert!(!h.any_reading(), "{h:?}");
     assert!(h.is_clean(), "nothing read is no finding");
-    let ecc = h.unknown.iter().find(|u| u.field == Field::HealthEcc).unwrap();
+    let ecc = h
+        .unknown
+        .iter()
+        .find(|u| u.field == Field::HealthEcc)
+        .unwrap();
     assert_eq!(ecc.reason, UnknownReason::Unsupported);
     assert!(
         h.unknown
@@ -91,9 +95,9 @@ fn ecc_off_leaves_counts_unknown_and_mig_hides_remapped_rows() {
     assert_eq!((ecc.current, ecc.pending), (false, true));
     assert_eq!(h.ecc_errors.corrected_aggregate, None);
     assert!(
-        h.unknown
-            .iter()
-            .any(|u| u.field == Field::HealthEccErrorsCorrectedAggregate && u.detail == "ECC is off")
+        h.unknown.iter().any(
+            |u| u.field == Field::HealthEccErrorsCorrectedAggregate && u.detail == "ECC is off"
+        )
     );
     let h = health_of(&bed, 1);
     assert_eq!(h.remapped_rows, None);
@@ -247,9 +251,9 @@ fn amdgpu_ras_counts_and_bad_pages() {
     assert_eq!(h.findings().len(), 1, "the pending page: {h:?}");
     let h = list.devices[1].health.clone().unwrap();
     assert!(
-        h.unknown
-            .iter()
-            .any(|u| u.field == Field::HealthRas && u.detail.starts_with("umc: ") && u.detail.contains("inaccessible")),
+        h.unknown.iter().any(|u| u.field == Field::HealthRas
+            && u.detail.starts_with("umc: ")
+            && u.detail.contains("inaccessible")),
         "{h:?}"
     );
     let h = list.devices[2].health.clone().unwrap();

@@ -42,10 +42,10 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::estimate::{
         BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Placement, Runtime, TargetKind,
     };
+    use hypomnesis::growth::Rejection;
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
-    use hypomnesis::growth::Rejection;
     use hypomnesis::types::{Bound, Severity, XidClass};
     use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
     use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};

@@ -60,10 +60,11 @@ pub const HMN: Table = Table {
         l("run", 3),
         l("serve", 3),
         l("watch_gpu", 3),
+        l("watch_growth", 3),
         // Commands built on other commands: `spill` runs as `run` does, `top` lists as `ps`.
         l("spill", 4),
         l("top", 4),
-        // `watch`: `ps`'s rows, `spill`'s fields and `watch_gpu`'s NVIDIA parts.
+        // `watch`: `ps`'s rows, `spill`'s fields, `watch_gpu`'s NVIDIA parts and `watch_growth`'s trends.
         l("watch", 5),
     ],
 };

@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use hypomnesis::select::DeviceSelector;
 
 use super::values::{
-    ArgError, GpuArg, parse_duration_arg, parse_gpu, parse_pattern, parse_rate_arg,
-    parse_selector, parse_size_arg,
+    ArgError, GpuArg, parse_duration_arg, parse_gpu, parse_pattern, parse_rate_arg, parse_selector,
+    parse_size_arg,
 };
 
 /// `hmn run` options.

@@ -130,9 +130,15 @@ fn durations() {
 fn growth_rates() {
     use super::values::parse_rate;
     assert_eq!(parse_rate("1KiB/s").unwrap(), 1024.0);
-    assert_eq!(parse_rate("500MiB/h").unwrap(), (500u64 << 20) as f64 / 3600.0);
+    assert_eq!(
+        parse_rate("500MiB/h").unwrap(),
+        (500u64 << 20) as f64 / 3600.0
+    );
     assert_eq!(parse_rate("60MB/min").unwrap(), 1_000_000.0);
-    assert_eq!(parse_rate(" 1GiB / m ").unwrap(), (1u64 << 30) as f64 / 60.0);
+    assert_eq!(
+        parse_rate(" 1GiB / m ").unwrap(),
+        (1u64 << 30) as f64 / 60.0
+    );
     for bad in [
         "", "1GiB", "/h", "1GiB/", "1GiB/d", "0MiB/h", "-1MiB/h", "lots/h", "1GiB/h/h", "1/x",
     ] {

@@ -60,7 +60,9 @@ pub enum ArgError {
     )]
     Rate(String),
     /// Neither `auto` nor a device selector.
-    #[error("invalid --gpu {0:?}: expected auto, or a device (an index, a GPU-…/MIG-… UUID, a PCI bus id)")]
+    #[error(
+        "invalid --gpu {0:?}: expected auto, or a device (an index, a GPU-…/MIG-… UUID, a PCI bus id)"
+    )]
     Gpu(String),
     /// A root flag (`--proc-root`, `--sys-root`) naming something that is not a directory.
     #[error("{flag} {}: not a directory", path.display())]

@@ -487,8 +487,19 @@ fn drm_health(devices: &mut [Device], map: &DrmDevices) {
                 "the device is runtime-suspended; reading it would wake it",
             ));
             h
-        } else {
+        } else if d.driver.as_deref() == Some("amdgpu") {
             crate::backends::drm::ras::read(&f.dir)
+        } else {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                crate::types::Field::Health,
+                UnknownReason::Unsupported,
+                format!(
+                    "the {} driver exposes no memory-health counters",
+                    d.driver.as_deref().unwrap_or("DRM")
+                ),
+            ));
+            h
         });
     }
 }

@@ -124,7 +124,10 @@ pub struct RasCount {
     /// Correctable errors (`ce:`).
     pub correctable: u64,
     /// Deferred errors (`de:`, UMC on newer kernels); `None` where the file has no such line.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub deferred: Option<u64>,
 }
 
@@ -164,19 +167,34 @@ pub struct MemoryHealth {
     /// ECC error counts (NVIDIA).
     pub ecc_errors: EccErrors,
     /// Row remapping (NVIDIA Ampere and later).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub remapped_rows: Option<RemappedRows>,
     /// Page retirement (NVIDIA before Ampere).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub retired_pages: Option<RetiredPages>,
     /// RAS error counts per block (amdgpu).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub ras: Vec<RasCount>,
     /// Bad VRAM pages (amdgpu).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub bad_pages: Option<BadPages>,
     /// Readings that are unknown, with the reason (`health.ecc`, `health.remapped_rows`, …).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub unknown: Vec<Unknown>,
 }
 

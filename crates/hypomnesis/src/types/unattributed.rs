@@ -166,8 +166,8 @@ impl Unattributed {
                 .map(|u| u.detail.clone())
         };
         let Some(used) = device.memory.used_bytes else {
-            let why =
-                memory_unknown(Field::MemoryUsedBytes).unwrap_or_else(|| "no used figure".to_string());
+            let why = memory_unknown(Field::MemoryUsedBytes)
+                .unwrap_or_else(|| "no used figure".to_string());
             return Unattributed::unknown(
                 index,
                 sum.known_bytes,

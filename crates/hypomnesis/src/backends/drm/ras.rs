@@ -142,9 +142,7 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
             Ok(ErrCount::Inaccessible) => h.unknown.push(Unknown::new(
                 Field::HealthRas,
                 UnknownReason::DeviceError,
-                format!(
-                    "{block}: the driver says: Query currently inaccessible (RAS not ready)"
-                ),
+                format!("{block}: the driver says: Query currently inaccessible (RAS not ready)"),
             )),
             Err(e) => h.unknown.push(Unknown::new(
                 Field::HealthRas,

@@ -21,7 +21,8 @@ use nvml_wrapper::error::NvmlError;
 use super::convert::{describe, reason_of};
 use super::ffi_health::{self, RawDevice, RawSet};
 use crate::types::{
-    EccMode, Field, MemoryHealth, RemappedRows, RetiredPages, Unknown, UnknownReason, XidEvent, XidTally,
+    EccMode, Field, MemoryHealth, RemappedRows, RetiredPages, Unknown, UnknownReason, XidEvent,
+    XidTally,
 };
 
 /// `nvmlEventTypeXidCriticalError`.
@@ -44,8 +45,7 @@ pub(crate) fn read(
     mig: bool,
 ) -> MemoryHealth {
     let mut h = MemoryHealth::default();
-    let unknown =
-        |field: Field, e: &NvmlError| Unknown::new(field, reason_of(e), describe(e));
+    let unknown = |field: Field, e: &NvmlError| Unknown::new(field, reason_of(e), describe(e));
     match handle.is_ecc_enabled() {
         Ok(m) => h.ecc = Some(EccMode::new(m.currently_enabled, m.pending_enabled)),
         Err(e) => h.unknown.push(unknown(Field::HealthEcc, &e)),
