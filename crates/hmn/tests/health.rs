@@ -54,6 +54,14 @@ fn the_device_view_shows_health_in_json_always_and_in_text_when_not_clean() {
     let h1 = &v["devices"][1]["health"];
     assert_eq!(h1["remapped_rows"]["pending"], true);
     assert_eq!(h1["ecc_errors"]["uncorrected_volatile"], 2);
+    // doctor: the uncorrectable errors are a failure line, with the remedy.
+    let d = bed.run(&["doctor"]);
+    assert_eq!(d.status.code(), Some(2), "{}", stdout(&d));
+    let report = stdout(&d) + &stderr(&d);
+    assert!(
+        report.contains("2 uncorrectable ECC errors since the driver loaded"),
+        "{report}"
+    );
     // Without ECC support: null with the reason, never 0.
     let bare = Bed::with_nvml(&FakeNvml::h100s(1));
     let v = json(&bare.run(&["--json"]));

@@ -14,6 +14,9 @@ use hypomnesis::{Probe, ProbeOptions};
 use crate::args::{GlobalArgs, GpuArg, RunArgs};
 use crate::pick::{NeedInput, RunPick, for_run, need_input};
 
+/// Variables to set (`Some`) or remove (`None`) for the command.
+pub type ChildEnv = Vec<(String, Option<String>)>;
+
 /// The share of its need a device must hold before its reservation ends.
 const HELD_SHARE: f64 = 0.9;
 
@@ -78,7 +81,7 @@ pub fn prepare(
     opts: &ProbeOptions,
     g: &GlobalArgs,
     args: &RunArgs,
-) -> anyhow::Result<Result<Option<(GpuLease, Vec<(String, Option<String>)>)>, ExitCode>> {
+) -> anyhow::Result<Result<Option<(GpuLease, ChildEnv)>, ExitCode>> {
     let Some(gpu) = &args.gpu else {
         return Ok(Ok(None));
     };

@@ -346,7 +346,7 @@ fn processes(
         let mut wl = l.clone();
         wl.push(("kind", w.kind().to_string()));
         wl.push(("name", w.name().to_string()));
-        wl.extend(workload_names(c, d, &w));
+        wl.extend(workload_names(c, d, w));
         set(cgroup_mem, wl, Some(u as f64));
     }
     if let Some(r) = by_workload.other {

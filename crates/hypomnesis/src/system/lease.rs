@@ -346,7 +346,7 @@ impl DeviceLock {
         Vec::new()
     }
 
-    /// Replaces the reservations (the newest [`MAX_RECORDS`] kept), synced to disk.
+    /// Replaces the reservations (the newest `MAX_RECORDS` kept), synced to disk.
     ///
     /// # Errors
     /// The write's error, naming the file.

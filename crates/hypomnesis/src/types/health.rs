@@ -255,7 +255,7 @@ impl MemoryHealth {
         self.ecc.is_some() || !self.ras.is_empty() || self.bad_pages.is_some()
     }
 
-    /// The readings that need attention, most serious first (see the [module docs](self)):
+    /// The readings that need attention, most serious first (the rule in `types::health`):
     ///
     /// | Reading | Severity | Remedy |
     /// |---|---|---|

@@ -139,7 +139,7 @@ impl Unattributed {
         }
     }
 
-    /// The rule (see the [module docs](self)) for `device` and its `rows`; `failed`: the
+    /// The rule (`types::unattributed`) for `device` and its `rows`; `failed`: the
     /// device's process list could not be read; `hidden`: processes the listing could not
     /// inspect (DRM devices only: NVML lists every process).
     pub fn of<'a>(

@@ -90,11 +90,11 @@ pub(crate) fn visible_env(
     Ok(env)
 }
 
-/// [`visible_env`] for a pick on `probe`'s machine (reads the KFD topology when an AMD GPU
+/// `visible_env` for a pick on `probe`'s machine (reads the KFD topology when an AMD GPU
 /// was picked).
 ///
 /// # Errors
-/// As [`visible_env`].
+/// As `visible_env`.
 pub fn visible_env_for(
     probe: &Probe,
     picked: &Picked,

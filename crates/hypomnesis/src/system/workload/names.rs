@@ -314,7 +314,7 @@ impl NameCache {
         if !matches!(w.kind, WorkloadKind::Pod | WorkloadKind::Container) {
             return;
         }
-        if let Some(names) = self.from_kubelet(roots, w) {
+        if let Some(names) = self.kubelet_names(roots, w) {
             apply(w, names, NameSource::KubeletLogs);
             return;
         }
@@ -340,7 +340,7 @@ impl NameCache {
     }
 
     /// The kubelet's names of `w`: by container id, else by pod UID.
-    fn from_kubelet(&self, roots: &Roots, w: &WorkloadInfo) -> Option<Names> {
+    fn kubelet_names(&self, roots: &Roots, w: &WorkloadInfo) -> Option<Names> {
         let mut slot = match self.kubelet.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
