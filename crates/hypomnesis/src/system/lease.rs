@@ -20,7 +20,9 @@
 //!
 //! Unix only: elsewhere [`lock_dir`] says why picks are not coordinated.
 
+#[cfg(unix)]
 use std::fs::File;
+#[cfg(unix)]
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,8 +30,10 @@ use std::time::Duration;
 /// Environment variable naming the lock directory.
 pub const ENV_LOCK_DIR: &str = "HMN_LOCK_DIR";
 /// A lock file larger than this is bad content (no reservations).
+#[cfg(unix)]
 const MAX_FILE: u64 = 4 << 10;
 /// Reservations kept per device, newest last.
+#[cfg(unix)]
 const MAX_RECORDS: usize = 32;
 
 /// One reservation of device memory.
@@ -351,15 +355,15 @@ impl DeviceLock {
     /// # Errors
     /// The write's error, naming the file.
     pub fn write(&mut self, records: &[Reservation]) -> Result<(), String> {
-        let skip = records.len().saturating_sub(MAX_RECORDS);
-        let text: String = records
-            .iter()
-            .skip(skip)
-            .map(|r| r.to_line() + "\n")
-            .collect();
         let shown = self.path.display().to_string();
         #[cfg(unix)]
         if let Some(f) = self.file.as_mut() {
+            let skip = records.len().saturating_sub(MAX_RECORDS);
+            let text: String = records
+                .iter()
+                .skip(skip)
+                .map(|r| r.to_line() + "\n")
+                .collect();
             return f
                 .set_len(0)
                 .and_then(|()| f.rewind())
@@ -367,6 +371,8 @@ impl DeviceLock {
                 .and_then(|()| f.sync_data())
                 .map_err(|e| format!("{shown}: {e}"));
         }
+        #[cfg(not(unix))]
+        let _ = records;
         Err(format!("{shown}: not locked"))
     }
 }
