@@ -14,9 +14,10 @@
 //! | [`infile`] | the files hmn opens itself for reading, never blocking on a FIFO |
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`select`] | `--device` values resolved (the library's selectors), `--cuda-order` |
+//! | [`pick`] | `hmn pick`, and the pick `hmn run --gpu` makes: the library's pick, the lock directory, the output |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts; [`watch_growth`]: its growth trends) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
 //! | [`signals`] | the stop flag of `watch`, `record` and `top` (Ctrl+C, SIGTERM, SIGHUP) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
@@ -30,6 +31,7 @@ mod generate;
 mod infile;
 mod outfile;
 mod output;
+mod pick;
 mod ps;
 mod run;
 mod select;
@@ -40,6 +42,7 @@ mod spill;
 mod top;
 mod watch;
 mod watch_gpu;
+mod watch_growth;
 mod who;
 
 use std::io::{self, Write};
@@ -102,9 +105,10 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let opts = cli.global.probe_options()?;
     match cli.command {
-        None => devices::run(&Probe::with_options(opts), &cli.global, out),
+        None => devices::run(&Probe::with_options(opts.health(true)), &cli.global, out),
         Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Fits(args)) => fits::run(&Probe::with_options(opts), &cli.global, &args, out),
+        Some(Command::Pick(args)) => pick::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
         Some(Command::Spill(args)) => spill::run(opts, &cli.global, &args, out),
         Some(Command::Watch(args)) => {

@@ -42,10 +42,12 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::estimate::{
         BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Placement, Runtime, TargetKind,
     };
+    use hypomnesis::growth::Rejection;
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
-    use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
+    use hypomnesis::types::{Bound, Severity, XidClass};
+    use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
     use hypomnesis::{Backend, BackendCause, EngineClass, Field, MigMode, Source, UnknownReason};
     closed!(
         Source,
@@ -73,6 +75,11 @@ fn every_contract_enum_has_one_spelling() {
         KvHeadsFrom,
         Placement,
         TargetKind,
+        Severity,
+        XidClass,
+        Bound,
+        NameSource,
+        Rejection,
     );
 }
 

@@ -17,6 +17,7 @@ mod estimate_configs;
 mod estimate_llama_cpp;
 #[cfg(feature = "models")]
 mod estimate_vllm;
+mod health;
 mod nvml;
 mod nvml_mig;
 mod nvml_mps_util;

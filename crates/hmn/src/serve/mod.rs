@@ -12,6 +12,7 @@
 //! connection slots. SIGTERM or SIGINT ends the server within a second whatever the collector
 //! is doing (a stuck collector thread is left behind, not joined). See `docs/serve.md`.
 
+mod health;
 mod http;
 mod latest;
 mod metrics;
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hypomnesis::cgroup::Workload;
-use hypomnesis::{Probe, ProbeOptions};
+use hypomnesis::{Probe, ProbeOptions, XidTally};
 
 use crate::args::ServeArgs;
 use latest::{Latest, Rendered};
@@ -49,7 +50,7 @@ const COLLECTOR_JOIN_WAIT: Duration = Duration::from_millis(300);
 /// clients.
 const ENV_CONN_TIMEOUT_MS: &str = "HMN_SERVE_CONN_TIMEOUT_MS";
 
-fn collect(probe: &Probe, top: usize) -> Collection {
+fn collect(probe: &Probe, top: usize, xid: &Mutex<XidTally>) -> Collection {
     let started = Instant::now();
     let list = probe.gpu_processes();
     let host = probe.host_memory().ok();
@@ -67,6 +68,7 @@ fn collect(probe: &Probe, top: usize) -> Collection {
         host,
         workloads,
         top_processes: top,
+        xid: xid.lock().ok().map(|t| t.clone()),
         duration_seconds: started.elapsed().as_secs_f64(),
         completed_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -121,6 +123,23 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
 
     let latest: Latest = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));
+    // Memory health is read every collection; XID events are counted by a thread of their
+    // own from now on (NVML keeps no record of earlier ones).
+    let opts = opts.health(true);
+    let xid = Arc::new(Mutex::new(XidTally::default()));
+    let _xid_counter = {
+        let (xid, stop, opts) = (Arc::clone(&xid), Arc::clone(&stop), opts.clone());
+        std::thread::Builder::new()
+            .name("hmn-xid".into())
+            .spawn(move || {
+                let probe = Probe::with_options(opts);
+                let mut events = probe.xid_events();
+                if let Ok(mut t) = xid.lock() {
+                    *t = events.tally();
+                }
+                events.count_until(&stop, &xid);
+            })?
+    };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     // The textfile is written under this lock: by the collector after each collection, and
     // by the watchdog with the stale rendering once the last collection is stale.
@@ -129,6 +148,7 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
         let (latest, stop) = (Arc::clone(&latest), Arc::clone(&stop));
         let (interval, top, textfile) = (args.interval, args.processes, args.textfile.clone());
         let lock = Arc::clone(&textfile_lock);
+        let xid = Arc::clone(&xid);
         std::thread::Builder::new()
             .name("hmn-collector".into())
             .spawn(move || {
@@ -139,6 +159,7 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
                     interval,
                     top,
                     textfile.as_deref().map(|d| (d, &*lock)),
+                    &xid,
                 );
                 let _ = done_tx.send(());
             })?
@@ -201,11 +222,12 @@ fn collector_loop(
     interval: Duration,
     top: usize,
     textfile: Option<(&Path, &Mutex<()>)>,
+    xid: &Mutex<XidTally>,
 ) {
     let mut textfile_failed = false;
     while !stop.load(Ordering::SeqCst) {
         let started = Instant::now();
-        let rendered = Arc::new(render(&collect(probe, top), interval));
+        let rendered = Arc::new(render(&collect(probe, top, xid), interval));
         // The textfile and the latest rendering change together (under the textfile lock), so
         // the watchdog never marks a fresh file stale.
         let guard = textfile.and_then(|(_, lock)| lock.lock().ok());

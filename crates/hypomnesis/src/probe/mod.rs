@@ -27,6 +27,8 @@ use crate::types::{
     ProcessList, Source, Unknown, UnknownReason, Warning,
 };
 
+// XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
+pub mod events;
 mod options;
 // Public at the crate root (`hypomnesis::select`), documented there.
 #[doc(hidden)]
@@ -64,6 +66,7 @@ pub struct Probe {
     smi: crate::backends::smi::Smi,
     drm: DrmBackend,
     pid_view: OnceLock<crate::system::pidns::PidView>,
+    names: crate::system::workload::names::NameCache,
 }
 
 impl std::fmt::Debug for Probe {
@@ -102,6 +105,7 @@ impl Probe {
             options,
             nvml: OnceLock::new(),
             pid_view: OnceLock::new(),
+            names: crate::system::workload::names::NameCache::new(),
         }
     }
 
@@ -159,7 +163,7 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev = nvml.device(index);
+                            let dev = nvml.device_with(index, self.options.health);
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -239,6 +243,9 @@ impl Probe {
         };
         list.backends.push(BackendStatus::new(Backend::Drm, state));
         list.devices.extend(found);
+        if self.options.health {
+            drm_health(&mut list.devices, &map);
+        }
         (list, map)
     }
 
@@ -273,7 +280,7 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                return unreadable_is_error(nvml.device(index));
+                return unreadable_is_error(nvml.device_with(index, self.options.health));
             }
         }
         self.devices().device(index).cloned()
@@ -412,6 +419,9 @@ impl Probe {
             row.user = id.user;
             row.ns_pid = id.ns_pid;
             row.workload = crate::system::workload::of_process(roots, row.pid);
+            if let Some(w) = &mut row.workload {
+                self.names.fill(roots, w);
+            }
         }
         #[cfg(feature = "nvml")]
         crate::backends::nvml::mps::classify(rows, |r| {
@@ -464,6 +474,38 @@ fn drm_absent_reason(sys: &std::path::Path) -> (BackendCause, String) {
         BackendCause::NoDevice,
         format!("no DRM GPU under {}/class/drm", sys.display()),
     )
+}
+
+/// Every listed DRM device's memory health: amdgpu's RAS counters where the device has a
+/// `ras/` directory (no other driver makes one); a suspended device is not read.
+fn drm_health(devices: &mut [Device], map: &DrmDevices) {
+    for (f, index) in &map.listed {
+        let Some(d) = devices.iter_mut().find(|d| d.index == *index) else {
+            continue;
+        };
+        d.health = Some(if f.suspended() {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                crate::types::Field::Health,
+                UnknownReason::Suspended,
+                "the device is runtime-suspended; reading it would wake it",
+            ));
+            h
+        } else if d.driver.as_deref() == Some("amdgpu") {
+            crate::backends::drm::ras::read(&f.dir)
+        } else {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                crate::types::Field::Health,
+                UnknownReason::Unsupported,
+                format!(
+                    "the {} driver exposes no memory-health counters",
+                    d.driver.as_deref().unwrap_or("DRM")
+                ),
+            ));
+            h
+        });
+    }
 }
 
 #[cfg(feature = "nvml")]
