@@ -83,6 +83,13 @@ fn record_writes_one_snapshot_per_line_and_leaves_no_temporary() {
         assert_eq!(p["rss_bytes"], 524_288u64 * 4096);
         assert_eq!(p["cmdline"], "python3 train.py");
         assert_eq!(s["ancestors"][0]["name"], "bash");
+        // An ancestor carries its identity, which a signal from the tree view is checked against.
+        assert!(
+            s["ancestors"][0]["start_time"].is_u64(),
+            "{}",
+            s["ancestors"]
+        );
+        assert!(p["start_time"].is_u64(), "{p}");
     }
     let names: Vec<String> = std::fs::read_dir(bed.dir.path())
         .unwrap()

@@ -239,6 +239,7 @@ impl Collector {
                 snap.ancestors.push(Ancestor {
                     pid,
                     ppid: next,
+                    start_time: st.as_ref().map(|s| s.start_time),
                     name: st.map(|s| cut(s.comm.escaped(), TEXT_MAX)),
                 });
             }
