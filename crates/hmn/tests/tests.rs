@@ -31,6 +31,7 @@ mod serve;
 mod serve_abuse;
 mod spill;
 mod top;
+mod top_ends;
 mod watch;
 
 #[test]

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hypomnesis::process::tree::{Stat, read_stat};
@@ -269,6 +269,9 @@ pub struct Control {
     pub rescan_ms: AtomicU64,
     /// Whether that period was calibrated.
     pub rescan_calibrated: AtomicBool,
+    /// Counts the changes above ([`Control::poke`]); the thread sleeps on it between samples.
+    changes: Mutex<u64>,
+    changed: Condvar,
 }
 
 impl Control {
@@ -281,6 +284,8 @@ impl Control {
             busy_since_ms: AtomicU64::new(0),
             rescan_ms: AtomicU64::new(0),
             rescan_calibrated: AtomicBool::new(false),
+            changes: Mutex::new(0),
+            changed: Condvar::new(),
         })
     }
 
@@ -288,11 +293,54 @@ impl Control {
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
     }
+
+    /// Wakes the thread after a change of interval, pause or stop.
+    pub fn poke(&self) {
+        let mut n = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *n = n.wrapping_add(1);
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until `until` (forever with `None`) or a [`Control::poke`], whichever is first.
+    fn sleep(&self, until: Option<Instant>) {
+        let mut n = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = *n;
+        while *n == seen {
+            match until {
+                None => {
+                    n = self
+                        .changed
+                        .wait(n)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    n = self
+                        .changed
+                        .wait_timeout(n, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+    }
 }
 
 /// Starts the collector thread: it builds the probe (calibrating the rescan), then samples
-/// every interval and sends each snapshot. It is never joined: when the UI quits, the process
-/// exits, so a driver call that never returns cannot hold `hmn top` open.
+/// every interval and hands each snapshot to `sink` (which answers whether anyone still
+/// listens). Between samples it sleeps until the next one is due or [`Control::poke`] says the
+/// interval, the pause or the stop changed: no wake-up in between. It is never joined: when
+/// the UI quits, the process exits, so a driver call that never returns cannot hold `hmn top`
+/// open.
 ///
 /// # Errors
 /// When the thread cannot be started.
@@ -300,8 +348,8 @@ pub fn spawn(
     opts: ProbeOptions,
     o: CollectOptions,
     control: Arc<Control>,
-) -> std::io::Result<mpsc::Receiver<Snapshot>> {
-    let (tx, rx) = mpsc::channel();
+    mut sink: impl FnMut(Snapshot) -> bool + Send + 'static,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("hmn-collect".to_string())
         .spawn(move || {
@@ -316,28 +364,27 @@ pub fn spawn(
                 .store(c.rescan.1, Ordering::Relaxed);
             let mut next = Instant::now();
             while !control.stop.load(Ordering::Relaxed) {
-                if !control.paused.load(Ordering::Relaxed) && Instant::now() >= next {
+                if control.paused.load(Ordering::Relaxed) {
+                    control.busy_since_ms.store(0, Ordering::Relaxed);
+                    control.sleep(None);
+                    continue;
+                }
+                if Instant::now() >= next {
                     let interval = control.interval();
                     control.busy_since_ms.store(now_ms(), Ordering::Relaxed);
                     let s = c.sample(interval);
                     control.busy_since_ms.store(0, Ordering::Relaxed);
-                    if tx.send(s).is_err() {
+                    if !sink(s) {
                         return;
                     }
                     next = Instant::now() + interval;
                 }
-                // Short naps, so an interval change, a pause or a stop takes effect quickly.
-                let nap = next
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(100))
-                    .max(Duration::from_millis(10));
-                std::thread::sleep(nap);
+                control.sleep(Some(next));
                 // A shorter interval set meanwhile applies from now.
-                let soonest = Instant::now() + control.interval();
-                next = next.min(soonest);
+                next = next.min(Instant::now() + control.interval());
             }
         })?;
-    Ok(rx)
+    Ok(())
 }
 
 #[cfg(test)]
