@@ -33,6 +33,7 @@ pub fn stop_flag() -> std::io::Result<Arc<AtomicBool>> {
 ///
 /// # Errors
 /// When a handler or the thread cannot be installed.
+#[cfg(feature = "top")]
 pub fn on_stop(on_stop: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()> {
     #[cfg(unix)]
     {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
+use super::kill::{Confirm, Sig};
 use super::recording::{DevicePoint, device_points};
 use super::rows::{Column, Line, lines};
 use super::snapshot::Snapshot;
@@ -20,31 +21,6 @@ pub const INTERVALS_MS: [u64; 9] = [250, 500, 1000, 2000, 3000, 5000, 10_000, 30
 
 /// Replay speeds `[` and `]` step through.
 pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-
-/// A signal the user may send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sig {
-    Term,
-    Kill,
-}
-
-impl Sig {
-    pub fn name(self) -> &'static str {
-        match self {
-            Sig::Term => "SIGTERM",
-            Sig::Kill => "SIGKILL",
-        }
-    }
-}
-
-/// A signal waiting for `y`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub pid: u32,
-    pub start_time: Option<u64>,
-    pub name: String,
-    pub sig: Sig,
-}
 
 /// What the loop must do after a key.
 #[derive(Debug, Clone, PartialEq)]

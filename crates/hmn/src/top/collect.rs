@@ -457,7 +457,21 @@ mod tests {
 
     use hmn_testbed::{FakeNvml, FakeProc, FakeProcess, Sandbox};
 
-    use crate::top::tests::collector;
+    fn collector(bed: &Sandbox, max: usize) -> Collector {
+        let opts = ProbeOptions::default()
+            .roots(
+                Roots::system()
+                    .with_proc(bed.proc())
+                    .with_sys(bed.world.sys.root()),
+            )
+            .nvml_library(bed.env.nvml.clone())
+            .nvidia_smi(bed.env.nvidia_smi.clone());
+        let o = CollectOptions {
+            limits: Limits { max_processes: max },
+            rescan: Some(Duration::from_secs(5)),
+        };
+        Collector::new(opts, o)
+    }
 
     #[test]
     fn a_rename_exec_setuid_or_cgroup_move_shows_at_the_next_sample() {

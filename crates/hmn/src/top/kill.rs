@@ -8,7 +8,30 @@
 use hypomnesis::Roots;
 use hypomnesis::process::tree::read_stat;
 
-use super::app::{Confirm, Sig};
+/// A signal the user may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    Term,
+    Kill,
+}
+
+impl Sig {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sig::Term => "SIGTERM",
+            Sig::Kill => "SIGKILL",
+        }
+    }
+}
+
+/// A signal waiting for `y`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub name: String,
+    pub sig: Sig,
+}
 
 /// What became of a confirmed signal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +105,17 @@ pub fn send(c: &Confirm, roots: &Roots) -> String {
             if let Err(msg) = same_process(c, roots, start) {
                 return msg;
             }
-            return signal_result(c, fd.signal(c.sig));
+            let sig = match c.sig {
+                Sig::Term => libc::SIGTERM,
+                Sig::Kill => libc::SIGKILL,
+            };
+            let outcome = match fd.signal(sig) {
+                Ok(()) => Delivery::Sent,
+                Err(libc::EPERM) => Delivery::NotPermitted,
+                Err(libc::ESRCH) => Delivery::Gone,
+                Err(e) => Delivery::Failed(std::io::Error::from_raw_os_error(e).to_string()),
+            };
+            return signal_result(c, outcome);
         }
         Err(super::pidfd::OpenError::Gone) => return signal_result(c, Delivery::Gone),
         Err(super::pidfd::OpenError::Unsupported) => {} // the checked fallback below

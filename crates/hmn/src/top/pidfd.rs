@@ -6,9 +6,6 @@
 use std::os::fd::AsRawFd as _;
 use std::os::fd::{FromRawFd as _, OwnedFd};
 
-use super::app::Sig;
-use super::kill::Delivery;
-
 /// A process held open.
 #[derive(Debug)]
 pub struct PidFd(OwnedFd);
@@ -49,12 +46,9 @@ impl PidFd {
         Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// `pidfd_send_signal(fd, sig, NULL, 0)`.
-    pub fn signal(&self, sig: Sig) -> Delivery {
-        let sig = match sig {
-            Sig::Term => libc::SIGTERM,
-            Sig::Kill => libc::SIGKILL,
-        };
+    /// `pidfd_send_signal(fd, sig, NULL, 0)`; `Err` is the errno (`ESRCH`: the process has
+    /// exited, `EPERM`: another user's).
+    pub fn signal(&self, sig: i32) -> Result<(), i32> {
         // SAFETY: the fd is open for the life of `self`; a null siginfo is allowed (the kernel
         // fills it as kill(2) would); flags must be 0.
         let r = unsafe {
@@ -66,14 +60,7 @@ impl PidFd {
                 0 as libc::c_uint,
             )
         };
-        if r == 0 {
-            return Delivery::Sent;
-        }
-        match errno() {
-            libc::EPERM => Delivery::NotPermitted,
-            libc::ESRCH => Delivery::Gone,
-            e => Delivery::Failed(std::io::Error::from_raw_os_error(e).to_string()),
-        }
+        if r == 0 { Ok(()) } else { Err(errno()) }
     }
 }
 
@@ -88,10 +75,10 @@ mod tests {
             .spawn()
             .unwrap();
         let fd = PidFd::open(child.id()).unwrap();
-        assert_eq!(fd.signal(Sig::Kill), Delivery::Sent);
+        assert_eq!(fd.signal(libc::SIGKILL), Ok(()));
         child.wait().unwrap();
         // Reaped: whatever has the pid now, the fd's process is gone.
-        assert_eq!(fd.signal(Sig::Term), Delivery::Gone);
+        assert_eq!(fd.signal(libc::SIGTERM), Err(libc::ESRCH));
         assert_eq!(PidFd::open(u32::MAX).unwrap_err(), OpenError::Gone);
     }
 }
