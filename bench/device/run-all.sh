@@ -160,6 +160,14 @@ s5_timing() {
     timeout 40 "$PROBE_TIMING" 2000 50 15 > "$STEP_DIR/probe_timing.json" 2> "$STEP_DIR/probe_timing.err"
     echo "probe_timing exit $?: $(head -c 400 "$STEP_DIR/probe_timing.json")"
   fi
+  timeout 30 python3 "$HERE/nvml_costs.py" "$STEP_DIR/nvml_costs.json" 200
+  # Where a whole `hmn --json` goes against nvidia-smi's: driver ioctls and opens (strace, if
+  # the machine has it).
+  if command -v strace >/dev/null; then
+    for c in "$HMN --json" "$HMN ps --json" "nvidia-smi --query-gpu=index,memory.used --format=csv"; do
+      echo "== $c"; timeout 20 strace -f -c -e trace=ioctl,openat,read,clock_nanosleep,futex $c 2>&1 >/dev/null | tail -n 12
+    done > "$STEP_DIR/strace.txt" 2>&1
+  else echo "no strace on this machine" > "$STEP_DIR/strace.txt"; fi
   python3 "$HERE/timing.py" "$STEP_DIR/timing.json" "$TIMING_RUNS" 35 "$HMN"
 }
 

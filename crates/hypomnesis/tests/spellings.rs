@@ -46,11 +46,12 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
     use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
-    use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};
+    use hypomnesis::{Backend, BackendCause, EngineClass, Field, MigMode, Source, UnknownReason};
     closed!(
         Source,
         Field,
         Backend,
+        BackendCause,
         UnknownReason,
         MigMode,
         EngineClass,

@@ -17,7 +17,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hypomnesis::process::tree::{Stat, read_stat};
@@ -389,6 +389,21 @@ impl Control {
     }
 }
 
+/// Starts the collector thread ([`spawn_into`]) with its snapshots sent on a channel (`hmn
+/// record`).
+///
+/// # Errors
+/// When the thread cannot be started.
+pub fn spawn(
+    opts: ProbeOptions,
+    o: CollectOptions,
+    control: Arc<Control>,
+) -> std::io::Result<mpsc::Receiver<Snapshot>> {
+    let (tx, rx) = mpsc::channel();
+    spawn_into(opts, o, control, move |s| tx.send(s).is_ok())?;
+    Ok(rx)
+}
+
 /// Starts the collector thread: it builds the probe (calibrating the rescan), then samples
 /// every interval and hands each snapshot to `sink` (which answers whether anyone still
 /// listens). Between samples it sleeps until the next one is due or [`Control::poke`] says the
@@ -398,7 +413,7 @@ impl Control {
 ///
 /// # Errors
 /// When the thread cannot be started.
-pub fn spawn(
+pub fn spawn_into(
     opts: ProbeOptions,
     o: CollectOptions,
     control: Arc<Control>,

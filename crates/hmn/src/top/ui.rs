@@ -24,7 +24,7 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::crossterm::{cursor, execute, terminal};
 
 use super::app::{Action, App, Mode};
-use super::collect::{CollectOptions, Control, now_ms, spawn};
+use super::collect::{CollectOptions, Control, now_ms, spawn_into};
 use super::panes::{MESSAGE_MS, stale_limit_ms, stale_since};
 use super::player::Player;
 use super::recording::Recording;
@@ -177,7 +177,7 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         None => {
             let control = Control::new(args.interval);
             let snapshots = tx.clone();
-            spawn(
+            spawn_into(
                 opts,
                 CollectOptions {
                     limits: Limits {
