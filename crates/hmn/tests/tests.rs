@@ -35,6 +35,7 @@ mod serve_abuse;
 mod spill;
 mod terminal;
 mod top;
+mod top_ends;
 mod watch;
 
 #[test]

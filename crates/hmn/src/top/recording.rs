@@ -381,6 +381,7 @@ mod tests {
             Ancestor {
                 pid: u32::MAX,
                 ppid: Some(u32::MAX),
+                start_time: Some(u64::MAX),
                 name: Some(cut(evil.clone(), TEXT_MAX)),
             };
             1000
