@@ -3,8 +3,10 @@
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
 //! reused between rescans) with each row's name, owner and workload as read this sample,
-//! `/proc/meminfo`, and for each GPU process its `stat` (parent, start time, RSS, the kernel's
-//! name: one small read). The command line is kept per (pid, start time) and read again when
+//! `/proc/meminfo`, and for each GPU process and its ancestors its `stat` (parent, start time,
+//! RSS, the kernel's name). Those files are kept open between samples and re-read with one
+//! `pread` each (the probe's `meminfo`, a [`StatReader`]; closed once a sample no longer reads
+//! them). The command line is kept per (pid, start time) and read again when
 //! the kernel's name or the row's name changes (an `exec`, a `prctl`/`setproctitle` rename).
 //! An NVIDIA row whose host pid this proc root cannot show (a container's own `/proc`) is left
 //! as the probe gives it: nothing is read under that pid, which names a stranger or nothing.
@@ -20,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hypomnesis::process::tree::{Stat, read_stat};
+use hypomnesis::process::tree::{Stat, StatReader};
 use hypomnesis::process::{self, IdentityCache};
 use hypomnesis::workload::WorkloadInfo;
 use hypomnesis::{Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason};
@@ -74,6 +76,8 @@ pub struct Collector {
     /// How long identities are kept unread ([`IDENTITY_REFRESH`]; tests shorten it).
     identity_refresh: Duration,
     known: HashMap<(u32, Option<u64>), Known>,
+    /// The `stat` files of the listed processes and their ancestors, kept open.
+    stats: StatReader,
     tick: u64,
     /// The DRM rescan period in force, and whether it was calibrated.
     pub rescan: (Duration, bool),
@@ -128,6 +132,17 @@ fn cmdline(roots: &Roots, pid: u32) -> Option<String> {
     (!args.is_empty()).then(|| cut(args.join(" "), CMDLINE_MAX))
 }
 
+/// A process's `stat`, read once per sample.
+fn stat_of(
+    reader: &mut StatReader,
+    seen: &mut HashMap<u32, Option<Stat>>,
+    pid: u32,
+) -> Option<Stat> {
+    seen.entry(pid)
+        .or_insert_with(|| reader.read(pid).ok())
+        .clone()
+}
+
 impl Collector {
     /// A collector over `opts`. Without a rescan period, and with a DRM GPU present, one DRM
     /// walk is timed first (on a probe without NVML) to calibrate it.
@@ -151,6 +166,7 @@ impl Collector {
             }
         };
         let roots = opts.roots.clone();
+        let stats = StatReader::new(&roots);
         let page_size = opts.system.page_size;
         Collector {
             probe: Probe::with_options(opts.drm_index_max_age(rescan.0)),
@@ -160,6 +176,7 @@ impl Collector {
             users: IdentityCache::new(),
             identity_refresh: IDENTITY_REFRESH,
             known: HashMap::new(),
+            stats,
             tick: 0,
             rescan,
         }
@@ -217,13 +234,6 @@ impl Collector {
         }
         let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
-        let roots = self.roots.clone();
-        let mut stat = |pid: u32| {
-            stats
-                .entry(pid)
-                .or_insert_with(|| read_stat(&roots, pid).ok())
-                .clone()
-        };
         for p in &list.processes {
             // The row's name, owner and workload are the probe's, read this sample.
             let mut row = ProcessRow::from_gpu(p);
@@ -248,7 +258,7 @@ impl Collector {
                 snap.processes.push(row);
                 continue;
             }
-            let st = stat(p.pid);
+            let st = stat_of(&mut self.stats, &mut stats, p.pid);
             match &st {
                 Some(st) => {
                     row.ppid = Some(st.ppid);
@@ -288,7 +298,7 @@ impl Collector {
                     break;
                 }
                 depth += 1;
-                let st = stat(pid);
+                let st = stat_of(&mut self.stats, &mut stats, pid);
                 next = st.as_ref().map(|s| s.ppid);
                 snap.ancestors.push(Ancestor {
                     pid,
@@ -299,6 +309,7 @@ impl Collector {
             }
         }
         snap.ancestors.truncate(super::snapshot::ANCESTORS_MAX);
+        self.stats.end_round();
         // Forget processes not seen for a minute's worth of samples.
         let tick = self.tick;
         self.known.retain(|_, k| tick - k.last_seen < 60);
