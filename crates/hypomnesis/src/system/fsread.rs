@@ -14,8 +14,8 @@
 //!   [`read_hex_u16`]);
 //! - opening a file for a streaming header reader ([`open_sized`]) or for repeated reads
 //!   from its start ([`open`], [`read_at_start`]), and which file an open file is
-//!   ([`identity`]: one file reached through several names is read once);
-//! - procfs files kept open between readings ([`Kept`], [`KeptByPid`]: one `pread` each).
+//!   ([`identity`]: one file reached through several names is read once; procfs files kept
+//!   open between readings are `super::kept`'s).
 //!
 //! Asking about a path rather than reading it — `exists`, `metadata`, `canonicalize`,
 //! `read_link`, and the DRM walk's `readlinkat` on fds below a directory opened here — stays
@@ -45,8 +45,6 @@ use nix::fcntl::OFlag;
 #[cfg(unix)]
 use nix::sys::stat::Mode;
 
-// Procfs files kept open and re-read with `pread`.
-mod kept;
 mod numeric;
 // Platform seam: the same readers over std::fs where there is no POSIX `openat`/`pread`
 // (Windows). Only a fixture tree passed through `Roots` is read there; the native readers
@@ -58,7 +56,6 @@ pub(crate) use portable::{
     numeric_entries, open_dir, open_dir_at, open_regular, read_at_start, read_link_at,
 };
 
-pub(crate) use kept::{Kept, KeptByPid};
 #[cfg(unix)]
 use numeric::parse_numeric;
 

@@ -9,6 +9,8 @@ pub mod cgroup;
 // The I/O edge: crate-private (readers in every layer above go through it).
 pub(crate) mod fsread;
 pub mod host;
+// Procfs files kept open between readings (opened through `fsread`, re-read with `pread`).
+pub(crate) mod kept;
 // Advisory device leases (`hmn pick`, `hmn run --gpu`).
 pub mod lease;
 pub mod pci_ids;

@@ -36,6 +36,7 @@ use std::fs::File;
 use std::path::PathBuf;
 
 use crate::system::fsread::{self, Cap};
+use crate::system::kept::Kept;
 use crate::system::roots::{Roots, SystemInfo};
 use crate::types::error::Error;
 use crate::types::{Field, Unknown, UnknownReason};
@@ -61,10 +62,10 @@ pub fn host_memory(roots: &Roots) -> Result<HostMemory, Error> {
 }
 
 /// `/proc/meminfo` kept open for a caller that reads it again and again (a [`crate::Probe`]):
-/// one `pread` per reading ([`fsread::Kept`]).
+/// one `pread` per reading ([`Kept`]).
 #[derive(Debug)]
 pub(crate) struct KeptMeminfo {
-    file: fsread::Kept,
+    file: Kept,
     /// The system roots on Windows/macOS: the platform's own call, not procfs.
     #[cfg(any(windows, target_os = "macos"))]
     native: bool,
@@ -73,7 +74,7 @@ pub(crate) struct KeptMeminfo {
 impl KeptMeminfo {
     pub(crate) fn new(roots: &Roots) -> KeptMeminfo {
         KeptMeminfo {
-            file: fsread::Kept::new(roots.proc.join("meminfo"), Cap::MEMINFO),
+            file: Kept::new(roots.proc.join("meminfo"), Cap::MEMINFO),
             #[cfg(any(windows, target_os = "macos"))]
             native: roots.is_system(),
         }

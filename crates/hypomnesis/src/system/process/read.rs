@@ -4,7 +4,8 @@
 //! processes again and again (files kept open, one `pread` each).
 
 use super::stat::{Stat, parse_stat_bytes};
-use crate::system::fsread::{self, Cap, KeptByPid};
+use crate::system::fsread::{self, Cap};
+use crate::system::kept::KeptByPid;
 use crate::system::roots::Roots;
 use crate::types::error::Error;
 

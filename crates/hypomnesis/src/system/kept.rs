@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 #[cfg(not(target_os = "linux"))]
-use super::read_at_start;
-use super::{Cap, open, read_bytes};
+use crate::system::fsread::read_at_start;
+use crate::system::fsread::{Cap, open, read_bytes};
 use crate::system::roots::Roots;
 use crate::types::error::Error;
 
@@ -44,7 +44,7 @@ pub(crate) fn regenerated(file: &File) -> bool {
 /// words any error. One `pread` on Linux: procfs builds such a file whole when it is read from
 /// offset 0 and copies all of it that fits, so a read shorter than the buffer is the whole file.
 fn reread(file: &File, cap: Cap, path: &Path) -> Option<Vec<u8>> {
-    let limit = usize::try_from(cap.0).ok()?;
+    let limit = usize::try_from(cap.limit()).ok()?;
     let mut buf = vec![0u8; limit.saturating_add(1)];
     let n = read_once(file, &mut buf, path).ok()?;
     (n > 0 && n <= limit).then(|| {
