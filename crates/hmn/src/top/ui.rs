@@ -177,6 +177,10 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         Some(r) => Source::Replay(Player::new(r, Instant::now())),
         None => {
             let control = Control::new(args.interval);
+            app.xid = Some(
+                super::health::spawn_xid(opts.clone(), Arc::clone(&control))
+                    .context("top: starting the XID counter")?,
+            );
             let snapshots = tx.clone();
             spawn_into(
                 opts,
