@@ -175,6 +175,10 @@ s4_extras() {
   local st=() port S
   timeout 20 "$HMN" doctor --json > "$STEP_DIR/doctor.json" 2> "$STEP_DIR/doctor.err"; st+=("doctor.json=$?")
   timeout 30 python3 "$HERE/new_fields.py" "$HMN" "$STEP_DIR/new-fields.json"
+  # Memory health (issue 24): hmn's device JSON against nvidia-smi's own counters.
+  timeout 20 "$HMN" --json > "$STEP_DIR/hmn-health.json" 2> "$STEP_DIR/hmn-health.err"
+  timeout 20 nvidia-smi --query-gpu=index,ecc.mode.current,ecc.mode.pending,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.aggregate.total,ecc.errors.uncorrected.aggregate.total,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure,retired_pages.single_bit_ecc.count,retired_pages.double_bit.count,retired_pages.pending \
+    --format=csv,noheader,nounits > "$STEP_DIR/smi-health.csv" 2>&1
   "$HMN" help > "$STEP_DIR/help.txt" 2>&1
   if grep -qE '^  pick ' "$STEP_DIR/help.txt"; then
     timeout 20 "$HMN" pick --need 1GiB --json > "$STEP_DIR/pick.json" 2> "$STEP_DIR/pick.err"; st+=("pick.json=$?")
