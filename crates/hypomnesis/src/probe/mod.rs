@@ -163,7 +163,8 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev = nvml.device_with(index, self.options.health);
+                            let dev =
+                                nvml.device_with(index, self.options.health, self.options.energy);
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -280,7 +281,11 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                return unreadable_is_error(nvml.device_with(index, self.options.health));
+                return unreadable_is_error(nvml.device_with(
+                    index,
+                    self.options.health,
+                    self.options.energy,
+                ));
             }
         }
         self.devices().device(index).cloned()

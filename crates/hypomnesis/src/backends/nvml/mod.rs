@@ -130,9 +130,10 @@ impl NvmlBackend {
         Ok(self.nvml.device_count()?)
     }
 
-    /// Reads one device, and its memory health when `health` ([`health::read`]).
-    pub(crate) fn device_with(&self, index: u32, with_health: bool) -> Device {
-        let mut dev = self.device(index);
+    /// Reads one device, its energy counter when `energy`, and its memory health when
+    /// `health` ([`health::read`]).
+    pub(crate) fn device_with(&self, index: u32, with_health: bool, energy: bool) -> Device {
+        let mut dev = self.read_device(index, energy);
         if with_health && dev.error.is_none() {
             if let Ok(handle) = self.nvml.device_by_index(index) {
                 dev.health = Some(health::read(self.nvml.lib(), &handle, dev.mig_enabled()));
@@ -150,6 +151,13 @@ impl NvmlBackend {
     /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device
     /// whose handle is refused is returned with `error` set.
     pub(crate) fn device(&self, index: u32) -> Device {
+        self.read_device(index, true)
+    }
+
+    /// [`NvmlBackend::device`], reading the cumulative energy counter only when `energy`
+    /// (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on an H200, driver 580, about half
+    /// of a device query; docs/validation.md, run 2).
+    fn read_device(&self, index: u32, energy: bool) -> Device {
         let mut dev = Device::new(index, Vendor::Nvidia, Source::Nvml);
         dev.driver = Some("nvidia".to_string());
         match &self.driver_version {
@@ -215,7 +223,7 @@ impl NvmlBackend {
                 }
             }
         }
-        dev.telemetry = telemetry(&handle, &mut dev.unknown);
+        dev.telemetry = telemetry(&handle, &mut dev.unknown, energy);
         match mig::state(lib, &handle, &dev, &self.mig_profiles) {
             Ok(state) => dev.mig = state,
             Err(u) => dev.unknown.push(u),
@@ -471,7 +479,11 @@ fn pci_bus_id(
 }
 
 /// Utilization, temperature, power, energy and clocks; each failure is one unknown field.
-fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> Telemetry {
+fn telemetry(
+    handle: &nvml_wrapper::Device<'_>,
+    unknown: &mut Vec<Unknown>,
+    energy: bool,
+) -> Telemetry {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
     let mut keep = |fields: &[Field], r: Result<(), NvmlError>| {
         if let Err(e) = r {
@@ -503,12 +515,14 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
             .power_usage()
             .map(|mw| t.power_watts = Some(f64::from(mw) / 1000.0)),
     );
-    keep(
-        &[Field::TelemetryEnergyJoules],
-        handle
-            .total_energy_consumption()
-            .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
-    );
+    if energy {
+        keep(
+            &[Field::TelemetryEnergyJoules],
+            handle
+                .total_energy_consumption()
+                .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
+        );
+    }
     for (field, clock, max, slot) in [
         (
             Field::TelemetryClockGraphicsMhz,
@@ -547,6 +561,13 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
             handle.clock_info(clock)
         };
         keep(&[field], r.map(|mhz| *slot = Some(mhz)));
+    }
+    if !energy {
+        unknown.push(Unknown::new(
+            Field::TelemetryEnergyJoules,
+            UnknownReason::NotRequested,
+            "not read: ProbeOptions::energy is off",
+        ));
     }
     t
 }
