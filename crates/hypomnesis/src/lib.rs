@@ -222,7 +222,8 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MigDevice, MigMode, MigPlacement,
-    MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions, ProcessUtilization,
-    RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MemoryPool, MigDevice, MigMode,
+    MigPlacement, MigState, PoolKind, PoolSource, ProcessKind, ProcessList, ProcessName,
+    ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown,
+    UnknownReason, Vendor, Warning,
 };

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::nvidia::{MigDevice, MigState};
+use super::pool::MemoryPool;
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
 use super::usage::{DeviceMemory, DeviceRegion};
@@ -73,6 +74,11 @@ pub struct Device {
     /// Per-region totals where the driver exposes them (amdgpu: `vram`, `visible_vram`, `gtt`).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
     pub regions: BTreeMap<String, DeviceRegion>,
+    /// The memory the GPU can really allocate from, where that is not (only) `memory`: an AMD
+    /// APU's carve-out plus GTT, host RAM (unified memory), a discrete card whose use is the
+    /// sum of its clients. Absent for a discrete GPU whose `memory` is its own VRAM.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pool: Option<MemoryPool>,
     /// Utilization, temperature, power, clocks.
     pub telemetry: Telemetry,
     /// The backend that produced this record.
@@ -104,6 +110,7 @@ impl Device {
             integrated: None,
             memory: DeviceMemory::default(),
             regions: BTreeMap::new(),
+            pool: None,
             telemetry: Telemetry::default(),
             source,
             unknown: Vec::new(),

@@ -12,11 +12,15 @@
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
 //! classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
 
+// Whether an amdgpu device is an APU (hwmon's vddnb channel).
+pub(crate) mod apu;
 pub(crate) mod driver;
 pub(crate) mod fdinfo;
 pub(crate) mod kfd;
 pub(crate) mod kind;
 pub(crate) mod model;
+// A device's memory pool as far as sysfs gives it.
+pub(crate) mod pool;
 pub(crate) mod scan;
 // The spill readings of a DRM device (`hmn spill`, upstream's `SpillTracker`).
 pub(crate) mod spill;

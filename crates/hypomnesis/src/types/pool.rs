@@ -1,0 +1,435 @@
+//! A device's memory pool: what the GPU can really allocate from, beside the driver's own
+//! `memory` figures. [`MemoryPool`] (kind, total / used / free, where each figure comes from,
+//! the evidence for the kind), [`PoolKind`] and [`PoolSource`]; and the two rules every
+//! reader of a pool shares: a DRM row's footprint on a carve-out + GTT device
+//! ([`ProcessRegions::vram_plus_gtt_bytes`]) and a device's pool kind where it has no pool of
+//! its own ([`Device::pool_kind`]). See `docs/memory-model.md`, "Memory pools".
+//!
+//! A discrete GPU whose `memory` is its own VRAM has no `pool` (the JSON object is absent):
+//! `memory` is its pool. The other kinds — an AMD APU's carve-out plus GTT, a GPU that
+//! allocates host RAM (NVIDIA GB10-class, Intel iGPUs, SoC GPUs, Apple Silicon), a discrete
+//! Intel card whose use is only known as the sum of its clients — carry one, so an old reader
+//! of `memory` sees what it always saw.
+
+#[cfg(feature = "serde")]
+use serde::Serialize;
+
+use super::device::Device;
+use super::process::GpuProcess;
+use super::source::{Source, Vendor};
+use super::usage::{ProcessRegions, RegionUsage};
+
+/// What a device's memory pool is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PoolKind {
+    /// Its own memory: a discrete GPU's VRAM or HBM (NVIDIA dGPUs and Grace Hopper-class
+    /// parts that report their HBM, discrete AMD and Intel cards).
+    Dedicated,
+    /// An AMD APU: a BIOS carve-out (amdgpu's VRAM manager, outside the host's `MemTotal`)
+    /// plus GTT (host RAM the GPU maps, inside it).
+    CarveOutPlusGtt,
+    /// The host's RAM, allocated directly: NVIDIA GB10-class parts (NVML reports no memory of
+    /// their own), Intel integrated GPUs, SoC GPUs, Apple Silicon.
+    UnifiedHost,
+}
+
+impl PoolKind {
+    /// The JSON spelling: `dedicated`, `carve_out_plus_gtt`, `unified_host`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PoolKind::Dedicated => "dedicated",
+            PoolKind::CarveOutPlusGtt => "carve_out_plus_gtt",
+            PoolKind::UnifiedHost => "unified_host",
+        }
+    }
+
+    /// Words for a terminal: `dedicated VRAM`, `carve-out + GTT`, `unified with host RAM`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            PoolKind::Dedicated => "dedicated VRAM",
+            PoolKind::CarveOutPlusGtt => "carve-out + GTT",
+            PoolKind::UnifiedHost => "unified with host RAM",
+        }
+    }
+
+    /// Whether the GPU's memory (all of it, or its GTT part) is host RAM: what it holds is
+    /// already in the host's used memory (`MemTotal − MemAvailable`), never in addition to it.
+    pub const fn shares_host_memory(self) -> bool {
+        matches!(self, PoolKind::CarveOutPlusGtt | PoolKind::UnifiedHost)
+    }
+}
+
+/// Where one figure of a [`MemoryPool`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PoolSource {
+    /// The driver's own device-wide figure (as in the device's `memory`).
+    Device,
+    /// amdgpu's VRAM and GTT managers added (`mem_info_vram_*` + `mem_info_gtt_*`).
+    VramPlusGtt,
+    /// Free VRAM plus free GTT, the GTT part at most the host's `MemAvailable`.
+    VramPlusGttHostBound,
+    /// The host's RAM (`MemTotal`; macOS `hw.memsize`).
+    HostTotal,
+    /// The host's available RAM (`MemAvailable`; macOS free + inactive + purgeable pages).
+    HostAvailable,
+    /// The sum of the driver's per-process figures (NVML `usedGpuMemory`): memory the
+    /// driver holds outside processes is not in it.
+    ProcessSum,
+    /// The sum of the device's DRM clients' resident figures (fdinfo), over the clients this
+    /// user can read: kernel objects and unreadable clients are not in it.
+    ClientSum,
+    /// A sysfs VRAM size file (xe `tile*/physical_vram_size_bytes`, i915 `lmem_total_bytes`).
+    VramSizeFile,
+    /// Total minus used.
+    TotalMinusUsed,
+    /// Metal's `recommendedMaxWorkingSetSize`: the working set the GPU may use without
+    /// hurting performance.
+    MetalWorkingSet,
+    /// IOKit `PerformanceStatistics` "Alloc system memory": system memory allocated to GPU
+    /// clients.
+    IokitAlloc,
+    /// The working set minus what GPU clients allocated, at most the host's available RAM.
+    WorkingSetMinusAllocHostBound,
+}
+
+impl PoolSource {
+    /// The JSON spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PoolSource::Device => "device",
+            PoolSource::VramPlusGtt => "vram_plus_gtt",
+            PoolSource::VramPlusGttHostBound => "vram_plus_gtt_host_bound",
+            PoolSource::HostTotal => "host_total",
+            PoolSource::HostAvailable => "host_available",
+            PoolSource::ProcessSum => "process_sum",
+            PoolSource::ClientSum => "client_sum",
+            PoolSource::VramSizeFile => "vram_size_file",
+            PoolSource::TotalMinusUsed => "total_minus_used",
+            PoolSource::MetalWorkingSet => "metal_working_set",
+            PoolSource::IokitAlloc => "iokit_alloc",
+            PoolSource::WorkingSetMinusAllocHostBound => "working_set_minus_alloc_host_bound",
+        }
+    }
+
+    /// Whether a figure from this source is a sum of per-process or per-client figures, and so
+    /// a lower bound of what the device holds.
+    pub const fn is_sum(self) -> bool {
+        matches!(self, PoolSource::ProcessSum | PoolSource::ClientSum)
+    }
+
+    /// Whether a figure from this source needs the host's memory figures.
+    pub const fn needs_host(self) -> bool {
+        matches!(
+            self,
+            PoolSource::HostTotal
+                | PoolSource::HostAvailable
+                | PoolSource::VramPlusGttHostBound
+                | PoolSource::WorkingSetMinusAllocHostBound
+        )
+    }
+}
+
+spelled_as_str!(; serialize: PoolKind, PoolSource);
+
+/// The memory a device's GPU can really allocate from. Each figure is `None` (JSON `null`)
+/// with a `pool.<field>` entry in the device's `unknown` when it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct MemoryPool {
+    /// What the pool is.
+    pub kind: PoolKind,
+    /// Its size.
+    pub total_bytes: Option<u64>,
+    /// In use.
+    pub used_bytes: Option<u64>,
+    /// What can still be allocated.
+    pub free_bytes: Option<u64>,
+    /// Where `total_bytes` comes from.
+    pub total_source: PoolSource,
+    /// Where `used_bytes` comes from.
+    pub used_source: PoolSource,
+    /// Where `free_bytes` comes from.
+    pub free_source: PoolSource,
+    /// `used_bytes` is a sum of per-process or per-client figures: a lower bound (what the
+    /// driver or kernel holds outside them, and clients this user cannot read, are missing).
+    pub used_is_lower_bound: bool,
+    /// The host's available RAM that bounded `free_bytes`, when the pool is host RAM.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub host_available_bytes: Option<u64>,
+    /// Apple Silicon: IOKit's "In use system memory", the part of `used_bytes` resident for
+    /// the GPU now (falls near 0 when it idles).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub active_bytes: Option<u64>,
+    /// Why the pool is of this kind (the signal read, and where the rule is documented).
+    pub evidence: String,
+}
+
+impl MemoryPool {
+    /// A pool of `kind` whose figures come from these sources, none read yet.
+    pub fn new(
+        kind: PoolKind,
+        [total_source, used_source, free_source]: [PoolSource; 3],
+        evidence: impl Into<String>,
+    ) -> MemoryPool {
+        MemoryPool {
+            kind,
+            total_bytes: None,
+            used_bytes: None,
+            free_bytes: None,
+            total_source,
+            used_source,
+            free_source,
+            used_is_lower_bound: used_source.is_sum(),
+            host_available_bytes: None,
+            active_bytes: None,
+            evidence: evidence.into(),
+        }
+    }
+
+    /// The host's RAM as a GPU's pool (unified memory): total `MemTotal`, free `MemAvailable`,
+    /// used from `used_source` (a sum of the driver's per-process or per-client figures).
+    pub fn host_ram(used_source: PoolSource, evidence: impl Into<String>) -> MemoryPool {
+        MemoryPool::new(
+            PoolKind::UnifiedHost,
+            [
+                PoolSource::HostTotal,
+                used_source,
+                PoolSource::HostAvailable,
+            ],
+            evidence,
+        )
+    }
+
+    /// Whether completing it needs the host's memory figures.
+    pub fn needs_host(&self) -> bool {
+        [self.total_source, self.used_source, self.free_source]
+            .iter()
+            .any(|s| s.needs_host())
+    }
+}
+
+impl ProcessRegions {
+    /// A DRM row's footprint on a carve-out + GTT device (an AMD APU): its resident VRAM
+    /// (carve-out) plus resident GTT bytes (totals where resident is not printed), the two
+    /// regions of the device's pool; `None` when neither is printed.
+    pub fn vram_plus_gtt_bytes(&self) -> Option<u64> {
+        let parts: Vec<u64> = [self.vram, self.gtt]
+            .iter()
+            .flatten()
+            .filter_map(RegionUsage::resident_or_total)
+            .collect();
+        (!parts.is_empty()).then(|| parts.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+    }
+}
+
+impl GpuProcess {
+    /// What this row holds of its device's pool, where the device's pool is of `kind`: on a
+    /// carve-out + GTT device (an AMD APU) its VRAM plus GTT
+    /// ([`ProcessRegions::vram_plus_gtt_bytes`]) — for a ROCm (KFD) row the larger of that and
+    /// the KFD figure, never their sum (KFD's buffers are in the process's render-node VM,
+    /// which its fdinfo counts: on an APU that prefers GTT they are its GTT); elsewhere
+    /// `used_bytes`.
+    pub fn pool_bytes(&self, kind: Option<PoolKind>) -> Option<u64> {
+        if kind != Some(PoolKind::CarveOutPlusGtt) {
+            return self.used_bytes;
+        }
+        let fdinfo = self.regions.and_then(|r| r.vram_plus_gtt_bytes());
+        match (self.source, self.used_bytes, fdinfo) {
+            (Source::Kfd, Some(kfd), Some(f)) => Some(kfd.max(f)),
+            (_, used, None) => used,
+            (_, _, f) => f,
+        }
+    }
+}
+
+impl Device {
+    /// The kind of memory this device allocates from: its pool's; without a pool, unified
+    /// with the host for an integrated GPU, dedicated for a GPU known not to be integrated or
+    /// an NVIDIA GPU whose driver reports a memory size of its own (NVML answers
+    /// NOT_SUPPORTED on parts without a framebuffer, which get a pool); otherwise unknown.
+    pub fn pool_kind(&self) -> Option<PoolKind> {
+        if let Some(p) = &self.pool {
+            return Some(p.kind);
+        }
+        match self.integrated {
+            Some(true) => Some(PoolKind::UnifiedHost),
+            Some(false) => Some(PoolKind::Dedicated),
+            None if self.vendor == Vendor::Nvidia && self.memory.total_bytes.is_some() => {
+                Some(PoolKind::Dedicated)
+            }
+            None => None,
+        }
+    }
+
+    /// Used memory as the device line shows it: the pool's where the device has one, else the
+    /// driver's own figure.
+    pub fn pool_used_bytes(&self) -> Option<u64> {
+        match &self.pool {
+            Some(p) => p.used_bytes,
+            None => self.memory.used_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DeviceMemory, ProcessKind};
+
+    #[test]
+    fn spellings_are_the_json_contract() {
+        assert_eq!(
+            [
+                PoolKind::Dedicated,
+                PoolKind::CarveOutPlusGtt,
+                PoolKind::UnifiedHost
+            ]
+            .map(PoolKind::as_str),
+            ["dedicated", "carve_out_plus_gtt", "unified_host"]
+        );
+        assert_eq!(PoolKind::CarveOutPlusGtt.to_string(), "carve_out_plus_gtt");
+        assert_eq!(
+            PoolSource::WorkingSetMinusAllocHostBound.to_string(),
+            "working_set_minus_alloc_host_bound"
+        );
+        assert!(PoolKind::UnifiedHost.shares_host_memory());
+        assert!(PoolKind::CarveOutPlusGtt.shares_host_memory());
+        assert!(!PoolKind::Dedicated.shares_host_memory());
+    }
+
+    #[test]
+    fn a_sum_is_a_lower_bound_and_host_sources_need_the_host() {
+        let p = MemoryPool::new(
+            PoolKind::UnifiedHost,
+            [
+                PoolSource::HostTotal,
+                PoolSource::ProcessSum,
+                PoolSource::HostAvailable,
+            ],
+            "e",
+        );
+        assert!(p.used_is_lower_bound);
+        assert!(p.needs_host());
+        let d = MemoryPool::new(
+            PoolKind::Dedicated,
+            [
+                PoolSource::VramSizeFile,
+                PoolSource::Device,
+                PoolSource::TotalMinusUsed,
+            ],
+            "e",
+        );
+        assert!(!d.used_is_lower_bound);
+        assert!(!d.needs_host());
+    }
+
+    #[test]
+    fn carve_out_plus_gtt_footprint() {
+        let r = |resident: Option<u64>, total: Option<u64>| RegionUsage {
+            resident_bytes: resident,
+            total_bytes: total,
+            ..RegionUsage::default()
+        };
+        // nvtop #492: a 24 GB model in GTT, 5 MiB in VRAM.
+        let p = ProcessRegions {
+            vram: Some(r(Some(5348 << 10), None)),
+            gtt: Some(r(Some(25_258_000 << 10), None)),
+            system: Some(r(Some(0), None)),
+        };
+        assert_eq!(p.vram_plus_gtt_bytes(), Some((5348 + 25_258_000) << 10));
+        assert_eq!(p.used_bytes(), Some(5348 << 10), "the carve-out part only");
+        let only_gtt = ProcessRegions {
+            gtt: Some(r(None, Some(7))),
+            ..ProcessRegions::default()
+        };
+        assert_eq!(only_gtt.vram_plus_gtt_bytes(), Some(7));
+        let only_system = ProcessRegions {
+            system: Some(r(Some(9), None)),
+            ..ProcessRegions::default()
+        };
+        assert_eq!(only_system.vram_plus_gtt_bytes(), None, "unknown, not 0");
+    }
+
+    #[test]
+    fn a_rows_share_of_the_pool() {
+        let r = |resident: u64| RegionUsage {
+            resident_bytes: Some(resident),
+            ..RegionUsage::default()
+        };
+        let apu = Some(PoolKind::CarveOutPlusGtt);
+        let mut row = GpuProcess::new(7, 0, ProcessKind::Graphics, Source::Fdinfo);
+        row.used_bytes = Some(5);
+        assert_eq!(row.pool_bytes(apu), Some(5), "no regions: used");
+        row.regions = Some(ProcessRegions {
+            vram: Some(r(5)),
+            gtt: Some(r(100)),
+            system: None,
+        });
+        assert_eq!(row.pool_bytes(apu), Some(105));
+        assert_eq!(row.pool_bytes(Some(PoolKind::Dedicated)), Some(5));
+        assert_eq!(row.pool_bytes(None), Some(5));
+        // KFD: the larger, never the sum (the same buffers may be in both).
+        row.source = Source::Kfd;
+        row.used_bytes = Some(90);
+        assert_eq!(row.pool_bytes(apu), Some(105));
+        row.used_bytes = Some(400);
+        assert_eq!(row.pool_bytes(apu), Some(400));
+        row.used_bytes = None;
+        assert_eq!(row.pool_bytes(apu), Some(105));
+    }
+
+    #[test]
+    fn the_kind_without_a_pool() {
+        let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
+        assert_eq!(d.pool_kind(), None, "NVIDIA without memory figures");
+        d.memory = DeviceMemory::new(Some(80), Some(1), Some(79), None);
+        assert_eq!(d.pool_kind(), Some(PoolKind::Dedicated));
+        assert_eq!(d.pool_used_bytes(), Some(1));
+        let mut amd = Device::new(1, Vendor::Amd, Source::Sysfs);
+        amd.memory = d.memory;
+        assert_eq!(amd.pool_kind(), None, "an amdgpu not known to be discrete");
+        amd.integrated = Some(false);
+        assert_eq!(amd.pool_kind(), Some(PoolKind::Dedicated));
+        amd.integrated = Some(true);
+        assert_eq!(amd.pool_kind(), Some(PoolKind::UnifiedHost));
+        let mut pool = MemoryPool::new(
+            PoolKind::CarveOutPlusGtt,
+            [
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGttHostBound,
+            ],
+            "vddnb",
+        );
+        pool.used_bytes = Some(5);
+        amd.pool = Some(pool);
+        assert_eq!(amd.pool_kind(), Some(PoolKind::CarveOutPlusGtt));
+        assert_eq!(amd.pool_used_bytes(), Some(5));
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn a_pool_serialises_with_its_sources() {
+        let mut p = MemoryPool::new(
+            PoolKind::UnifiedHost,
+            [
+                PoolSource::HostTotal,
+                PoolSource::ProcessSum,
+                PoolSource::HostAvailable,
+            ],
+            "NVML memory NOT_SUPPORTED",
+        );
+        p.total_bytes = Some(10);
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(v["kind"], "unified_host");
+        assert_eq!(v["total_bytes"], 10);
+        assert!(v["used_bytes"].is_null());
+        assert_eq!(v["used_source"], "process_sum");
+        assert_eq!(v["used_is_lower_bound"], true);
+        assert!(v.get("host_available_bytes").is_none());
+        assert!(v.get("active_bytes").is_none());
+    }
+}
