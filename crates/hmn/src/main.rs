@@ -29,6 +29,7 @@ mod generate;
 mod infile;
 mod outfile;
 mod output;
+mod pool;
 mod ps;
 mod run;
 mod select;

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
-use hypomnesis::{Error, GpuProcess, Probe, ProcessList, Warning};
+use hypomnesis::{Device, Error, GpuProcess, PoolKind, Probe, ProcessList, Warning};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, PsArgs, SortKey};
@@ -78,7 +78,7 @@ pub fn run(
     }
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
-    output::note(&totals_line(&rows, list.hidden_processes))?;
+    output::note(&totals_line(&rows, list.hidden_processes, &list.devices))?;
     if let Some(note) = who::namespace_note(&rows) {
         output::note(&format!("ps: {note}"))?;
     }
@@ -337,18 +337,42 @@ fn write_csv(out: &mut dyn Write, rows: &[&GpuProcess]) -> std::io::Result<()> {
 
 /// The totals line: `N GPU processes found (X total; M unknown; K hidden — run as root to see
 /// all)`.
-fn totals_line(rows: &[&GpuProcess], hidden: u32) -> String {
+/// `N GPU processes found (X total; …)`. Each row counts what it holds of its device's pool
+/// (`GpuProcess::pool_bytes`: VRAM plus GTT on an AMD APU, as the device line counts), and each
+/// device whose pool is not dedicated VRAM is named with its pool.
+fn totals_line(rows: &[&GpuProcess], hidden: u32, devices: &[Device]) -> String {
     let n = rows.len();
     let mut line = format!("{n} GPU process{} found", if n == 1 { "" } else { "es" });
     let mut parts = Vec::new();
+    let kind = |index: u32| {
+        devices
+            .iter()
+            .find(|d| d.index == index)
+            .and_then(Device::pool_kind)
+    };
     if n > 0 {
         // An MPS server that may hold its clients' memory is not added again.
         let total: u64 = rows
             .iter()
             .filter(|p| !p.may_include_clients)
-            .filter_map(|p| p.used_bytes)
+            .filter_map(|p| p.pool_bytes(kind(p.device_index)))
             .sum();
         parts.push(format!("{} total", bytes(total)));
+        let mut pools: Vec<(u32, PoolKind)> = rows
+            .iter()
+            .filter_map(|p| Some((p.device_index, kind(p.device_index)?)))
+            .filter(|(_, k)| *k != PoolKind::Dedicated)
+            .collect();
+        pools.sort_by_key(|(index, _)| *index);
+        pools.dedup_by_key(|(index, _)| *index);
+        for (index, k) in pools {
+            parts.push(match k {
+                PoolKind::CarveOutPlusGtt => {
+                    format!("GPU {index}: carve-out + GTT, each process's VRAM and GTT counted")
+                }
+                _ => format!("GPU {index}: {}", k.label()),
+            });
+        }
         if rows.iter().any(|p| p.may_include_clients) {
             parts.push("the MPS server's figure left out: it may include its clients'".into());
         }
@@ -377,11 +401,58 @@ mod tests {
             .used_bytes(Some(1 << 30))
             .build();
         let b = GpuProcessBuilder::new(2, 0).build();
-        assert_eq!(totals_line(&[], 0), "0 GPU processes found");
-        assert_eq!(totals_line(&[&a], 0), "1 GPU process found (1 GiB total)");
+        assert_eq!(totals_line(&[], 0, &[]), "0 GPU processes found");
         assert_eq!(
-            totals_line(&[&a, &b], 3),
+            totals_line(&[&a], 0, &[]),
+            "1 GPU process found (1 GiB total)"
+        );
+        assert_eq!(
+            totals_line(&[&a, &b], 3, &[]),
             "2 GPU processes found (1 GiB total; 1 with unknown usage; 3 hidden — run as root to see all)"
+        );
+    }
+
+    #[test]
+    fn totals_count_an_apus_gtt_and_name_the_pool() {
+        use hypomnesis::test_helpers::DeviceBuilder;
+        use hypomnesis::{MemoryPool, PoolSource, ProcessRegions, RegionUsage, Source, Vendor};
+        let region = |b: u64| {
+            let mut r = RegionUsage::default();
+            r.resident_bytes = Some(b);
+            r
+        };
+        let mut regions = ProcessRegions::default();
+        regions.vram = Some(region(5 << 20));
+        regions.gtt = Some(region(24 << 30));
+        let apu_row = GpuProcessBuilder::new(1, 1)
+            .source(Source::Fdinfo)
+            .used_bytes(Some(5 << 20))
+            .regions(regions)
+            .build();
+        let gb10_row = GpuProcessBuilder::new(2, 0)
+            .used_bytes(Some(1 << 30))
+            .build();
+        let mut apu = DeviceBuilder::new(1).vendor(Vendor::Amd).build();
+        apu.pool = Some(MemoryPool::new(
+            PoolKind::CarveOutPlusGtt,
+            [PoolSource::VramPlusGtt; 3],
+            "vddnb",
+        ));
+        let mut gb10 = DeviceBuilder::new(0).build();
+        gb10.pool = Some(MemoryPool::host_ram(
+            PoolSource::ProcessSum,
+            "NOT_SUPPORTED",
+        ));
+        assert_eq!(
+            totals_line(&[&gb10_row, &apu_row], 0, &[gb10, apu.clone()]),
+            "2 GPU processes found (25 GiB total; GPU 0: unified with host RAM; GPU 1: carve-out + \
+             GTT, each process's VRAM and GTT counted)"
+        );
+        // The same row on a device not known as an APU: its VRAM only, as before.
+        apu.pool = None;
+        assert_eq!(
+            totals_line(&[&apu_row], 0, &[apu]),
+            "1 GPU process found (5 MiB total)"
         );
     }
 

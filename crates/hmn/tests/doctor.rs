@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
 
-const IDS: [&str; 11] = [
+const IDS: [&str; 12] = [
     "nvml",
     "nvidia-smi",
     "accounting",
@@ -21,6 +21,7 @@ const IDS: [&str; 11] = [
     "suspended",
     "cgroup",
     "container",
+    "memory-pool",
 ];
 
 fn ids(v: &Value) -> Vec<&str> {

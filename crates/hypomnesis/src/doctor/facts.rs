@@ -243,6 +243,8 @@ pub struct Facts {
     pub platform: Platform,
     /// The probe's backend states (off Linux: DXGI, Metal).
     pub gpu_backends: Vec<BackendStatus>,
+    /// Each device's memory pool (the `memory-pool` check).
+    pub pools: Vec<super::pools::PoolFacts>,
 }
 
 impl Facts {
@@ -264,6 +266,7 @@ impl Facts {
             pid,
             platform: Platform::Linux,
             gpu_backends: Vec::new(),
+            pools: Vec::new(),
         }
     }
 }
@@ -320,11 +323,16 @@ pub fn gather(options: &ProbeOptions) -> Facts {
     f.platform = Platform::current();
     f.nvml = nvml_facts(&probe, options);
     f.nvidia_smi = find_nvidia_smi(options);
+    let list = probe.devices();
+    f.pools = list
+        .devices
+        .iter()
+        .map(super::pools::PoolFacts::of)
+        .collect();
     #[cfg(target_os = "linux")]
     linux_facts(&mut f);
     #[cfg(not(target_os = "linux"))]
     {
-        let list = probe.devices();
         // NVIDIA adapters the platform sees that NVML did not list (DXGI lists them only then).
         let nvidia = list.devices.iter().filter(|d| {
             d.vendor == crate::types::Vendor::Nvidia && d.source != crate::types::Source::Nvml

@@ -19,6 +19,7 @@
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
+//! | `memory-pool` | Linux and macOS: which memory each GPU allocates from (dedicated VRAM, an AMD APU's carve-out + GTT, host RAM) and the evidence; warns where it cannot be told |
 //! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
 //!
 //! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and
@@ -31,6 +32,7 @@ mod checks;
 mod facts;
 mod kernel;
 mod model;
+mod pools;
 mod portable;
 mod userns;
 
@@ -40,6 +42,7 @@ pub use facts::{
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
+pub use pools::PoolFacts;
 pub use userns::{is_initial_uid_map, uid_outside};
 
 #[cfg(feature = "serde")]

@@ -4,12 +4,14 @@
 //!
 //! | Rule | Where |
 //! |---|---|
+//! | a device with a memory pool (an AMD APU's larger pool, unified memory, Apple's working set): `pool_budget` | [`Budget::for_device`] |
 //! | a device's free memory; an integrated GPU without one: the host's available RAM; none otherwise | [`Budget::for_device`] |
 //! | whether a device needs the host's available RAM | [`Budget::needs_host_available`] |
 //! | vLLM: `gpu_memory_utilization` (0.9) × total, or 0 when less than that is free | [`Budget::from_free_with`] (through `runtime_rule`) |
 //! | a budget given by the caller, taken as it is | [`Budget::given`] |
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
+use super::pool_budget::pool_budget;
 use super::runtime::{Runtime, Utilization};
 use crate::types::{Device, Unknown};
 
@@ -36,18 +38,35 @@ pub enum BudgetSource {
     VllmUtilization,
     /// Given by the caller (planning for a device that is not here).
     Given,
+    /// An AMD APU's GTT, the larger of its two pools: free GTT, at most the host's available
+    /// RAM (GTT pages are host RAM).
+    GttPool,
+    /// Apple Silicon: Metal's working set less what GPU clients allocated, at most the host's
+    /// available RAM.
+    MetalWorkingSet,
 }
 
 impl BudgetSource {
     /// The canonical name, as serialised (`free`, `host_available`, `vllm_utilization`,
-    /// `given`).
+    /// `given`, `gtt_pool`, `metal_working_set`).
     pub const fn as_str(self) -> &'static str {
         match self {
             BudgetSource::Free => "free",
             BudgetSource::HostAvailable => "host_available",
             BudgetSource::VllmUtilization => "vllm_utilization",
             BudgetSource::Given => "given",
+            BudgetSource::GttPool => "gtt_pool",
+            BudgetSource::MetalWorkingSet => "metal_working_set",
         }
+    }
+
+    /// Whether the budget is host RAM: a model's host part then gets what the device part
+    /// leaves of it, never the same RAM twice ([`judge_host`](super::judge::judge_host)).
+    pub const fn is_host_memory(self) -> bool {
+        matches!(
+            self,
+            BudgetSource::HostAvailable | BudgetSource::GttPool | BudgetSource::MetalWorkingSet
+        )
     }
 }
 
@@ -161,6 +180,9 @@ impl Budget {
                 error: e.clone(),
             });
         }
+        if let Some(b) = pool_budget(device, host_available, runtime, util) {
+            return b;
+        }
         let total = device.memory.total_bytes;
         match (device.memory.free_bytes, host_available) {
             (Some(free), _) => Ok(Budget::from_free_with(free, total, runtime, util)),
@@ -182,16 +204,17 @@ impl Budget {
         }
     }
 
-    /// Whether [`Budget::for_device`] needs the host's available RAM for `device`: an
-    /// integrated GPU that reports no free memory of its own. A caller reads host memory only
-    /// then.
+    /// Whether [`Budget::for_device`] needs the host's available RAM for `device`: a device
+    /// whose pool is (partly) host RAM, or an integrated GPU that reports no free memory of its
+    /// own. A caller reads host memory only then.
     pub fn needs_host_available(device: &Device) -> bool {
-        device.memory.free_bytes.is_none() && device.integrated == Some(true)
+        device.pool.as_ref().is_some_and(|p| p.needs_host())
+            || device.memory.free_bytes.is_none() && device.integrated == Some(true)
     }
 }
 
 /// `available` bytes from `source`, under `runtime`'s rule (see [`Budget::from_free`]).
-fn runtime_rule(
+pub(super) fn runtime_rule(
     available: u64,
     source: BudgetSource,
     total: Option<u64>,
@@ -384,10 +407,19 @@ mod tests {
                 BudgetSource::Free,
                 BudgetSource::HostAvailable,
                 BudgetSource::VllmUtilization,
-                BudgetSource::Given
+                BudgetSource::Given,
+                BudgetSource::GttPool,
+                BudgetSource::MetalWorkingSet,
             ]
             .map(BudgetSource::as_str),
-            ["free", "host_available", "vllm_utilization", "given"]
+            [
+                "free",
+                "host_available",
+                "vllm_utilization",
+                "given",
+                "gtt_pool",
+                "metal_working_set"
+            ]
         );
     }
 
@@ -399,6 +431,8 @@ mod tests {
             BudgetSource::HostAvailable,
             BudgetSource::VllmUtilization,
             BudgetSource::Given,
+            BudgetSource::GttPool,
+            BudgetSource::MetalWorkingSet,
         ] {
             assert_eq!(
                 serde_json::to_string(&s).unwrap(),

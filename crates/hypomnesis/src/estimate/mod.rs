@@ -15,7 +15,7 @@
 //! | [`fit`] | [`ModelSpec`], [`estimate`] components and band |
 //! | [`assume`] | [`Assumptions`]: what each estimate assumed, stated |
 //! | [`mod@judge`] | [`Verdict`] against a budget and the host, refusals, largest context / batch / `--gpu-layers` |
-//! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
+//! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`]; a device with a memory pool through `pool_budget` |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
 //! | `gguf`, `safetensors`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits |
 //!
@@ -37,6 +37,8 @@ pub mod llama_cpp;
 pub mod offload;
 pub mod params;
 mod parts;
+// The budget of a device with a memory pool (APU, unified memory, Apple's working set).
+mod pool_budget;
 pub mod runtime;
 pub mod tracker;
 pub mod vllm;

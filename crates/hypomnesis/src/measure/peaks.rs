@@ -16,6 +16,7 @@
 
 use crate::measure::sampler::SamplerReport;
 use crate::system::cgroup::CgroupVersion;
+use crate::types::PoolKind;
 use crate::types::accounting::DeviceAccounting;
 
 #[cfg(feature = "serde")]
@@ -202,6 +203,11 @@ pub struct DevicePeak {
     /// The MIG devices (`MIG-…` UUIDs) the tree ran in, on a GPU in MIG mode.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub mig_devices: Vec<String>,
+    /// The device's memory pool, where it is host RAM (unified memory, an AMD APU's GTT): the
+    /// figures above are host RAM the tree took, not a memory beside its RAM
+    /// ([`SamplerReport::device_pools`]).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pool: Option<PoolKind>,
 }
 
 /// The headline figures of a tree: [`peak_ram`], [`largest_process_peak_rss`] and
@@ -299,6 +305,7 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
                     .get(&index)
                     .map(|s| s.iter().cloned().collect())
                     .unwrap_or_default(),
+                pool: report.device_pools.get(&index).copied(),
             }
         })
         .collect()
@@ -456,6 +463,11 @@ mod tests {
         // A per-process peak below the sampled sum changes nothing.
         r.max_process_peak_vram_bytes.insert(0, MIB);
         assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);
+        // A device whose memory is host RAM says so; the others say nothing.
+        assert_eq!(d[0].pool, None);
+        r.device_pools.insert(1, PoolKind::UnifiedHost);
+        let d = device_peaks(&r);
+        assert_eq!((d[0].pool, d[1].pool), (None, Some(PoolKind::UnifiedHost)));
     }
 
     #[test]
