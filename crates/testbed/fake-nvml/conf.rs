@@ -70,6 +70,11 @@ pub struct Device {
     pub mig_record_ids: bool,
     /// `nvmlDeviceGetPersistenceMode`: `None` answers NOT_SUPPORTED (off by default).
     pub persistence_mode: Option<u32>,
+    /// `unified_memory = 1`: a GB10-class part without a framebuffer of its own. Both memory
+    /// calls (`nvmlDeviceGetMemoryInfo` and `_v2`) zero the caller's struct and answer
+    /// NOT_SUPPORTED (3), as nvml.h documents for an iGPU sharing the system's memory; the
+    /// process lists still answer (the `[process]` sections). `memory_*` keys are ignored.
+    pub unified_memory: bool,
 }
 
 impl Device {
@@ -107,6 +112,7 @@ impl Device {
             privileged: true,
             mps_supported: true,
             mig_record_ids: true,
+            unified_memory: false,
         }
     }
 }
@@ -393,6 +399,7 @@ fn device_key(d: &mut Device, key: &str, v: &str) -> Result<(), String> {
         "privileged" => d.privileged = zero_one(key, v)? == 1,
         "mps_supported" => d.mps_supported = zero_one(key, v)? == 1,
         "mig_record_ids" => d.mig_record_ids = zero_one(key, v)? == 1,
+        "unified_memory" => d.unified_memory = zero_one(key, v)? == 1,
         _ => return Err(format!("unknown [device] key {key:?}")),
     }
     Ok(())

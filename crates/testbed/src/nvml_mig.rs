@@ -26,6 +26,9 @@ pub struct DeviceExtras {
     /// Whether records from a MIG device's process list carry the GI/CI ids (else
     /// `0xFFFFFFFF`).
     pub mig_record_ids: bool,
+    /// A GB10-class part without a framebuffer of its own: both memory calls answer
+    /// NOT_SUPPORTED (`unified_memory = 1`), the process lists still answer.
+    pub unified_memory: bool,
 }
 
 impl Default for DeviceExtras {
@@ -37,6 +40,7 @@ impl Default for DeviceExtras {
             privileged: true,
             mps_supported: true,
             mig_record_ids: true,
+            unified_memory: false,
         }
     }
 }
@@ -60,6 +64,9 @@ impl DeviceExtras {
         kv("privileged", &u8::from(self.privileged));
         kv("mps_supported", &u8::from(self.mps_supported));
         kv("mig_record_ids", &u8::from(self.mig_record_ids));
+        if self.unified_memory {
+            kv("unified_memory", &1);
+        }
     }
 }
 

@@ -8,17 +8,21 @@
 //! voltage). The kernel's thermal documentation (`Documentation/gpu/amdgpu/thermal.rst`, 5.19
 //! to 6.12 alike) says "Northbridge voltage (APUs only)", and `amdgpu_pm.c`
 //! `hwmon_attributes_visible()` hides `in1_input`/`in1_label` on every device without
-//! `AMD_IS_APU` ("only APUs have vddnb", since 4.17, commit 2bd376bf8f4d) — and, in later
-//! kernels, on the multi-AID parts of GC 9.4.3/9.4.4/9.5.0 (MI300A class), which are APUs
-//! without it. `in1_label` holds the constant `vddnb` (`amdgpu_hwmon_show_vddnb_label`, no
-//! hardware access). The attribute's *existence* is decided when hwmon is registered; the
-//! value of `in1_input` is never read (it asks the SMU, and fails on a suspended device).
-//! fastfetch (`gpu_linux.c`, 2024) and glances (PR #3377) use the same channel.
+//! `AMD_IS_APU` ("only APUs have vddnb", since 4.17, commit 2bd376bf8f4d). The same function
+//! hides both channels on the multi-AID parts (GC 9.4.3 / 9.4.4 / 9.5.0: the MI300 class, APU
+//! or not; `amdgpu_is_multi_aid()` in the newest form) and vddgfx alone on SI and Kaveri
+//! ("not implemented yet"; Jean Delvare's 2019 patch). So vddnb means an APU; vddgfx without
+//! vddnb means not one; neither decides nothing. `in1_label` holds the constant `vddnb`
+//! (`amdgpu_hwmon_show_vddnb_label`, no hardware access). The attributes' *existence* is
+//! decided when hwmon is registered; the value of `in1_input` is never read (it asks the SMU,
+//! and fails on a suspended device). fastfetch (`gpu_linux.c`, 2024) and glances (PR #3377)
+//! use the same channel.
 //!
 //! hwmon is registered only with power management on (`amdgpu_pm_sysfs_init` returns early
 //! when `dpm_enabled` is 0) and not on an SR-IOV virtual function: without it the question is
 //! left open — never answered "discrete" — with a hint when the VRAM is smaller than GTT (as
-//! on an APU, but also on a small card in a large host: a hint, never a fact).
+//! on an APU, but also on a small card in a large host: a hint, never a fact). A device with
+//! no VRAM at all and GTT (the MI300A reports a zero carve-out) is an APU whatever its hwmon.
 
 use std::path::Path;
 
@@ -99,19 +103,20 @@ pub(crate) fn decide(v: &HwmonVoltages, vram: Option<u64>, gtt: Option<u64>) -> 
     if vram == Some(0) && gtt.is_some_and(|g| g > 0) {
         return Apu::Yes(
             "amdgpu with no VRAM carve-out (mem_info_vram_total 0) and GTT: a multi-AID APU \
-             (MI300A class), which has no vddnb channel by design (GC 9.4.3 family, \
+             (MI300A class), whose hwmon has no voltage channels by design (GC 9.4.3 family, \
              hwmon_attributes_visible())"
                 .to_string(),
         );
     }
     match (v.hwmon, v.vddgfx) {
         (true, true) => Apu::No(format!(
-            "amdgpu hwmon has vddgfx (in0_label) and no vddnb (in1_label), which the kernel \
-             shows on every APU but the MI300A class ({DOC})"
+            "amdgpu hwmon has vddgfx (in0_label) and no vddnb (in1_label): the kernel shows \
+             vddnb on every APU that shows vddgfx ({DOC})"
         )),
         (true, false) => Apu::Unknown(format!(
-            "amdgpu hwmon shows neither vddgfx nor vddnb (in0_label, in1_label): whether it is \
-             an APU cannot be told from sysfs{}",
+            "amdgpu hwmon shows neither vddgfx nor vddnb (in0_label, in1_label), as on SI or a \
+             multi-AID MI300-class part, APU or not: whether it is an APU cannot be told from \
+             sysfs{}",
             hint(vram, gtt)
         )),
         (false, _) => Apu::Unknown(format!(
@@ -185,12 +190,12 @@ mod tests {
     #[test]
     fn vddgfx_without_vddnb_is_discrete() {
         let a = decide(&v(true, true, None), Some(8 << 30), Some(16 << 30));
-        assert!(matches!(&a, Apu::No(e) if e.contains("MI300A")), "{a:?}");
+        assert!(matches!(&a, Apu::No(e) if e.contains("vddgfx")), "{a:?}");
     }
 
     #[test]
     fn no_vram_at_all_is_the_mi300a_class() {
-        for hw in [v(true, true, None), v(false, false, None)] {
+        for hw in [v(true, false, None), v(false, false, None)] {
             let a = decide(&hw, Some(0), Some(128 << 30));
             assert!(matches!(&a, Apu::Yes(e) if e.contains("MI300A")), "{a:?}");
         }
@@ -215,7 +220,7 @@ mod tests {
         );
         let no_channels = decide(&v(true, false, None), VRAM, GTT);
         assert!(
-            matches!(&no_channels, Apu::Unknown(e) if e.contains("neither")),
+            matches!(&no_channels, Apu::Unknown(e) if e.contains("neither") && e.contains("MI300")),
             "{no_channels:?}"
         );
     }
