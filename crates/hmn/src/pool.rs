@@ -73,6 +73,8 @@ fn used_part(dev: &Device, p: &MemoryPool) -> Option<String> {
                 "NVML"
             }
         ),
+        // No client printed a figure: nothing to add to `free ? / …`.
+        PoolSource::ClientSum if p.used_bytes.is_none() => return None,
         PoolSource::ClientSum if p.kind == PoolKind::Dedicated => {
             format!("at least {used} used (its DRM clients' resident VRAM)")
         }
@@ -201,6 +203,12 @@ mod tests {
         assert_eq!(
             memory_part(&xe, &p),
             "free ? / ?, at least 24 MiB used (its DRM clients' resident VRAM)"
+        );
+        let p = pool(PoolKind::Dedicated, sum, [Some(12 * GIB), None, None]);
+        assert_eq!(
+            memory_part(&xe, &p),
+            "free ? / 12 GiB",
+            "no client figure: as before"
         );
     }
 

@@ -30,6 +30,7 @@ mod serve;
 mod serve_abuse;
 mod spill;
 mod top;
+mod unified;
 mod watch;
 
 #[test]
