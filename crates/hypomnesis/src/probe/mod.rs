@@ -341,9 +341,11 @@ impl Probe {
     /// The process rows of `devices` (as [`Probe::collect`] numbered them), the devices' pools
     /// completed with them; NVIDIA per-process utilization only with `utilization`.
     fn usage_of(&self, devices: DeviceList, drm: DrmDevices, utilization: bool) -> ProcessList {
-        let mut out = ProcessList::default();
-        out.warnings = devices.warnings.clone();
-        out.backends = devices.backends.clone();
+        let mut out = ProcessList {
+            warnings: devices.warnings.clone(),
+            backends: devices.backends.clone(),
+            ..ProcessList::default()
+        };
         let nvidia: Vec<&Device> = devices
             .devices
             .iter()
