@@ -341,6 +341,9 @@ impl Probe {
     /// The process rows of `devices` (as [`Probe::collect`] numbered them), the devices' pools
     /// completed with them; NVIDIA per-process utilization only with `utilization`.
     fn usage_of(&self, devices: DeviceList, drm: DrmDevices, utilization: bool) -> ProcessList {
+        // Only NVML has per-process utilization.
+        #[cfg(not(feature = "nvml"))]
+        let _ = utilization;
         let mut out = ProcessList {
             warnings: devices.warnings.clone(),
             backends: devices.backends.clone(),
