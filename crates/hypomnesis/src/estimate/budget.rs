@@ -11,9 +11,9 @@
 //! | a budget given by the caller, taken as it is | [`Budget::given`] |
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
-use super::pool_budget::pool_budget;
+use super::pool_budget::{Origin, pool_free};
 use super::runtime::{Runtime, Utilization};
-use crate::types::{Device, Unknown};
+use crate::types::{Device, Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -180,8 +180,34 @@ impl Budget {
                 error: e.clone(),
             });
         }
-        if let Some(b) = pool_budget(device, host_available, runtime, util) {
-            return b;
+        match pool_free(device, host_available) {
+            Some(Ok(f)) => {
+                let source = match f.from {
+                    Origin::GttPool => BudgetSource::GttPool,
+                    Origin::Free => BudgetSource::Free,
+                    Origin::HostAvailable => BudgetSource::HostAvailable,
+                    Origin::MetalWorkingSet => BudgetSource::MetalWorkingSet,
+                };
+                let mut b = runtime_rule(f.bytes, source, f.total, runtime, util);
+                b.notes.extend(f.note);
+                return Ok(b);
+            }
+            Some(Err(why)) => {
+                return Err(NoBudget::UnknownFree {
+                    index: device.index,
+                    unknown: Some(
+                        device
+                            .unknown
+                            .iter()
+                            .find(|u| u.field == "pool.free_bytes")
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                Unknown::new("pool.free_bytes", UnknownReason::Unsupported, why)
+                            }),
+                    ),
+                });
+            }
+            None => {}
         }
         let total = device.memory.total_bytes;
         match (device.memory.free_bytes, host_available) {
@@ -214,7 +240,7 @@ impl Budget {
 }
 
 /// `available` bytes from `source`, under `runtime`'s rule (see [`Budget::from_free`]).
-pub(super) fn runtime_rule(
+fn runtime_rule(
     available: u64,
     source: BudgetSource,
     total: Option<u64>,
@@ -260,7 +286,9 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceMemory, Source, UnknownReason, Vendor};
+    use crate::types::{
+        DeviceMemory, DeviceRegion, MemoryPool, PoolKind, PoolSource, Source, Vendor,
+    };
 
     const H100: u64 = 85_520_809_984;
 
@@ -398,6 +426,61 @@ mod tests {
         broken.error = Some("GPU is lost".to_string());
         let e = Budget::for_device(&broken, None, Runtime::Generic).unwrap_err();
         assert_eq!(e.to_string(), "device 3 cannot be read: GPU is lost");
+    }
+
+    #[test]
+    fn a_pool_decides_under_the_runtimes_rule() {
+        const GIB: u64 = 1 << 30;
+        // An APU (Strix Halo): GTT's free at most MemAvailable, vLLM on the GTT total.
+        let mut apu = Device::new(1, Vendor::Amd, Source::Sysfs);
+        apu.regions.insert(
+            "vram".into(),
+            DeviceRegion::new(Some(512 << 20), Some(148 << 20)),
+        );
+        apu.regions.insert(
+            "gtt".into(),
+            DeviceRegion::new(Some(65_867_993_088), Some(2 * GIB)),
+        );
+        apu.memory = DeviceMemory::new(Some(512 << 20), Some(148 << 20), Some(364 << 20), None);
+        apu.pool = Some(MemoryPool::new(
+            PoolKind::CarveOutPlusGtt,
+            [
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGttHostBound,
+            ],
+            "vddnb",
+        ));
+        assert!(Budget::needs_host_available(&apu));
+        let b = Budget::for_device(&apu, Some(40 * GIB), Runtime::Generic).unwrap();
+        assert_eq!((b.bytes, b.source), (40 * GIB, BudgetSource::GttPool));
+        assert!(b.source.is_host_memory());
+        assert_eq!(b.notes.len(), 1, "the larger pool is named");
+        let v = Budget::for_device(&apu, Some(100 * GIB), Runtime::Vllm).unwrap();
+        assert_eq!(v.bytes, 65_867_993_088 * 9 / 10);
+        // MemAvailable unknown: no budget, with the pool's reason.
+        let e = Budget::for_device(&apu, None, Runtime::Generic).unwrap_err();
+        assert!(
+            matches!(&e, NoBudget::UnknownFree { unknown: Some(u), .. } if u.field == "pool.free_bytes"),
+            "{e:?}"
+        );
+        // Unified memory (GB10): MemAvailable, vLLM on MemTotal.
+        let mut gb10 = device(None, None, Some(true));
+        let mut p = MemoryPool::host_ram(PoolSource::ProcessSum, "NOT_SUPPORTED");
+        p.total_bytes = Some(121 * GIB);
+        p.free_bytes = Some(113 * GIB);
+        gb10.pool = Some(p);
+        let b = Budget::for_device(&gb10, Some(113 * GIB), Runtime::Generic).unwrap();
+        assert_eq!(
+            (b.bytes, b.source),
+            (113 * GIB, BudgetSource::HostAvailable)
+        );
+        let v = Budget::for_device(&gb10, Some(113 * GIB), Runtime::Vllm).unwrap();
+        assert_eq!(
+            (v.bytes, v.source),
+            (121 * GIB * 9 / 10, BudgetSource::VllmUtilization)
+        );
+        assert!(!BudgetSource::Free.is_host_memory());
     }
 
     #[test]

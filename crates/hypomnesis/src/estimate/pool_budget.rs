@@ -1,7 +1,8 @@
-//! The budget of a device with a memory pool ([`Device::pool`]): what one runtime process can
-//! allocate there, never more than the host's available RAM where the pool is host RAM. Called
-//! by [`Budget::for_device_with`](super::budget::Budget::for_device_with) before its rule for a
-//! device's own free memory; `docs/memory-model.md` ("Memory pools") gives the evidence.
+//! The budget of a device with a memory pool (`Device::pool`): what one runtime process can
+//! allocate there, never more than the host's available RAM where the pool is host RAM
+//! ([`pool_free`]). `Budget::for_device_with` asks it before its rule for a device's own free
+//! memory and applies the runtime's rule to it; `docs/memory-model.md` ("Memory pools") gives
+//! the evidence.
 //!
 //! | Pool | Budget | Source |
 //! |---|---|---|
@@ -19,103 +20,109 @@
 //! their free part is bounded by `MemAvailable`; the carve-out is outside `MemTotal` and is not.
 //! The vLLM rule (`gpu_memory_utilization` × total) then applies to the chosen pool's total.
 
-use super::budget::{Budget, BudgetSource, NoBudget, runtime_rule};
-use super::runtime::{Runtime, Utilization};
-use crate::types::{Device, MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
+use crate::types::{Device, PoolKind, PoolSource};
 
-/// The budget of `device` from its pool, or `None` when it has no pool (its own free memory
-/// decides).
-pub(super) fn pool_budget(
+/// Where a pool budget comes from (the estimate's `BudgetSource` names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// An APU's GTT, the larger pool.
+    GttPool,
+    /// A device's own free memory (an APU's carve-out when it is the larger; a discrete card's
+    /// total less its clients' sum).
+    Free,
+    /// The host's available RAM (unified memory).
+    HostAvailable,
+    /// Apple's working set less what GPU clients allocated.
+    MetalWorkingSet,
+}
+
+/// What one runtime process can allocate in a device's pool, before the runtime's own rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PoolFree {
+    /// The bytes.
+    pub bytes: u64,
+    /// The pool's total, which vLLM's `gpu_memory_utilization` applies to.
+    pub total: Option<u64>,
+    /// Where they come from.
+    pub from: Origin,
+    /// What the verdict should say about it.
+    pub note: Option<String>,
+}
+
+/// The pool budget of `device`: `None` when it has no pool, or its own free memory decides;
+/// `Some(Err(why))` when a figure it needs is unknown.
+pub(super) fn pool_free(
     device: &Device,
     host_available: Option<u64>,
-    runtime: Runtime,
-    util: Utilization,
-) -> Option<Result<Budget, NoBudget>> {
+) -> Option<Result<PoolFree, String>> {
     let pool = device.pool.as_ref()?;
-    let unknown_free = |detail: String| NoBudget::UnknownFree {
-        index: device.index,
-        unknown: Some(
-            device
-                .unknown
-                .iter()
-                .find(|u| u.field == "pool.free_bytes")
-                .cloned()
-                .unwrap_or_else(|| {
-                    Unknown::new("pool.free_bytes", UnknownReason::Unsupported, detail)
-                }),
-        ),
-    };
     Some(match pool.kind {
-        PoolKind::CarveOutPlusGtt => carve_out_plus_gtt(device, host_available, runtime, util)
-            .ok_or_else(|| {
-                unknown_free("the carve-out or GTT figures, or MemAvailable, are unknown".into())
-            }),
+        PoolKind::CarveOutPlusGtt => carve_out_plus_gtt(device, host_available).ok_or_else(|| {
+            "the carve-out or GTT figures, or MemAvailable, are unknown".to_string()
+        }),
         PoolKind::UnifiedHost => {
             let free = pool.free_bytes.or(match pool.free_source {
                 PoolSource::HostAvailable => host_available,
                 _ => None,
             });
-            let source = match pool.free_source {
-                PoolSource::WorkingSetMinusAllocHostBound => BudgetSource::MetalWorkingSet,
-                _ => BudgetSource::HostAvailable,
+            let from = match pool.free_source {
+                PoolSource::WorkingSetMinusAllocHostBound => Origin::MetalWorkingSet,
+                _ => Origin::HostAvailable,
             };
-            free.map(|f| runtime_rule(f, source, pool.total_bytes, runtime, util))
-                .ok_or_else(|| unknown_free("the host's available RAM is unknown".into()))
+            free.map(|bytes| PoolFree {
+                bytes,
+                total: pool.total_bytes,
+                from,
+                note: None,
+            })
+            .ok_or_else(|| "the host's available RAM is unknown".to_string())
         }
         PoolKind::Dedicated => match (device.memory.free_bytes, pool.free_bytes) {
             // The driver's own figure, where there is one, decides.
-            (Some(_), _) => return None,
-            (None, Some(free)) => {
-                let mut b = Budget::from_free_with(free, pool.total_bytes, runtime, util);
-                if pool.used_source.is_sum() {
-                    b.notes.push(upper_bound_note(pool));
-                }
-                Ok(b)
-            }
-            (None, None) => return None,
+            (Some(_), _) | (None, None) => return None,
+            (None, Some(bytes)) => Ok(PoolFree {
+                bytes,
+                total: pool.total_bytes,
+                from: Origin::Free,
+                note: pool.used_source.is_sum().then(|| {
+                    format!(
+                        "free is the VRAM size less the resident VRAM of the clients this user \
+                         can read ({}): an upper bound",
+                        pool.used_bytes.map_or_else(|| "unknown".to_string(), gib)
+                    )
+                }),
+            }),
         },
     })
 }
 
-/// An AMD APU: the larger pool's free memory (GTT's at most `MemAvailable`), the vLLM rule
-/// applied to that pool's total. `None` when a figure it needs is unknown.
-fn carve_out_plus_gtt(
-    device: &Device,
-    host_available: Option<u64>,
-    runtime: Runtime,
-    util: Utilization,
-) -> Option<Budget> {
+/// An AMD APU: the larger pool's free memory (GTT's at most `MemAvailable`). `None` when a
+/// figure it needs is unknown.
+fn carve_out_plus_gtt(device: &Device, host_available: Option<u64>) -> Option<PoolFree> {
     let vram = device.regions.get("vram")?;
     let gtt = device.regions.get("gtt")?;
     let (vt, vu) = (vram.total_bytes?, vram.used_bytes?);
     let (gt, gu) = (gtt.total_bytes?, gtt.used_bytes?);
     let vram_free = vt.saturating_sub(vu);
     if gt > vt {
-        let gtt_free = gt.saturating_sub(gu).min(host_available?);
-        let mut b = runtime_rule(gtt_free, BudgetSource::GttPool, Some(gt), runtime, util);
-        b.notes.push(format!(
-            "an AMD APU: one ROCm/HIP process allocates from the larger pool, GTT here (the \
-             kernel's apu_prefer_gtt); a Vulkan runtime may also use the carve-out's {} free",
-            gib(vram_free)
-        ));
-        Some(b)
+        Some(PoolFree {
+            bytes: gt.saturating_sub(gu).min(host_available?),
+            total: Some(gt),
+            from: Origin::GttPool,
+            note: Some(format!(
+                "an AMD APU: one ROCm/HIP process allocates from the larger pool, GTT here (the \
+                 kernel's apu_prefer_gtt); a Vulkan runtime may also use the carve-out's {} free",
+                gib(vram_free)
+            )),
+        })
     } else {
-        Some(runtime_rule(
-            vram_free,
-            BudgetSource::Free,
-            Some(vt),
-            runtime,
-            util,
-        ))
+        Some(PoolFree {
+            bytes: vram_free,
+            total: Some(vt),
+            from: Origin::Free,
+            note: None,
+        })
     }
-}
-
-fn upper_bound_note(pool: &MemoryPool) -> String {
-    format!(
-        "free is the VRAM size less the resident VRAM of the clients this user can read ({}): \
-         an upper bound",
-        pool.used_bytes.map_or_else(|| "unknown".to_string(), gib)
-    )
 }
 
 fn gib(bytes: u64) -> String {
@@ -125,7 +132,7 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceRegion, Source, Vendor};
+    use crate::types::{DeviceRegion, MemoryPool, Source, Vendor};
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
@@ -150,73 +157,67 @@ mod tests {
         d
     }
 
-    fn budget(d: &Device, host: Option<u64>, runtime: Runtime) -> Result<Budget, NoBudget> {
-        Budget::for_device_with(d, host, runtime, Utilization::VLLM_DEFAULT)
-    }
-
     #[test]
-    fn an_apu_is_judged_against_its_larger_pool() {
+    fn an_apu_offers_its_larger_pool() {
         // Strix Halo, default TTM: 512 MiB carve-out, 148 MiB used; GTT 62816 MiB.
         let d = apu((512 * MIB, 148 * MIB), (65_867_993_088, 2 * GIB));
-        assert!(Budget::needs_host_available(&d));
-        let b = budget(&d, Some(100 * GIB), Runtime::Generic).unwrap();
+        let f = pool_free(&d, Some(100 * GIB)).unwrap().unwrap();
         assert_eq!(
-            (b.bytes, b.source),
-            (65_867_993_088 - 2 * GIB, BudgetSource::GttPool)
+            (f.bytes, f.total, f.from),
+            (
+                65_867_993_088 - 2 * GIB,
+                Some(65_867_993_088),
+                Origin::GttPool
+            )
         );
-        assert!(b.notes[0].contains("0.4 GiB free"), "{:?}", b.notes);
+        assert!(f.note.unwrap().contains("0.4 GiB free"));
         // MemAvailable below free GTT bounds it.
-        let b = budget(&d, Some(40 * GIB), Runtime::Generic).unwrap();
-        assert_eq!(b.bytes, 40 * GIB);
-        // vLLM: 0.9 × the GTT pool's total.
-        let v = budget(&d, Some(100 * GIB), Runtime::Vllm).unwrap();
         assert_eq!(
-            (v.bytes, v.source),
-            (65_867_993_088 / 10 * 9, BudgetSource::VllmUtilization)
+            pool_free(&d, Some(40 * GIB)).unwrap().unwrap().bytes,
+            40 * GIB
         );
-        // No MemAvailable: no budget, never the unbounded GTT figure.
-        let e = budget(&d, None, Runtime::Generic).unwrap_err();
-        assert!(e.to_string().contains("MemAvailable"), "{e}");
-        // A large carve-out (8 GiB, GTT 4 GiB): the carve-out's own free.
+        // No MemAvailable: none, never the unbounded GTT figure.
+        assert!(
+            pool_free(&d, None)
+                .unwrap()
+                .unwrap_err()
+                .contains("MemAvailable")
+        );
+        // A large carve-out (8 GiB, GTT 4 GiB): the carve-out's own free, no host needed.
         let big = apu((8 * GIB, GIB), (4 * GIB, 0));
-        let b = budget(&big, None, Runtime::Generic).unwrap();
-        assert_eq!((b.bytes, b.source), (7 * GIB, BudgetSource::Free));
+        let f = pool_free(&big, None).unwrap().unwrap();
+        assert_eq!(
+            (f.bytes, f.total, f.from),
+            (7 * GIB, Some(8 * GIB), Origin::Free)
+        );
+        // A region without a used figure: unknown.
+        let mut d = d;
+        d.regions
+            .insert("gtt".into(), DeviceRegion::new(Some(GIB), None));
+        assert!(pool_free(&d, Some(GIB)).unwrap().is_err());
     }
 
     #[test]
-    fn unified_memory_is_the_hosts_available_ram() {
+    fn unified_memory_offers_the_hosts_available_ram() {
         let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
-        d.integrated = Some(true);
         let mut p = MemoryPool::host_ram(PoolSource::ProcessSum, "NOT_SUPPORTED");
         p.total_bytes = Some(121 * GIB);
         p.free_bytes = Some(113 * GIB);
         d.pool = Some(p);
-        let b = budget(&d, Some(113 * GIB), Runtime::Generic).unwrap();
+        let f = pool_free(&d, Some(7 * GIB)).unwrap().unwrap();
         assert_eq!(
-            (b.bytes, b.source),
-            (113 * GIB, BudgetSource::HostAvailable)
+            (f.bytes, f.total, f.from),
+            (113 * GIB, Some(121 * GIB), Origin::HostAvailable),
+            "the pool's own free, completed by the probe"
         );
-        assert!(b.source.is_host_memory());
-        // vLLM's 0.9 × MemTotal must be available, as on a GB10 (108.9 GiB ≤ 113 GiB).
-        let v = budget(&d, Some(113 * GIB), Runtime::Vllm).unwrap();
-        assert_eq!(v.bytes, 121 * GIB / 10 * 9);
-        // The pool's free unknown (the probe could not read meminfo): the caller's figure, or
-        // none.
         d.pool.as_mut().unwrap().free_bytes = None;
         assert_eq!(
-            budget(&d, Some(7 * GIB), Runtime::Generic).unwrap().bytes,
+            pool_free(&d, Some(7 * GIB)).unwrap().unwrap().bytes,
             7 * GIB
         );
-        let e = budget(&d, None, Runtime::Generic).unwrap_err();
-        assert!(
-            matches!(&e, NoBudget::UnknownFree { unknown: Some(u), .. } if u.field == "pool.free_bytes"),
-            "{e:?}"
-        );
-    }
-
-    #[test]
-    fn apple_is_judged_against_the_working_set_left() {
-        let mut d = Device::new(0, Vendor::Other("apple".into()), Source::Metal);
+        assert!(pool_free(&d, None).unwrap().is_err());
+        // Apple: the working set left, as the probe bounded it.
+        let mut mac = Device::new(0, Vendor::Other("apple".into()), Source::Metal);
         let mut p = MemoryPool::new(
             PoolKind::UnifiedHost,
             [
@@ -227,15 +228,13 @@ mod tests {
             "hasUnifiedMemory",
         );
         p.total_bytes = Some(48 * GIB);
-        p.used_bytes = Some(20 * GIB);
         p.free_bytes = Some(28 * GIB);
-        d.pool = Some(p);
-        let b = budget(&d, None, Runtime::LlamaCpp).unwrap();
-        assert_eq!(
-            (b.bytes, b.source),
-            (28 * GIB, BudgetSource::MetalWorkingSet)
-        );
-        assert!(b.source.is_host_memory());
+        mac.pool = Some(p);
+        let f = pool_free(&mac, None).unwrap().unwrap();
+        assert_eq!((f.bytes, f.from), (28 * GIB, Origin::MetalWorkingSet));
+        // Nothing from the caller stands in for Apple's own figure.
+        mac.pool.as_mut().unwrap().free_bytes = None;
+        assert!(pool_free(&mac, Some(GIB)).unwrap().is_err());
     }
 
     #[test]
@@ -254,17 +253,16 @@ mod tests {
         p.used_bytes = Some(2 * GIB);
         p.free_bytes = Some(10 * GIB);
         d.pool = Some(p);
-        assert!(!Budget::needs_host_available(&d));
-        let b = budget(&d, None, Runtime::Generic).unwrap();
-        assert_eq!((b.bytes, b.source), (10 * GIB, BudgetSource::Free));
-        assert!(b.notes[0].contains("upper bound"), "{:?}", b.notes);
-        // Total unknown (mainline xe): the device's own reason.
+        let f = pool_free(&d, None).unwrap().unwrap();
+        assert_eq!((f.bytes, f.from), (10 * GIB, Origin::Free));
+        assert!(f.note.unwrap().contains("upper bound"));
         d.pool.as_mut().unwrap().free_bytes = None;
-        assert!(matches!(
-            budget(&d, None, Runtime::Generic),
-            Err(NoBudget::UnknownFree { .. })
-        ));
+        assert!(
+            pool_free(&d, None).is_none(),
+            "no figure: the device's own rule"
+        );
         d.memory.free_bytes = Some(GIB);
-        assert_eq!(budget(&d, None, Runtime::Generic).unwrap().bytes, GIB);
+        assert!(pool_free(&d, None).is_none());
+        assert!(pool_free(&Device::new(0, Vendor::Amd, Source::Sysfs), None).is_none());
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::nvidia::{MigDevice, MigState};
-use super::pool::MemoryPool;
+use super::pool::{MemoryPool, PoolKind};
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
 use super::usage::{DeviceMemory, DeviceRegion};
@@ -162,6 +162,35 @@ impl MigDevice {
             .cloned()
             .collect();
         d
+    }
+}
+
+impl Device {
+    /// The kind of memory this device allocates from: its pool's; without a pool, unified
+    /// with the host for an integrated GPU, dedicated for a GPU known not to be integrated or
+    /// an NVIDIA GPU whose driver reports a memory size of its own (NVML answers
+    /// NOT_SUPPORTED on parts without a framebuffer, which get a pool); otherwise unknown.
+    pub fn pool_kind(&self) -> Option<PoolKind> {
+        if let Some(p) = &self.pool {
+            return Some(p.kind);
+        }
+        match self.integrated {
+            Some(true) => Some(PoolKind::UnifiedHost),
+            Some(false) => Some(PoolKind::Dedicated),
+            None if self.vendor == Vendor::Nvidia && self.memory.total_bytes.is_some() => {
+                Some(PoolKind::Dedicated)
+            }
+            None => None,
+        }
+    }
+
+    /// Used memory as the device line shows it: the pool's where the device has one, else the
+    /// driver's own figure.
+    pub fn pool_used_bytes(&self) -> Option<u64> {
+        match &self.pool {
+            Some(p) => p.used_bytes,
+            None => self.memory.used_bytes,
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! A device's memory pool: what the GPU can really allocate from, beside the driver's own
 //! `memory` figures. [`MemoryPool`] (kind, total / used / free, where each figure comes from,
-//! the evidence for the kind), [`PoolKind`] and [`PoolSource`]; and the two rules every
-//! reader of a pool shares: a DRM row's footprint on a carve-out + GTT device
-//! ([`ProcessRegions::vram_plus_gtt_bytes`]) and a device's pool kind where it has no pool of
-//! its own ([`Device::pool_kind`]). See `docs/memory-model.md`, "Memory pools".
+//! the evidence for the kind), [`PoolKind`] and [`PoolSource`]. The rules every reader of a
+//! pool shares are beside the types they read: a row's share of its device's pool
+//! (`GpuProcess::pool_bytes`, `ProcessRegions::vram_plus_gtt_bytes`) and a device's pool kind
+//! where it has no pool of its own (`Device::pool_kind`). See `docs/memory-model.md`, "Memory
+//! pools".
 //!
 //! A discrete GPU whose `memory` is its own VRAM has no `pool` (the JSON object is absent):
 //! `memory` is its pool. The other kinds — an AMD APU's carve-out plus GTT, a GPU that
@@ -13,11 +14,6 @@
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
-
-use super::device::Device;
-use super::process::GpuProcess;
-use super::source::{Source, Vendor};
-use super::usage::{ProcessRegions, RegionUsage};
 
 /// What a device's memory pool is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -211,73 +207,9 @@ impl MemoryPool {
     }
 }
 
-impl ProcessRegions {
-    /// A DRM row's footprint on a carve-out + GTT device (an AMD APU): its resident VRAM
-    /// (carve-out) plus resident GTT bytes (totals where resident is not printed), the two
-    /// regions of the device's pool; `None` when neither is printed.
-    pub fn vram_plus_gtt_bytes(&self) -> Option<u64> {
-        let parts: Vec<u64> = [self.vram, self.gtt]
-            .iter()
-            .flatten()
-            .filter_map(RegionUsage::resident_or_total)
-            .collect();
-        (!parts.is_empty()).then(|| parts.iter().fold(0u64, |a, b| a.saturating_add(*b)))
-    }
-}
-
-impl GpuProcess {
-    /// What this row holds of its device's pool, where the device's pool is of `kind`: on a
-    /// carve-out + GTT device (an AMD APU) its VRAM plus GTT
-    /// ([`ProcessRegions::vram_plus_gtt_bytes`]) — for a ROCm (KFD) row the larger of that and
-    /// the KFD figure, never their sum (KFD's buffers are in the process's render-node VM,
-    /// which its fdinfo counts: on an APU that prefers GTT they are its GTT); elsewhere
-    /// `used_bytes`.
-    pub fn pool_bytes(&self, kind: Option<PoolKind>) -> Option<u64> {
-        if kind != Some(PoolKind::CarveOutPlusGtt) {
-            return self.used_bytes;
-        }
-        let fdinfo = self.regions.and_then(|r| r.vram_plus_gtt_bytes());
-        match (self.source, self.used_bytes, fdinfo) {
-            (Source::Kfd, Some(kfd), Some(f)) => Some(kfd.max(f)),
-            (_, used, None) => used,
-            (_, _, f) => f,
-        }
-    }
-}
-
-impl Device {
-    /// The kind of memory this device allocates from: its pool's; without a pool, unified
-    /// with the host for an integrated GPU, dedicated for a GPU known not to be integrated or
-    /// an NVIDIA GPU whose driver reports a memory size of its own (NVML answers
-    /// NOT_SUPPORTED on parts without a framebuffer, which get a pool); otherwise unknown.
-    pub fn pool_kind(&self) -> Option<PoolKind> {
-        if let Some(p) = &self.pool {
-            return Some(p.kind);
-        }
-        match self.integrated {
-            Some(true) => Some(PoolKind::UnifiedHost),
-            Some(false) => Some(PoolKind::Dedicated),
-            None if self.vendor == Vendor::Nvidia && self.memory.total_bytes.is_some() => {
-                Some(PoolKind::Dedicated)
-            }
-            None => None,
-        }
-    }
-
-    /// Used memory as the device line shows it: the pool's where the device has one, else the
-    /// driver's own figure.
-    pub fn pool_used_bytes(&self) -> Option<u64> {
-        match &self.pool {
-            Some(p) => p.used_bytes,
-            None => self.memory.used_bytes,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceMemory, ProcessKind};
 
     #[test]
     fn spellings_are_the_json_contract() {
@@ -324,90 +256,6 @@ mod tests {
         );
         assert!(!d.used_is_lower_bound);
         assert!(!d.needs_host());
-    }
-
-    #[test]
-    fn carve_out_plus_gtt_footprint() {
-        let r = |resident: Option<u64>, total: Option<u64>| RegionUsage {
-            resident_bytes: resident,
-            total_bytes: total,
-            ..RegionUsage::default()
-        };
-        // nvtop #492: a 24 GB model in GTT, 5 MiB in VRAM.
-        let p = ProcessRegions {
-            vram: Some(r(Some(5348 << 10), None)),
-            gtt: Some(r(Some(25_258_000 << 10), None)),
-            system: Some(r(Some(0), None)),
-        };
-        assert_eq!(p.vram_plus_gtt_bytes(), Some((5348 + 25_258_000) << 10));
-        assert_eq!(p.used_bytes(), Some(5348 << 10), "the carve-out part only");
-        let only_gtt = ProcessRegions {
-            gtt: Some(r(None, Some(7))),
-            ..ProcessRegions::default()
-        };
-        assert_eq!(only_gtt.vram_plus_gtt_bytes(), Some(7));
-        let only_system = ProcessRegions {
-            system: Some(r(Some(9), None)),
-            ..ProcessRegions::default()
-        };
-        assert_eq!(only_system.vram_plus_gtt_bytes(), None, "unknown, not 0");
-    }
-
-    #[test]
-    fn a_rows_share_of_the_pool() {
-        let r = |resident: u64| RegionUsage {
-            resident_bytes: Some(resident),
-            ..RegionUsage::default()
-        };
-        let apu = Some(PoolKind::CarveOutPlusGtt);
-        let mut row = GpuProcess::new(7, 0, ProcessKind::Graphics, Source::Fdinfo);
-        row.used_bytes = Some(5);
-        assert_eq!(row.pool_bytes(apu), Some(5), "no regions: used");
-        row.regions = Some(ProcessRegions {
-            vram: Some(r(5)),
-            gtt: Some(r(100)),
-            system: None,
-        });
-        assert_eq!(row.pool_bytes(apu), Some(105));
-        assert_eq!(row.pool_bytes(Some(PoolKind::Dedicated)), Some(5));
-        assert_eq!(row.pool_bytes(None), Some(5));
-        // KFD: the larger, never the sum (the same buffers may be in both).
-        row.source = Source::Kfd;
-        row.used_bytes = Some(90);
-        assert_eq!(row.pool_bytes(apu), Some(105));
-        row.used_bytes = Some(400);
-        assert_eq!(row.pool_bytes(apu), Some(400));
-        row.used_bytes = None;
-        assert_eq!(row.pool_bytes(apu), Some(105));
-    }
-
-    #[test]
-    fn the_kind_without_a_pool() {
-        let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
-        assert_eq!(d.pool_kind(), None, "NVIDIA without memory figures");
-        d.memory = DeviceMemory::new(Some(80), Some(1), Some(79), None);
-        assert_eq!(d.pool_kind(), Some(PoolKind::Dedicated));
-        assert_eq!(d.pool_used_bytes(), Some(1));
-        let mut amd = Device::new(1, Vendor::Amd, Source::Sysfs);
-        amd.memory = d.memory;
-        assert_eq!(amd.pool_kind(), None, "an amdgpu not known to be discrete");
-        amd.integrated = Some(false);
-        assert_eq!(amd.pool_kind(), Some(PoolKind::Dedicated));
-        amd.integrated = Some(true);
-        assert_eq!(amd.pool_kind(), Some(PoolKind::UnifiedHost));
-        let mut pool = MemoryPool::new(
-            PoolKind::CarveOutPlusGtt,
-            [
-                PoolSource::VramPlusGtt,
-                PoolSource::VramPlusGtt,
-                PoolSource::VramPlusGttHostBound,
-            ],
-            "vddnb",
-        );
-        pool.used_bytes = Some(5);
-        amd.pool = Some(pool);
-        assert_eq!(amd.pool_kind(), Some(PoolKind::CarveOutPlusGtt));
-        assert_eq!(amd.pool_used_bytes(), Some(5));
     }
 
     #[cfg(feature = "serde")]

@@ -10,7 +10,8 @@
 //!
 //! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
-//! classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
+//! classes), [`sysfs`] (devices), [`apu`] (whether an amdgpu device is an APU), [`pool`] (a
+//! device's memory pool as sysfs gives it), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
 
 // Whether an amdgpu device is an APU (hwmon's vddnb channel).
 pub(crate) mod apu;

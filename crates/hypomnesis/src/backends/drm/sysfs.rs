@@ -224,7 +224,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         DeviceMemory::Nvml | DeviceMemory::None => other_memory(roots, f, nvml_reason, &mut d),
     }
     if drv.integrated == Integrated::Vddnb {
-        pool::amdgpu(f, &mut d);
+        pool::amdgpu(&f.dir, &mut d);
     }
     let hwmon = hwmon_dir(&f.dir);
     let mut t = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
