@@ -16,6 +16,7 @@ mod latest;
 mod metrics;
 mod nvidia;
 mod pool;
+mod series;
 mod slots;
 
 use std::collections::BTreeMap;

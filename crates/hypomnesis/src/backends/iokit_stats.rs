@@ -14,7 +14,7 @@
 //! is not read as unified memory.
 
 use crate::types::error::ParseError;
-use crate::types::{MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
+use crate::types::{Field, MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
 
 /// One value of the dictionary, as CoreFoundation typed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,14 +194,14 @@ pub(crate) fn apple_pool(
             pool.active_bytes = s.in_use_system_memory;
             if pool.used_bytes.is_none() {
                 unknown.push(Unknown::new(
-                    "pool.used_bytes",
+                    Field::PoolUsedBytes,
                     UnknownReason::Unsupported,
                     format!("IOKit PerformanceStatistics: {}", s.problems.join("; ")),
                 ));
             }
         }
         Err(why) => unknown.push(Unknown::new(
-            "pool.used_bytes",
+            Field::PoolUsedBytes,
             UnknownReason::Unreadable,
             format!("IOKit PerformanceStatistics: {why}"),
         )),

@@ -4,7 +4,7 @@
 //! VRAM alone), with the remedy.
 
 use super::model::Check;
-use crate::types::{Device, PoolKind};
+use crate::types::{Device, Field, PoolKind};
 
 /// One device's pool, as the check needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl PoolFacts {
             None => d
                 .unknown
                 .iter()
-                .find(|u| u.field == "integrated")
+                .find(|u| u.field == Field::Integrated)
                 .map(|u| u.detail.clone()),
         };
         PoolFacts {
@@ -105,7 +105,7 @@ mod tests {
         let mut amd = Device::new(2, Vendor::Amd, Source::Sysfs);
         amd.driver = Some("amdgpu".into());
         amd.unknown.push(Unknown::new(
-            "integrated",
+            Field::Integrated,
             UnknownReason::Unsupported,
             "amdgpu registered no hwmon",
         ));

@@ -13,7 +13,8 @@
 
 use super::pool_budget::{Origin, pool_free};
 use super::runtime::{Runtime, Utilization};
-use crate::types::{Device, Unknown, UnknownReason};
+use crate::types::spelling::spelled;
+use crate::types::{Device, Field, Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -23,43 +24,31 @@ const GIB: u64 = 1 << 30;
 /// vLLM's default `gpu_memory_utilization`, 0.9, as a ratio.
 pub const VLLM_UTILIZATION: (u64, u64) = (9, 10);
 
-/// Where a budget comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum BudgetSource {
-    /// The device's free memory.
-    Free,
-    /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM that
-    /// reports no free memory of its own, or a CPU-only run.
-    HostAvailable,
-    /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that is
-    /// free, since vLLM then refuses to start.
-    VllmUtilization,
-    /// Given by the caller (planning for a device that is not here).
-    Given,
-    /// An AMD APU's GTT, the larger of its two pools: free GTT, at most the host's available
-    /// RAM (GTT pages are host RAM).
-    GttPool,
-    /// Apple Silicon: Metal's working set less what GPU clients allocated, at most the host's
-    /// available RAM.
-    MetalWorkingSet,
+spelled! {
+    /// Where a budget comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum BudgetSource {
+        /// The device's free memory.
+        Free = "free",
+        /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM
+        /// that reports no free memory of its own, or a CPU-only run.
+        HostAvailable = "host_available",
+        /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that
+        /// is free, since vLLM then refuses to start.
+        VllmUtilization = "vllm_utilization",
+        /// Given by the caller (planning for a device that is not here).
+        Given = "given",
+        /// An AMD APU's GTT, the larger of its two pools: free GTT, at most the host's
+        /// available RAM (GTT pages are host RAM).
+        GttPool = "gtt_pool",
+        /// Apple Silicon: Metal's working set less what GPU clients allocated, at most the
+        /// host's available RAM.
+        MetalWorkingSet = "metal_working_set",
+    }
 }
 
 impl BudgetSource {
-    /// The canonical name, as serialised (`free`, `host_available`, `vllm_utilization`,
-    /// `given`, `gtt_pool`, `metal_working_set`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BudgetSource::Free => "free",
-            BudgetSource::HostAvailable => "host_available",
-            BudgetSource::VllmUtilization => "vllm_utilization",
-            BudgetSource::Given => "given",
-            BudgetSource::GttPool => "gtt_pool",
-            BudgetSource::MetalWorkingSet => "metal_working_set",
-        }
-    }
-
     /// Whether the budget is host RAM: a model's host part then gets what the device part
     /// leaves of it, never the same RAM twice ([`judge_host`](super::judge::judge_host)).
     pub const fn is_host_memory(self) -> bool {
@@ -97,7 +86,8 @@ pub enum NoBudget {
         error: String,
     },
     /// The device reports no free memory, and is not an integrated GPU whose host's available
-    /// RAM is known.
+    /// RAM is known (in llama.cpp's layer split, whatever the device: the split follows free
+    /// memory; see [`plan`](super::plan::plan)).
     #[error(
         "device {index} does not report its free memory: {}",
         .unknown.as_ref().map_or("not reported", |u| u.detail.as_str())
@@ -108,6 +98,18 @@ pub enum NoBudget {
         /// The device's record of why its memory is unknown, when it has one.
         unknown: Option<Unknown>,
     },
+}
+
+impl NoBudget {
+    /// [`NoBudget::UnknownFree`] for `device`, with its record of why its memory is unknown
+    /// (the first [`Unknown`] of a memory field, [`Field::is_memory`](crate::Field::is_memory)),
+    /// when it has one.
+    pub fn unknown_free(device: &Device) -> NoBudget {
+        NoBudget::UnknownFree {
+            index: device.index,
+            unknown: device.unknown.iter().find(|u| u.field.is_memory()).cloned(),
+        }
+    }
 }
 
 impl Budget {
@@ -199,10 +201,10 @@ impl Budget {
                         device
                             .unknown
                             .iter()
-                            .find(|u| u.field == "pool.free_bytes")
+                            .find(|u| u.field == Field::PoolFreeBytes)
                             .cloned()
                             .unwrap_or_else(|| {
-                                Unknown::new("pool.free_bytes", UnknownReason::Unsupported, why)
+                                Unknown::new(Field::PoolFreeBytes, UnknownReason::Unsupported, why)
                             }),
                     ),
                 });
@@ -219,14 +221,7 @@ impl Budget {
                 runtime,
                 util,
             )),
-            _ => Err(NoBudget::UnknownFree {
-                index: device.index,
-                unknown: device
-                    .unknown
-                    .iter()
-                    .find(|u| u.field.starts_with("memory"))
-                    .cloned(),
-            }),
+            _ => Err(NoBudget::unknown_free(device)),
         }
     }
 
@@ -287,7 +282,8 @@ fn gib(bytes: u64) -> String {
 mod tests {
     use super::*;
     use crate::types::{
-        DeviceMemory, DeviceRegion, MemoryPool, PoolKind, PoolSource, Source, Vendor,
+        DeviceMemory, DeviceRegion, Field, MemoryPool, PoolKind, PoolSource, Source, UnknownReason,
+        Vendor,
     };
 
     const H100: u64 = 85_520_809_984;
@@ -401,12 +397,12 @@ mod tests {
             }
         );
         let why = Unknown::new(
-            "memory.free_bytes",
+            Field::MemoryFreeBytes,
             UnknownReason::DeviceError,
             "an internal driver error occurred",
         );
         d.unknown = vec![
-            Unknown::new("telemetry.power_watts", UnknownReason::Unsupported, "no"),
+            Unknown::new(Field::TelemetryPowerWatts, UnknownReason::Unsupported, "no"),
             why.clone(),
         ];
         let e = Budget::for_device(&d, None, Runtime::Generic).unwrap_err();
@@ -461,7 +457,7 @@ mod tests {
         // MemAvailable unknown: no budget, with the pool's reason.
         let e = Budget::for_device(&apu, None, Runtime::Generic).unwrap_err();
         assert!(
-            matches!(&e, NoBudget::UnknownFree { unknown: Some(u), .. } if u.field == "pool.free_bytes"),
+            matches!(&e, NoBudget::UnknownFree { unknown: Some(u), .. } if u.field == Field::PoolFreeBytes),
             "{e:?}"
         );
         // Unified memory (GB10): MemAvailable, vLLM on MemTotal.

@@ -16,6 +16,7 @@
 //! | [`assume`] | [`Assumptions`]: what each estimate assumed, stated |
 //! | [`mod@judge`] | [`Verdict`] against a budget and the host, refusals, largest context / batch / `--gpu-layers` |
 //! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`]; a device with a memory pool through `pool_budget` |
+//! | [`mod@plan`] | [`plan()`]: where an estimate is judged over devices (one, the best, llama.cpp's layer split, vLLM tensor parallel, the CPU, a given budget), the chosen device and the overall verdict |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
 //! | `gguf`, `safetensors`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits |
 //!
@@ -37,9 +38,12 @@ pub mod llama_cpp;
 pub mod offload;
 pub mod params;
 mod parts;
+pub mod plan;
 // The budget of a device with a memory pool (APU, unified memory, Apple's working set).
 mod pool_budget;
 pub mod runtime;
+#[cfg(test)]
+mod test_models;
 pub mod tracker;
 pub mod vllm;
 
@@ -67,5 +71,6 @@ pub use kv::{
     kv_cache_bytes, kv_cache_bytes_for,
 };
 pub use layout::WeightsLayout;
+pub use plan::{DeviceFit, NoAnswer, NoVerdict, Placement, Plan, Target, TargetKind, plan};
 pub use runtime::{FlashAttn, KvDtype, ParamError, Runtime, Utilization};
 pub use tracker::{LimitExceeded, MemoryTracker};

@@ -15,7 +15,7 @@
 //! cannot be completed is `None` with a `pool.<field>` unknown saying why.
 
 use crate::system::host::HostMemory;
-use crate::types::{Device, GpuProcess, PoolSource, Unknown, UnknownReason};
+use crate::types::{Device, Field, GpuProcess, PoolSource, Unknown, UnknownReason};
 
 /// What the processes of one query say, for the sums.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,7 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
             continue;
         };
         let mut unknown: Vec<Unknown> = Vec::new();
-        let no_host = |field: &'static str, unknown: &mut Vec<Unknown>| {
+        let no_host = |field: Field, unknown: &mut Vec<Unknown>| {
             if let Err(why) = host {
                 unknown.push(Unknown::new(
                     field,
@@ -48,7 +48,7 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
         }
         if pool.total_source == PoolSource::HostTotal {
             pool.total_bytes = host.ok().map(|h| h.memory_total_bytes);
-            no_host("pool.total_bytes", &mut unknown);
+            no_host(Field::PoolTotalBytes, &mut unknown);
         }
         if pool.used_source.is_sum() {
             pool.used_bytes = sum(d.index, pool.kind, pool.used_source, rows, &mut unknown);
@@ -60,17 +60,17 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
         match pool.free_source {
             PoolSource::HostAvailable => {
                 pool.free_bytes = avail;
-                no_host("pool.free_bytes", &mut unknown);
+                no_host(Field::PoolFreeBytes, &mut unknown);
             }
             PoolSource::VramPlusGttHostBound => {
                 pool.free_bytes = match (region_free("vram"), region_free("gtt"), avail) {
                     (Some(v), Some(g), Some(a)) => Some(v.saturating_add(g.min(a))),
                     _ => None,
                 };
-                no_host("pool.free_bytes", &mut unknown);
+                no_host(Field::PoolFreeBytes, &mut unknown);
                 if host.is_ok() && pool.free_bytes.is_none() {
                     unknown.push(Unknown::new(
-                        "pool.free_bytes",
+                        Field::PoolFreeBytes,
                         UnknownReason::Unsupported,
                         "mem_info_vram_* or mem_info_gtt_* not readable",
                     ));
@@ -81,10 +81,10 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
                     (Some(t), Some(u), Some(a)) => Some(t.saturating_sub(u).min(a)),
                     _ => None,
                 };
-                no_host("pool.free_bytes", &mut unknown);
+                no_host(Field::PoolFreeBytes, &mut unknown);
                 if host.is_ok() && pool.free_bytes.is_none() {
                     unknown.push(Unknown::new(
-                        "pool.free_bytes",
+                        Field::PoolFreeBytes,
                         UnknownReason::Unsupported,
                         "the working set or the GPU's allocation is unknown",
                     ));
@@ -97,7 +97,7 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
                     .map(|(t, u)| t.saturating_sub(u));
                 if pool.free_bytes.is_none() {
                     unknown.push(Unknown::new(
-                        "pool.free_bytes",
+                        Field::PoolFreeBytes,
                         UnknownReason::Unsupported,
                         "total − used: the total or the used figure is unknown",
                     ));
@@ -123,7 +123,7 @@ fn sum(
 ) -> Option<u64> {
     if rows.failed.contains(&index) {
         unknown.push(Unknown::new(
-            "pool.used_bytes",
+            Field::PoolUsedBytes,
             UnknownReason::DeviceError,
             "the device's process list could not be read",
         ));
@@ -137,7 +137,7 @@ fn sum(
         .collect();
     if figures.is_empty() && source == PoolSource::ClientSum {
         unknown.push(Unknown::new(
-            "pool.used_bytes",
+            Field::PoolUsedBytes,
             UnknownReason::Unsupported,
             "no DRM client of this device that this user can read prints memory figures",
         ));
@@ -236,7 +236,7 @@ mod tests {
         let u = devs[0]
             .unknown
             .iter()
-            .find(|u| u.field == "pool.used_bytes");
+            .find(|u| u.field == Field::PoolUsedBytes);
         assert_eq!(u.unwrap().reason, UnknownReason::DeviceError);
         let mut devs = [gb10()];
         complete(
@@ -249,8 +249,8 @@ mod tests {
         );
         let p = devs[0].pool.as_ref().unwrap();
         assert_eq!((p.total_bytes, p.free_bytes), (None, None));
-        let fields: Vec<&str> = devs[0].unknown.iter().map(|u| &*u.field).collect();
-        assert_eq!(fields, ["pool.total_bytes", "pool.free_bytes"]);
+        let fields: Vec<Field> = devs[0].unknown.iter().map(|u| u.field).collect();
+        assert_eq!(fields, [Field::PoolTotalBytes, Field::PoolFreeBytes]);
         assert!(devs[0].unknown[0].detail.contains("no such file"));
     }
 
@@ -270,7 +270,12 @@ mod tests {
             },
         );
         assert_eq!(devs[0].pool.as_ref().unwrap().used_bytes, None);
-        assert!(devs[0].unknown.iter().any(|u| u.field == "pool.used_bytes"));
+        assert!(
+            devs[0]
+                .unknown
+                .iter()
+                .any(|u| u.field == Field::PoolUsedBytes)
+        );
         // Running twice (a sampler's probe) leaves one reason per field.
         complete(
             &mut devs,
@@ -284,7 +289,7 @@ mod tests {
             devs[0]
                 .unknown
                 .iter()
-                .filter(|u| u.field == "pool.used_bytes")
+                .filter(|u| u.field == Field::PoolUsedBytes)
                 .count(),
             1
         );
@@ -375,7 +380,7 @@ mod tests {
             },
         );
         assert_eq!(devs[0].pool.as_ref().unwrap().free_bytes, None);
-        assert_eq!(devs[0].unknown[0].field, "pool.free_bytes");
+        assert_eq!(devs[0].unknown[0].field, Field::PoolFreeBytes);
         // A region without a used figure: unknown, said so.
         let mut d = apu(65_867_993_088, GIB);
         d.regions

@@ -13,33 +13,28 @@
 //! of `memory` sees what it always saw.
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// What a device's memory pool is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PoolKind {
-    /// Its own memory: a discrete GPU's VRAM or HBM (NVIDIA dGPUs and Grace Hopper-class
-    /// parts that report their HBM, discrete AMD and Intel cards).
-    Dedicated,
-    /// An AMD APU: a BIOS carve-out (amdgpu's VRAM manager, outside the host's `MemTotal`)
-    /// plus GTT (host RAM the GPU maps, inside it).
-    CarveOutPlusGtt,
-    /// The host's RAM, allocated directly: NVIDIA GB10-class parts (NVML reports no memory of
-    /// their own), Intel integrated GPUs, SoC GPUs, Apple Silicon.
-    UnifiedHost,
+use super::spelling::spelled;
+
+spelled! {
+    /// What a device's memory pool is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum PoolKind {
+        /// Its own memory: a discrete GPU's VRAM or HBM (NVIDIA dGPUs and Grace Hopper-class
+        /// parts that report their HBM, discrete AMD and Intel cards).
+        Dedicated = "dedicated",
+        /// An AMD APU: a BIOS carve-out (amdgpu's VRAM manager, outside the host's `MemTotal`)
+        /// plus GTT (host RAM the GPU maps, inside it).
+        CarveOutPlusGtt = "carve_out_plus_gtt",
+        /// The host's RAM, allocated directly: NVIDIA GB10-class parts (NVML reports no memory
+        /// of their own), Intel integrated GPUs, SoC GPUs, Apple Silicon.
+        UnifiedHost = "unified_host",
+    }
 }
 
 impl PoolKind {
-    /// The JSON spelling: `dedicated`, `carve_out_plus_gtt`, `unified_host`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PoolKind::Dedicated => "dedicated",
-            PoolKind::CarveOutPlusGtt => "carve_out_plus_gtt",
-            PoolKind::UnifiedHost => "unified_host",
-        }
-    }
-
     /// Words for a terminal: `dedicated VRAM`, `carve-out + GTT`, `unified with host RAM`.
     pub const fn label(self) -> &'static str {
         match self {
@@ -56,59 +51,44 @@ impl PoolKind {
     }
 }
 
-/// Where one figure of a [`MemoryPool`] comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PoolSource {
-    /// The driver's own device-wide figure (as in the device's `memory`).
-    Device,
-    /// amdgpu's VRAM and GTT managers added (`mem_info_vram_*` + `mem_info_gtt_*`).
-    VramPlusGtt,
-    /// Free VRAM plus free GTT, the GTT part at most the host's `MemAvailable`.
-    VramPlusGttHostBound,
-    /// The host's RAM (`MemTotal`; macOS `hw.memsize`).
-    HostTotal,
-    /// The host's available RAM (`MemAvailable`; macOS free + inactive + purgeable pages).
-    HostAvailable,
-    /// The sum of the driver's per-process figures (NVML `usedGpuMemory`): memory the
-    /// driver holds outside processes is not in it.
-    ProcessSum,
-    /// The sum of the device's DRM clients' resident figures (fdinfo), over the clients this
-    /// user can read: kernel objects and unreadable clients are not in it.
-    ClientSum,
-    /// A sysfs VRAM size file (xe `tile*/physical_vram_size_bytes`, i915 `lmem_total_bytes`).
-    VramSizeFile,
-    /// Total minus used.
-    TotalMinusUsed,
-    /// Metal's `recommendedMaxWorkingSetSize`: the working set the GPU may use without
-    /// hurting performance.
-    MetalWorkingSet,
-    /// IOKit `PerformanceStatistics` "Alloc system memory": system memory allocated to GPU
-    /// clients.
-    IokitAlloc,
-    /// The working set minus what GPU clients allocated, at most the host's available RAM.
-    WorkingSetMinusAllocHostBound,
+spelled! {
+    /// Where one figure of a [`MemoryPool`] comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum PoolSource {
+        /// The driver's own device-wide figure (as in the device's `memory`).
+        Device = "device",
+        /// amdgpu's VRAM and GTT managers added (`mem_info_vram_*` + `mem_info_gtt_*`).
+        VramPlusGtt = "vram_plus_gtt",
+        /// Free VRAM plus free GTT, the GTT part at most the host's `MemAvailable`.
+        VramPlusGttHostBound = "vram_plus_gtt_host_bound",
+        /// The host's RAM (`MemTotal`; macOS `hw.memsize`).
+        HostTotal = "host_total",
+        /// The host's available RAM (`MemAvailable`; macOS free + inactive + purgeable pages).
+        HostAvailable = "host_available",
+        /// The sum of the driver's per-process figures (NVML `usedGpuMemory`): memory the
+        /// driver holds outside processes is not in it.
+        ProcessSum = "process_sum",
+        /// The sum of the device's DRM clients' resident figures (fdinfo), over the clients
+        /// this user can read: kernel objects and unreadable clients are not in it.
+        ClientSum = "client_sum",
+        /// A sysfs VRAM size file (xe `tile*/physical_vram_size_bytes`, i915
+        /// `lmem_total_bytes`).
+        VramSizeFile = "vram_size_file",
+        /// Total minus used.
+        TotalMinusUsed = "total_minus_used",
+        /// Metal's `recommendedMaxWorkingSetSize`: the working set the GPU may use without
+        /// hurting performance.
+        MetalWorkingSet = "metal_working_set",
+        /// IOKit `PerformanceStatistics` "Alloc system memory": system memory allocated to GPU
+        /// clients.
+        IokitAlloc = "iokit_alloc",
+        /// The working set minus what GPU clients allocated, at most the host's available RAM.
+        WorkingSetMinusAllocHostBound = "working_set_minus_alloc_host_bound",
+    }
 }
 
 impl PoolSource {
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PoolSource::Device => "device",
-            PoolSource::VramPlusGtt => "vram_plus_gtt",
-            PoolSource::VramPlusGttHostBound => "vram_plus_gtt_host_bound",
-            PoolSource::HostTotal => "host_total",
-            PoolSource::HostAvailable => "host_available",
-            PoolSource::ProcessSum => "process_sum",
-            PoolSource::ClientSum => "client_sum",
-            PoolSource::VramSizeFile => "vram_size_file",
-            PoolSource::TotalMinusUsed => "total_minus_used",
-            PoolSource::MetalWorkingSet => "metal_working_set",
-            PoolSource::IokitAlloc => "iokit_alloc",
-            PoolSource::WorkingSetMinusAllocHostBound => "working_set_minus_alloc_host_bound",
-        }
-    }
-
     /// Whether a figure from this source is a sum of per-process or per-client figures, and so
     /// a lower bound of what the device holds.
     pub const fn is_sum(self) -> bool {
@@ -127,12 +107,11 @@ impl PoolSource {
     }
 }
 
-spelled_as_str!(; serialize: PoolKind, PoolSource);
-
 /// The memory a device's GPU can really allocate from. Each figure is `None` (JSON `null`)
-/// with a `pool.<field>` entry in the device's `unknown` when it could not be read.
+/// with a `pool.<field>` entry ([`Field::PoolTotalBytes`](crate::Field::PoolTotalBytes), …) in
+/// the device's `unknown` when it could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct MemoryPool {
     /// What the pool is.
@@ -153,11 +132,17 @@ pub struct MemoryPool {
     /// driver or kernel holds outside them, and clients this user cannot read, are missing).
     pub used_is_lower_bound: bool,
     /// The host's available RAM that bounded `free_bytes`, when the pool is host RAM.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub host_available_bytes: Option<u64>,
     /// Apple Silicon: IOKit's "In use system memory", the part of `used_bytes` resident for
     /// the GPU now (falls near 0 when it idles).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub active_bytes: Option<u64>,
     /// Why the pool is of this kind (the signal read, and where the rule is documented).
     pub evidence: String,

@@ -135,6 +135,7 @@ fn the_kind_without_a_pool() {
     d.memory = DeviceMemory::new(Some(80), Some(1), Some(79), None);
     assert_eq!(d.pool_kind(), Some(PoolKind::Dedicated));
     assert_eq!(d.pool_used_bytes(), Some(1));
+    assert_eq!(d.pool_free_and_total(), (Some(79), Some(80)));
     let mut amd = Device::new(1, Vendor::Amd, Source::Sysfs);
     amd.memory = d.memory;
     assert_eq!(amd.pool_kind(), None, "an amdgpu not known to be discrete");
@@ -152,7 +153,112 @@ fn the_kind_without_a_pool() {
         "vddnb",
     );
     pool.used_bytes = Some(5);
+    pool.total_bytes = Some(900);
     amd.pool = Some(pool);
     assert_eq!(amd.pool_kind(), Some(PoolKind::CarveOutPlusGtt));
     assert_eq!(amd.pool_used_bytes(), Some(5));
+    assert_eq!(
+        amd.pool_free_and_total(),
+        (None, Some(900)),
+        "the pool's, unknown free kept unknown (not the carve-out's 79)"
+    );
+}
+
+/// What `hmn --json` and `hmn record` write reads back to the same value, and writes the same
+/// bytes again: every field, the open sets, a name that is not UTF-8, MIG state, regions,
+/// engines, utilization and workload.
+#[cfg(feature = "serde")]
+#[test]
+fn devices_and_processes_read_back_what_they_wrote() {
+    use std::collections::BTreeMap;
+
+    use super::workload::{ContainerRuntime, WorkloadInfo, WorkloadKind};
+
+    fn round_trip<T>(v: &T)
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let json = serde_json::to_string(v).unwrap();
+        let back: T = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, v, "{json}");
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+
+    let mut d = Device::new(3, Vendor::Other("panfrost".into()), Source::Sysfs);
+    d.name = Some("Mali-G610".into());
+    d.pci_bus_id = Some("0000:1a:00.0".parse().unwrap());
+    d.runtime_status = Some(RuntimeStatus::Other("frozen".into()));
+    d.integrated = Some(true);
+    d.memory = DeviceMemory::new(Some(8), None, Some(3), None);
+    d.regions = BTreeMap::from([("gtt".to_string(), DeviceRegion::new(Some(9), None))]);
+    d.telemetry.power_watts = Some(21.5);
+    let mut pool = MemoryPool::host_ram(PoolSource::ClientSum, "a non-PCI DRM driver");
+    pool.total_bytes = Some(16);
+    pool.used_bytes = Some(2);
+    pool.host_available_bytes = Some(12);
+    d.pool = Some(pool);
+    d.unknown.push(Unknown::new(
+        Field::MemoryUsedBytes,
+        UnknownReason::Unsupported,
+        "no",
+    ));
+    round_trip(&d);
+    let mut nv = Device::new(0, Vendor::Nvidia, Source::Nvml);
+    let mut mig = MigState::new(MigMode::Enabled, MigMode::Enabled);
+    let mut m = MigDevice::new(1, 0);
+    m.profile = Some("1g.10gb".into());
+    m.placement = Some(MigPlacement::new(4, 1));
+    m.profile_approximate = true;
+    mig.instances.push(m);
+    mig.unknown.push(Unknown::new(
+        Field::MigInstancesGpuInstanceProfile,
+        UnknownReason::PermissionDenied,
+        "root",
+    ));
+    nv.mig = Some(mig);
+    round_trip(&nv);
+
+    let mut p = GpuProcess::new(7, 3, ProcessKind::Mps, Source::Nvml);
+    p.name = Some(ProcessName::from_bytes(b"gpu\xff\x1bjob".to_vec()));
+    p.used_bytes = Some(1 << 30);
+    p.utilization = Some(ProcessUtilization::new(37, 12, 5, 0, true, 99));
+    p.may_include_clients = true;
+    p.mig_index = Some(1);
+    p.shared_with = vec![5];
+    p.drm_clients = vec![185];
+    p.regions = Some(ProcessRegions {
+        gtt: Some(RegionUsage {
+            resident_bytes: Some(2),
+            evicted_bytes: Some(0),
+            ..RegionUsage::default()
+        }),
+        ..ProcessRegions::default()
+    });
+    p.engines
+        .insert("gfx".into(), EngineUsage { busy_percent: 12.5 });
+    p.workload = Some(WorkloadInfo {
+        kind: WorkloadKind::Container,
+        runtime: Some(ContainerRuntime::Docker),
+        container_id: Some("4e9a".into()),
+        pod_uid: None,
+        slurm_job: None,
+        slurm_step: None,
+        unit: Some("docker-4e9a.scope".into()),
+        cgroup: "/system.slice/docker-4e9a.scope".into(),
+    });
+    p.unknown.push(Unknown::new(
+        Field::Utilization,
+        UnknownReason::Unsupported,
+        "MIG",
+    ));
+    round_trip(&p);
+    p.name = None;
+    round_trip(&p);
+    p.name = Some("python3".into());
+    round_trip(&p);
+    // A hostile `name_bytes_hex` is refused, not guessed at.
+    let json = serde_json::to_string(&p)
+        .unwrap()
+        .replace(r#""name":"python3""#, r#""name":"x","name_bytes_hex":"+f""#);
+    assert!(serde_json::from_str::<GpuProcess>(&json).is_err());
 }

@@ -33,7 +33,9 @@ use std::time::{Duration, Instant};
 
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
-use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use crate::types::{
+    Device, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning,
+};
 use model::{ClientKey, EngineSample, SeenClient};
 use scan::{FdIndex, FdinfoRead};
 use sysfs::Found;
@@ -118,7 +120,7 @@ impl DrmBackend {
             if dev.name.is_none() {
                 if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
                     dev.name = Some(name);
-                    dev.unknown.retain(|u| u.field != "name");
+                    dev.unknown.retain(|u| u.field != Field::Name);
                 }
             }
             out.push(dev);
@@ -251,7 +253,7 @@ impl DrmBackend {
                     row.used_bytes = Some(0);
                 } else {
                     row.unknown.push(Unknown::new(
-                        "used_bytes",
+                        Field::UsedBytes,
                         UnknownReason::Unsupported,
                         "the driver prints no memory stats for this client",
                     ));
@@ -276,8 +278,9 @@ impl DrmBackend {
             });
             row.used_bytes = None;
             row.regions = None;
-            row.unknown.retain(|u| u.field != "used_bytes");
-            row.unknown.push(Unknown::new("used_bytes", reason, detail));
+            row.unknown.retain(|u| u.field != Field::UsedBytes);
+            row.unknown
+                .push(Unknown::new(Field::UsedBytes, reason, detail));
         }
         self.merge_kfd(devs, &mut rows);
         DrmProcesses {
@@ -321,7 +324,7 @@ impl DrmBackend {
             if row.used_bytes.is_none_or(|u| bytes > u) {
                 row.used_bytes = Some(bytes);
                 row.source = Source::Kfd;
-                row.unknown.retain(|u| u.field != "used_bytes");
+                row.unknown.retain(|u| u.field != Field::UsedBytes);
             }
         }
     }

@@ -10,7 +10,7 @@
 //! | i915 / xe discrete | dedicated | the VRAM size file, where the kernel has one | the clients' resident VRAM | total − used |
 
 use super::apu::{Apu, HwmonVoltages, decide};
-use crate::types::{Device, MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
+use crate::types::{Device, Field, MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
 
 /// amdgpu (its device directory `dir`): decides whether the device is an APU (`integrated`,
 /// with the reason when it cannot be told) and, for an APU, its carve-out + GTT pool from the `vram` and `gtt` regions the
@@ -21,10 +21,11 @@ pub(crate) fn amdgpu(dir: &std::path::Path, d: &mut Device) {
     let total = |r: Option<crate::types::DeviceRegion>| r.and_then(|r| r.total_bytes);
     match decide(&HwmonVoltages::read(dir), total(vram), total(gtt)) {
         Apu::No(_) => d.integrated = Some(false),
-        Apu::Unknown(why) => {
-            d.unknown
-                .push(Unknown::new("integrated", UnknownReason::Unsupported, why))
-        }
+        Apu::Unknown(why) => d.unknown.push(Unknown::new(
+            Field::Integrated,
+            UnknownReason::Unsupported,
+            why,
+        )),
         Apu::Yes(evidence) => {
             d.integrated = Some(true);
             let mut pool = MemoryPool::new(
@@ -43,8 +44,8 @@ pub(crate) fn amdgpu(dir: &std::path::Path, d: &mut Device) {
                 gtt.and_then(|r| r.used_bytes),
             );
             for (field, v) in [
-                ("pool.total_bytes", pool.total_bytes),
-                ("pool.used_bytes", pool.used_bytes),
+                (Field::PoolTotalBytes, pool.total_bytes),
+                (Field::PoolUsedBytes, pool.used_bytes),
             ] {
                 if v.is_none() {
                     d.unknown.push(Unknown::new(
@@ -82,7 +83,7 @@ pub(crate) fn client_sum_dedicated(d: &mut Device, total: Option<u64>, missing: 
     pool.total_bytes = total;
     if let (None, Some(why)) = (total, missing) {
         d.unknown.push(Unknown::new(
-            "pool.total_bytes",
+            Field::PoolTotalBytes,
             UnknownReason::Unsupported,
             why,
         ));

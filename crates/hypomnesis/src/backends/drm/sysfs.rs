@@ -23,7 +23,7 @@ use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, DeviceMemory as Memory, DeviceRegion, RuntimeStatus, Source, Telemetry, Unknown,
+    Device, DeviceMemory as Memory, DeviceRegion, Field, RuntimeStatus, Source, Telemetry, Unknown,
     UnknownReason, Vendor,
 };
 
@@ -195,7 +195,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         _ => None,
     };
     if f.suspended() {
-        for field in MEMORY_FIELDS.iter().chain(&["name", "telemetry"]) {
+        for field in MEMORY_FIELDS.iter().chain(&[Field::Name, Field::Telemetry]) {
             d.unknown.push(Unknown::new(
                 *field,
                 UnknownReason::Suspended,
@@ -213,7 +213,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         .filter(|n| !n.is_empty());
     if d.name.is_none() {
         d.unknown.push(Unknown::new(
-            "name",
+            Field::Name,
             UnknownReason::Unsupported,
             "sysfs has no product name",
         ));
@@ -234,9 +234,9 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
             t.utilization_percent = get(gpu).map(|v| v as f64);
             t.memory_utilization_percent = get(memory).map(|v| v as f64);
             for (field, v) in [
-                ("telemetry.utilization_percent", t.utilization_percent),
+                (Field::TelemetryUtilizationPercent, t.utilization_percent),
                 (
-                    "telemetry.memory_utilization_percent",
+                    Field::TelemetryMemoryUtilizationPercent,
                     t.memory_utilization_percent,
                 ),
             ] {
@@ -250,7 +250,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
             }
         }
         Utilization::NoCounter => d.unknown.push(Unknown::new(
-            "telemetry.utilization_percent",
+            Field::TelemetryUtilizationPercent,
             UnknownReason::Unsupported,
             format!(
                 "{} has no device-wide busy counter in sysfs; see per-process engines",
@@ -276,11 +276,12 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
     d
 }
 
-const MEMORY_FIELDS: [&str; 4] = [
-    "memory.total_bytes",
-    "memory.used_bytes",
-    "memory.free_bytes",
-    "memory.reserved_bytes",
+/// A device's memory figures, in [`Memory::new`]'s order (total, used, free, reserved).
+const MEMORY_FIELDS: [Field; 4] = [
+    Field::MemoryTotalBytes,
+    Field::MemoryUsedBytes,
+    Field::MemoryFreeBytes,
+    Field::MemoryReservedBytes,
 ];
 
 /// Device memory from the driver's sysfs files (amdgpu).
@@ -299,7 +300,7 @@ fn sysfs_memory(f: &Found, files: &SysfsMemory, d: &mut Device) {
         }
     }
     d.unknown.push(Unknown::new(
-        "memory.reserved_bytes",
+        Field::MemoryReservedBytes,
         UnknownReason::Unsupported,
         files.reserved,
     ));
@@ -372,7 +373,7 @@ fn integrated_evidence(drv: &DrmDriver, name: &str) -> String {
 }
 
 /// Marks `fields` unknown (unsupported) for one reason.
-fn unknown(d: &mut Device, fields: &[&'static str], detail: String) {
+fn unknown(d: &mut Device, fields: &[Field], detail: String) {
     for field in fields {
         d.unknown.push(Unknown::new(
             *field,
@@ -444,7 +445,7 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     let mut t = Telemetry::default();
     let Some(h) = hwmon else {
         unknown.push(Unknown::new(
-            "telemetry",
+            Field::Telemetry,
             UnknownReason::Unsupported,
             "no hwmon for this device",
         ));
@@ -464,10 +465,10 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     t.clock_memory_mhz = mhz(get("freq2_input"));
     for (field, missing) in [
         (
-            "telemetry.temperature_celsius",
+            Field::TelemetryTemperatureCelsius,
             t.temperature_celsius.is_none(),
         ),
-        ("telemetry.power_watts", t.power_watts.is_none()),
+        (Field::TelemetryPowerWatts, t.power_watts.is_none()),
     ] {
         if missing {
             unknown.push(Unknown::new(

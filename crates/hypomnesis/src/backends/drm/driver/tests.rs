@@ -13,7 +13,7 @@ use super::*;
 use crate::backends::drm::fdinfo;
 use crate::backends::drm::{DrmBackend, DrmDevices, spill, sysfs};
 use crate::system::roots::Roots;
-use crate::types::{Device, GpuProcess, UnknownReason};
+use crate::types::{Device, Field, GpuProcess, UnknownReason};
 
 const KIB: u64 = 1024;
 const GIB: u64 = 1 << 30;
@@ -321,7 +321,10 @@ fn every_driver_has_a_fixture_and_reads_as_its_entry_says() {
         let d = &r.device;
         assert_eq!(d.integrated, c.integrated, "{label}: integrated");
         assert_eq!(d.memory.total_bytes, c.total_bytes, "{label}: total");
-        let total_unknown = d.unknown.iter().find(|u| u.field == "memory.total_bytes");
+        let total_unknown = d
+            .unknown
+            .iter()
+            .find(|u| u.field == Field::MemoryTotalBytes);
         assert_eq!(
             total_unknown.is_some(),
             d.memory.total_bytes.is_none(),

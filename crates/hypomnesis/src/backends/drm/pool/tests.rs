@@ -3,7 +3,7 @@ use hmn_testbed::{FakeGpu, World};
 
 use crate::backends::drm::sysfs;
 use crate::system::roots::Roots;
-use crate::types::{Device, PoolKind, PoolSource};
+use crate::types::{Device, Field, PoolKind, PoolSource};
 
 const GIB: u64 = 1 << 30;
 
@@ -24,7 +24,7 @@ fn read(gpu: FakeGpu, edit: impl FnOnce(&std::path::Path)) -> Device {
 fn integrated_reason(d: &Device) -> Option<&str> {
     d.unknown
         .iter()
-        .find(|u| u.field == "integrated")
+        .find(|u| u.field == Field::Integrated)
         .map(|u| u.detail.as_str())
 }
 
@@ -129,7 +129,7 @@ fn an_intel_igpu_is_host_ram_and_a_discrete_card_its_clients_sum() {
     let d = read(FakeGpu::xe_dgpu("0000:03:00.0", 1, 128), |_| {});
     let p = d.pool.as_ref().unwrap();
     assert_eq!((p.kind, p.total_bytes), (PoolKind::Dedicated, None));
-    let why = d.unknown.iter().find(|u| u.field == "pool.total_bytes");
+    let why = d.unknown.iter().find(|u| u.field == Field::PoolTotalBytes);
     assert!(why.unwrap().detail.contains("physical_vram_size_bytes"));
     // With the non-mainline tile file (12 GiB, a B580).
     let xe = FakeGpu::xe_dgpu("0000:03:00.0", 1, 128)
