@@ -14,7 +14,7 @@
 //! is not read as unified memory.
 
 use crate::types::error::ParseError;
-use crate::types::{Field, MemoryPool, PoolKind, PoolSource, Unknown, UnknownReason};
+use crate::types::{Field, MemoryPool, Unknown, UnknownReason};
 
 /// One value of the dictionary, as CoreFoundation typed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,13 +176,7 @@ pub(crate) fn apple_pool(
     budget: u64,
     stats: Result<PerfStats, String>,
 ) -> (MemoryPool, Vec<Unknown>) {
-    let mut pool = MemoryPool::new(
-        PoolKind::UnifiedHost,
-        [
-            PoolSource::MetalWorkingSet,
-            PoolSource::IokitAlloc,
-            PoolSource::WorkingSetMinusAllocHostBound,
-        ],
+    let mut pool = MemoryPool::working_set(
         "MTLDevice.hasUnifiedMemory: the GPU allocates the host's RAM (Apple Silicon); used is \
          IOKit's AGXAccelerator PerformanceStatistics \"Alloc system memory\"",
     );
@@ -212,6 +206,7 @@ pub(crate) fn apple_pool(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{PoolKind, PoolSource};
 
     /// The captured dictionaries (public test fixtures, `docs/memory-model.md` cites them):
     /// (what, `ioreg` text, Alloc, In use).

@@ -218,15 +218,7 @@ mod tests {
         assert!(pool_free(&d, None).unwrap().is_err());
         // Apple: the working set left, as the probe bounded it.
         let mut mac = Device::new(0, Vendor::Other("apple".into()), Source::Metal);
-        let mut p = MemoryPool::new(
-            PoolKind::UnifiedHost,
-            [
-                PoolSource::MetalWorkingSet,
-                PoolSource::IokitAlloc,
-                PoolSource::WorkingSetMinusAllocHostBound,
-            ],
-            "hasUnifiedMemory",
-        );
+        let mut p = MemoryPool::working_set("hasUnifiedMemory");
         p.total_bytes = Some(48 * GIB);
         p.free_bytes = Some(28 * GIB);
         mac.pool = Some(p);

@@ -15,7 +15,7 @@
 //! cannot be completed is `None` with a `pool.<field>` unknown saying why.
 
 use crate::system::host::HostMemory;
-use crate::types::{Device, Field, GpuProcess, PoolSource, Unknown, UnknownReason};
+use crate::types::{Device, Field, GpuProcess, PoolSource, Unknown, UnknownReason, VramSum};
 
 /// What the processes of one query say, for the sums.
 #[derive(Debug, Clone, Copy)]
@@ -62,31 +62,31 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
                 pool.free_bytes = avail;
                 no_host(Field::PoolFreeBytes, &mut unknown);
             }
-            PoolSource::VramPlusGttHostBound => {
-                pool.free_bytes = match (region_free("vram"), region_free("gtt"), avail) {
-                    (Some(v), Some(g), Some(a)) => Some(v.saturating_add(g.min(a))),
-                    _ => None,
-                };
-                no_host(Field::PoolFreeBytes, &mut unknown);
-                if host.is_ok() && pool.free_bytes.is_none() {
-                    unknown.push(Unknown::new(
-                        Field::PoolFreeBytes,
-                        UnknownReason::Unsupported,
+            PoolSource::VramPlusGttHostBound | PoolSource::WorkingSetMinusAllocHostBound => {
+                let (free, why) = if pool.free_source == PoolSource::VramPlusGttHostBound {
+                    (
+                        region_free("vram")
+                            .zip(region_free("gtt"))
+                            .zip(avail)
+                            .map(|((v, g), a)| v.saturating_add(g.min(a))),
                         "mem_info_vram_* or mem_info_gtt_* not readable",
-                    ));
-                }
-            }
-            PoolSource::WorkingSetMinusAllocHostBound => {
-                pool.free_bytes = match (pool.total_bytes, pool.used_bytes, avail) {
-                    (Some(t), Some(u), Some(a)) => Some(t.saturating_sub(u).min(a)),
-                    _ => None,
+                    )
+                } else {
+                    (
+                        pool.total_bytes
+                            .zip(pool.used_bytes)
+                            .zip(avail)
+                            .map(|((t, u), a)| t.saturating_sub(u).min(a)),
+                        "the working set or the GPU's allocation is unknown",
+                    )
                 };
+                pool.free_bytes = free;
                 no_host(Field::PoolFreeBytes, &mut unknown);
-                if host.is_ok() && pool.free_bytes.is_none() {
+                if host.is_ok() && free.is_none() {
                     unknown.push(Unknown::new(
                         Field::PoolFreeBytes,
                         UnknownReason::Unsupported,
-                        "the working set or the GPU's allocation is unknown",
+                        why,
                     ));
                 }
             }
@@ -129,13 +129,12 @@ fn sum(
         ));
         return None;
     }
-    let figures: Vec<u64> = rows
-        .rows
-        .iter()
-        .filter(|r| r.device_index == index && !r.may_include_clients)
-        .filter_map(|r| r.pool_bytes(Some(kind)))
-        .collect();
-    if figures.is_empty() && source == PoolSource::ClientSum {
+    // The library's sum (`VramSum`): an MPS server that may hold its clients' memory is left
+    // out, a row with an unknown figure is not counted as 0.
+    let sum = VramSum::of_pools(rows.rows.iter().filter(|r| r.device_index == index), |_| {
+        Some(kind)
+    });
+    if sum.counted_rows == 0 && source == PoolSource::ClientSum {
         unknown.push(Unknown::new(
             Field::PoolUsedBytes,
             UnknownReason::Unsupported,
@@ -143,7 +142,7 @@ fn sum(
         ));
         return None;
     }
-    Some(figures.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+    Some(sum.known_bytes)
 }
 
 #[cfg(test)]
@@ -447,15 +446,7 @@ mod tests {
         );
         // Apple: min(working set − allocated, available).
         let mut mac = Device::new(0, Vendor::Other("apple".into()), Source::Metal);
-        let mut p = MemoryPool::new(
-            PoolKind::UnifiedHost,
-            [
-                PoolSource::MetalWorkingSet,
-                PoolSource::IokitAlloc,
-                PoolSource::WorkingSetMinusAllocHostBound,
-            ],
-            "hasUnifiedMemory",
-        );
+        let mut p = MemoryPool::working_set("hasUnifiedMemory");
         p.total_bytes = Some(150 * GIB);
         p.used_bytes = Some(20 * GIB);
         mac.pool = Some(p);

@@ -184,6 +184,21 @@ impl MemoryPool {
         )
     }
 
+    /// Apple Silicon's pool: the Metal working set (total), what GPU clients allocated (IOKit's
+    /// "Alloc system memory", used), the working set less that at most the available RAM
+    /// (free).
+    pub fn working_set(evidence: impl Into<String>) -> MemoryPool {
+        MemoryPool::new(
+            PoolKind::UnifiedHost,
+            [
+                PoolSource::MetalWorkingSet,
+                PoolSource::IokitAlloc,
+                PoolSource::WorkingSetMinusAllocHostBound,
+            ],
+            evidence,
+        )
+    }
+
     /// Whether completing it needs the host's memory figures.
     pub fn needs_host(&self) -> bool {
         [self.total_source, self.used_source, self.free_source]
