@@ -392,6 +392,12 @@ def timing(d):
               long_lived_over_bare=pt.get("ratio_long_lived_over_bare"), first_call_ns=pt.get("first_call_ns"))
     else:
         c.add("Probe device query timings", "FAIL" if pt else "SKIP", note=str(pt)[:300] if pt else "not run")
+    nc = load(d, "nvml_costs.json")
+    if nc:
+        c.add("NVML init + shutdown", "INFO", note="nvidia-ml-py, 10 cycles", **nc.get("init_shutdown_us", {}))
+        for name, x in nc.get("calls", {}).items():
+            c.add(f"NVML {name}", "INFO", note=x.get("error") or f"{x.get('calls')} calls",
+                  median_us=x.get("median_us"), min_us=x.get("min_us"), max_us=x.get("max_us"))
     t = load(d, "timing.json")
     if not t:
         c.add("whole-process timings", "SKIP", note="not run")

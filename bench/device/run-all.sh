@@ -160,6 +160,7 @@ s5_timing() {
     timeout 40 "$PROBE_TIMING" 2000 50 15 > "$STEP_DIR/probe_timing.json" 2> "$STEP_DIR/probe_timing.err"
     echo "probe_timing exit $?: $(head -c 400 "$STEP_DIR/probe_timing.json")"
   fi
+  timeout 30 python3 "$HERE/nvml_costs.py" "$STEP_DIR/nvml_costs.json" 200
   python3 "$HERE/timing.py" "$STEP_DIR/timing.json" "$TIMING_RUNS" 35 "$HMN"
 }
 

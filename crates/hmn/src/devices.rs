@@ -63,8 +63,8 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
     // were counted but none of which could be read; no GPU at all (no library, driver not
     // loaded, none found) stays 0.
     let complete = list.completeness();
-    for (backend, reason) in &complete.failed_backends {
-        output::note(&format!("failed to count devices: {backend}: {reason}"))?;
+    for failed in &complete.failed_backends {
+        output::note(&format!("failed to count devices: {failed}"))?;
     }
     if complete.nothing_read && !list.devices.is_empty() {
         output::note(&format!(

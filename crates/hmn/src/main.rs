@@ -2,7 +2,8 @@
 //!
 //! `main` only dispatches: it parses ([`args`]; usage errors exit 2), builds the probe options
 //! once, calls one function per subcommand and maps the result to an exit code. An error is
-//! one line on stderr (`hmn: …`, see [`output`]) and exit 2; a closed stdout (`hmn ps | head`)
+//! one line on stderr (`hmn: …`, see [`output`]; like everything hmn prints, control characters
+//! escaped) and exit 2; a closed stdout (`hmn ps | head`)
 //! ends the program quietly with exit 0.
 //!
 //! | Module | Owns |
@@ -69,7 +70,8 @@ fn main() -> ExitCode {
         }
     };
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    // Everything on stdout passes the terminal-safe writer (`output::Terminal`).
+    let mut out = io::BufWriter::new(output::Terminal::new(stdout.lock()));
     let result = dispatch(cli, &mut out).and_then(|code| {
         out.flush()?;
         Ok(code)

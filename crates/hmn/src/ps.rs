@@ -89,8 +89,8 @@ pub fn run(
     // whatever was listed from other backends; so does a listing where no device could be
     // queried.
     let complete = list.completeness((!wanted.is_empty()).then_some(wanted.as_slice()));
-    for (backend, reason) in &complete.failed_backends {
-        output::note(&format!("ps failed to count devices: {backend}: {reason}"))?;
+    for failed in &complete.failed_backends {
+        output::note(&format!("ps failed to count devices: {failed}"))?;
     }
     if complete.nothing_read {
         output::note("ps: no device could be queried, so nothing could be listed")?;
@@ -467,9 +467,7 @@ mod tests {
         let mut broken = ProcessList::default();
         broken.backends.push(hypomnesis::BackendStatus::new(
             hypomnesis::Backend::Nvml,
-            hypomnesis::BackendState::Failed {
-                reason: "mismatch".into(),
-            },
+            hypomnesis::BackendState::failed(hypomnesis::BackendCause::VersionMismatch, "mismatch"),
         ));
         let broken = broken.completeness(None);
         for (exit_status, empty, c, code) in [
@@ -578,7 +576,11 @@ mod tests {
         );
         assert_eq!(
             e(Error::NoGpu {
-                reasons: vec![("NVML".into(), "library not found".into())]
+                reasons: vec![hypomnesis::BackendProblem::new(
+                    hypomnesis::Backend::Nvml,
+                    hypomnesis::BackendCause::LibraryMissing,
+                    "library not found"
+                )]
             }),
             "ps: no GPU found (NVML: library not found)"
         );

@@ -187,8 +187,8 @@ pub fn run(
     check_conflicts(args)?;
     let devices = probe.devices();
     // A backend that is here but broken hides processes: a hard error, as upstream.
-    if let Some((backend, reason)) = devices.failed_reasons().first() {
-        bail!("watch failed to count devices: {backend}: {reason}");
+    if let Some(failed) = devices.failed_reasons().first() {
+        bail!("watch failed to count devices: {failed}");
     }
     let on = match &args.device {
         Some(sel) => Some(crate::watch_gpu::device(g, &devices, sel)?),

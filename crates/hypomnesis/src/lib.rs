@@ -225,9 +225,10 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 #[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};
 pub use types::{
-    Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess, MemoryPool,
-    MigDevice, MigMode, MigPlacement, MigState, PoolKind, PoolSource, ProcessKind, ProcessList,
-    ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry,
-    Unknown, UnknownReason, Vendor, VramSum, Warning,
+    Backend, BackendCause, BackendProblem, BackendState, BackendStatus, Completeness, Device,
+    DeviceList, DeviceMemory, DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines,
+    Field, GpuProcess, MemoryPool, MigDevice, MigMode, MigPlacement, MigState, PoolKind,
+    PoolSource, ProcessKind, ProcessList, ProcessName, ProcessRegions, ProcessUtilization,
+    RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, VramSum,
+    Warning,
 };

@@ -47,12 +47,14 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
     use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
     use hypomnesis::{
-        Backend, EngineClass, Field, MigMode, PoolKind, PoolSource, Source, UnknownReason,
+        Backend, BackendCause, EngineClass, Field, MigMode, PoolKind, PoolSource, Source,
+        UnknownReason,
     };
     closed!(
         Source,
         Field,
         Backend,
+        BackendCause,
         UnknownReason,
         MigMode,
         EngineClass,

@@ -175,6 +175,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub rescan: Option<std::time::Duration>,
 
+    /// Replace FILE if it exists (without it, an existing FILE is refused).
+    #[arg(long)]
+    pub force: bool,
+
     /// Where to write (- for stdout).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,

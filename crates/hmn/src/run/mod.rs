@@ -345,7 +345,7 @@ impl TimelineOut {
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
-        let line = serde_json::to_vec(s).map(|mut l| {
+        let line = crate::output::json_vec(s).map(|mut l| {
             l.push(b'\n');
             l
         });

@@ -23,8 +23,8 @@ use crate::system::roots::Roots;
 #[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
 use crate::types::error::Error;
 use crate::types::{
-    Backend, BackendState, BackendStatus, Device, DeviceList, Field, GpuProcess, ProcessList,
-    Source, Unknown, UnknownReason, Warning,
+    Backend, BackendCause, BackendState, BackendStatus, Device, DeviceList, Field, GpuProcess,
+    ProcessList, Source, Unknown, UnknownReason, Warning,
 };
 
 mod options;
@@ -184,9 +184,10 @@ impl Probe {
                     }
                     Err(reason) => list.backends.push(BackendStatus::new(
                         Backend::Nvml,
-                        BackendState::Failed {
-                            reason: format!("cannot count devices: {reason}"),
-                        },
+                        BackendState::failed(
+                            reason.cause(),
+                            format!("cannot count devices: {reason}"),
+                        ),
                     )),
                 }
                 None
@@ -217,9 +218,7 @@ impl Probe {
         if !self.options.use_drm {
             list.backends.push(BackendStatus::new(
                 Backend::Drm,
-                BackendState::Absent {
-                    reason: "disabled".to_string(),
-                },
+                BackendState::absent(BackendCause::Disabled, "disabled"),
             ));
             return (list, DrmDevices::default());
         }
@@ -233,9 +232,8 @@ impl Probe {
             }
         }
         let state = if found.is_empty() {
-            BackendState::Absent {
-                reason: drm_absent_reason(&self.options.roots.sys),
-            }
+            let (cause, reason) = drm_absent_reason(&self.options.roots.sys);
+            BackendState::absent(cause, reason)
         } else {
             BackendState::Active {
                 devices: u32::try_from(found.len()).unwrap_or(u32::MAX),
@@ -505,14 +503,20 @@ impl Probe {
 /// Why the DRM backend found nothing. Platform seam: DRM is Linux's; elsewhere a sysfs exists
 /// only as a copy passed through the roots, and without one the reason says so (not a path
 /// with mixed separators that was never going to exist).
-fn drm_absent_reason(sys: &std::path::Path) -> String {
+fn drm_absent_reason(sys: &std::path::Path) -> (BackendCause, String) {
     if cfg!(not(target_os = "linux")) && !sys.exists() {
-        return format!(
-            "not on this platform (DRM is Linux's /sys; {} names a copy)",
-            crate::system::roots::ENV_SYS_ROOT
+        return (
+            BackendCause::NotBuilt,
+            format!(
+                "not on this platform (DRM is Linux's /sys; {} names a copy)",
+                crate::system::roots::ENV_SYS_ROOT
+            ),
         );
     }
-    format!("no DRM GPU under {}/class/drm", sys.display())
+    (
+        BackendCause::NoDevice,
+        format!("no DRM GPU under {}/class/drm", sys.display()),
+    )
 }
 
 #[cfg(feature = "nvml")]
@@ -529,23 +533,16 @@ fn unreadable_is_error(dev: Device) -> Result<Device, Error> {
 /// NVML's state when it could not be used: absent (no library, driver not loaded, no GPU),
 /// or failed (present but broken: GPUs may exist that it cannot show).
 fn nvml_state(reason: &BackendError) -> BackendState {
-    let reason_text = reason.to_string();
     if reason.means_absent() {
-        BackendState::Absent {
-            reason: reason_text,
-        }
+        BackendState::absent(reason.cause(), reason.to_string())
     } else {
-        BackendState::Failed {
-            reason: reason_text,
-        }
+        BackendState::failed(reason.cause(), reason.to_string())
     }
 }
 
 fn smi_devices(smi: Option<&crate::backends::smi::Smi>, devices: &mut Vec<Device>) -> BackendState {
     let Some(smi) = smi else {
-        return BackendState::Absent {
-            reason: "disabled".to_string(),
-        };
+        return BackendState::absent(BackendCause::Disabled, "disabled");
     };
     match smi.devices() {
         Ok(found) => {
@@ -553,8 +550,6 @@ fn smi_devices(smi: Option<&crate::backends::smi::Smi>, devices: &mut Vec<Device
             devices.extend(found);
             BackendState::Active { devices: n }
         }
-        Err(reason) => BackendState::Absent {
-            reason: reason.to_string(),
-        },
+        Err(reason) => BackendState::absent(reason.cause(), reason.to_string()),
     }
 }

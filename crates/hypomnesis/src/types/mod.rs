@@ -33,7 +33,7 @@ mod totals;
 mod usage;
 pub(crate) mod workload;
 
-pub use backend::{Backend, BackendState, BackendStatus};
+pub use backend::{Backend, BackendCause, BackendProblem, BackendState, BackendStatus};
 pub use device::{Device, Telemetry};
 pub use field::Field;
 pub use kind::{EngineClass, EngineClasses, ProcessKind};

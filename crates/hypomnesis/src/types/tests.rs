@@ -46,13 +46,14 @@ fn contract_enums_serialise_as_before() {
     );
     let failed = BackendStatus::new(
         Backend::Nvml,
-        BackendState::Failed {
-            reason: "cannot count devices: Unknown".into(),
-        },
+        BackendState::failed(
+            crate::types::BackendCause::CallFailed,
+            "cannot count devices: Unknown",
+        ),
     );
     assert_eq!(
         json(&failed),
-        r#"{"backend":"NVML","state":"failed","reason":"cannot count devices: Unknown"}"#
+        r#"{"backend":"NVML","state":"failed","cause":"call-failed","reason":"cannot count devices: Unknown"}"#
     );
 }
 

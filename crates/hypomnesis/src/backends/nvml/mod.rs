@@ -100,6 +100,7 @@ impl NvmlBackend {
                 BackendError::LibraryUnloadable {
                     library: shown(),
                     message: err.to_string(),
+                    missing: library.is_some_and(|p| !p.exists()),
                 }
             }
             NvmlError::LibloadingError(_) => BackendError::LibraryNotFound { library: shown() },
