@@ -207,7 +207,7 @@ mod tests {
         BackendStatus::new(
             Backend::Nvml,
             BackendState::failed(
-                crate::types::BackendCause::VersionMismatch,
+                crate::types::backend::BackendCause::VersionMismatch,
                 "nvmlInit returned ERROR_LIB_RM_VERSION_MISMATCH (18)",
             ),
         )
