@@ -32,6 +32,7 @@ mod infile;
 mod outfile;
 mod output;
 mod pick;
+mod pool;
 mod ps;
 mod run;
 mod select;

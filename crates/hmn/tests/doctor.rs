@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
 
-const IDS: [&str; 13] = [
+const IDS: [&str; 14] = [
     "nvml",
     "nvidia-smi",
     "accounting",
@@ -23,6 +23,7 @@ const IDS: [&str; 13] = [
     "container",
     "memory-health",
     "unattributed",
+    "memory-pool",
 ];
 
 fn ids(v: &Value) -> Vec<&str> {

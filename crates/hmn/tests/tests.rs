@@ -36,6 +36,7 @@ mod spill;
 mod terminal;
 mod top;
 mod top_ends;
+mod unified;
 mod watch;
 
 #[test]

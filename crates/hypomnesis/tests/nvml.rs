@@ -595,7 +595,11 @@ fn the_energy_counter_is_skipped_when_not_requested() {
         .find(|u| u.field == Field::TelemetryEnergyJoules)
         .expect("the skipped counter has a reason");
     assert_eq!(why.reason, UnknownReason::NotRequested);
-    assert!(!on.unknown.iter().any(|u| u.field == Field::TelemetryEnergyJoules));
+    assert!(
+        !on.unknown
+            .iter()
+            .any(|u| u.field == Field::TelemetryEnergyJoules)
+    );
 }
 
 #[test]

@@ -155,10 +155,11 @@ pub fn host_verdict(est: &Estimate, host: &Budget) -> Option<HostVerdict> {
 
 /// Adds the host part of `est` judged against `host` ([`host_verdict`]); the verdict becomes
 /// the worse of the two. When the device itself lives in host RAM (an integrated GPU judged
-/// against `MemAvailable`), the host part gets what the device part leaves of it.
+/// against `MemAvailable`, an APU's GTT, Apple's working set:
+/// [`BudgetSource::is_host_memory`]), the host part gets what the device part leaves of it.
 pub fn judge_host(verdict: &mut Verdict, est: &Estimate, host: &Budget) {
     let shared;
-    let host = if verdict.budget_source == BudgetSource::HostAvailable {
+    let host = if verdict.budget_source.is_host_memory() {
         shared = Budget::host(host.bytes.saturating_sub(est.high_bytes));
         &shared
     } else {

@@ -15,7 +15,7 @@
 //! | [`fit`] | [`ModelSpec`], [`estimate`] components and band |
 //! | [`assume`] | [`Assumptions`]: what each estimate assumed, stated |
 //! | [`mod@judge`] | [`Verdict`] against a budget and the host, refusals, largest context / batch / `--gpu-layers` |
-//! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
+//! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`]; a device with a memory pool through `pool_budget` |
 //! | [`mod@plan`] | [`plan()`]: where an estimate is judged over devices (one, the best, llama.cpp's layer split, vLLM tensor parallel, the CPU, a given budget), the chosen device and the overall verdict |
 //! | [`pick`] | picking free devices for a command (`hmn pick`, `hmn run --gpu`): candidates, best fit, claims under device leases, the child's visibility variables |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
@@ -42,6 +42,8 @@ pub mod params;
 mod parts;
 pub mod pick;
 pub mod plan;
+// The budget of a device with a memory pool (APU, unified memory, Apple's working set).
+mod pool_budget;
 pub mod runtime;
 #[cfg(test)]
 mod test_models;

@@ -42,7 +42,8 @@ use crate::types::Source;
 use crate::types::accounting::{AccountedProcess, DeviceAccounting};
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, Field, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    Device, Field, GpuProcess, MemoryPool, PoolSource, ProcessKind, Telemetry, Unknown,
+    UnknownReason, Vendor, Warning,
 };
 
 pub(crate) use convert::{call_failure, describe, reason_of};
@@ -201,25 +202,43 @@ impl NvmlBackend {
             )),
         }
         match memory(lib, &handle) {
-            Ok(m) => {
+            Ok((m, v2_unsupported)) => {
                 if m.reserved_bytes.is_none() {
                     dev.unknown.push(Unknown::new(
                         Field::MemoryReservedBytes,
                         UnknownReason::Unsupported,
-                        "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation",
+                        if v2_unsupported {
+                            "nvmlDeviceGetMemoryInfo_v2 answered NOT_SUPPORTED: v1 figures, used includes the reservation"
+                        } else {
+                            "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation"
+                        },
                     ));
                 }
                 dev.memory = m;
             }
             Err(e) => {
+                let unified = matches!(e, NvmlError::NotSupported);
                 for field in [
                     Field::MemoryTotalBytes,
                     Field::MemoryUsedBytes,
                     Field::MemoryFreeBytes,
                     Field::MemoryReservedBytes,
                 ] {
-                    dev.unknown
-                        .push(Unknown::new(field, reason_of(&e), describe(&e)));
+                    let detail = if unified {
+                        UNIFIED_DETAIL.to_string()
+                    } else {
+                        describe(&e)
+                    };
+                    dev.unknown.push(Unknown::new(field, reason_of(&e), detail));
+                }
+                if unified {
+                    dev.integrated = Some(true);
+                    dev.pool = Some(MemoryPool::host_ram(
+                        PoolSource::ProcessSum,
+                        "NVML's memory calls (nvmlDeviceGetMemoryInfo_v2 and v1) both answered \
+                         NOT_SUPPORTED, which nvml.h documents for an integrated GPU sharing \
+                         memory with the system (CUDA 13.1 header; NVIDIA DGX Spark known issues)",
+                    ));
                 }
             }
         }
@@ -241,11 +260,15 @@ impl NvmlBackend {
         dev
     }
 
-    /// The compute and graphics processes on `device`, merged to one row per pid.
+    /// The compute and graphics processes on `device`, merged to one row per pid; with
+    /// `utilization`, each row's utilization since the previous such query (without it, the
+    /// driver's samples are left for the next query that asks: the device view sums a unified
+    /// device's processes without taking them).
     pub(crate) fn processes(
         &self,
         device: &Device,
         warnings: &mut Vec<Warning>,
+        utilization: bool,
     ) -> DeviceProcesses {
         let index = device.index;
         let handle = match self.nvml.device_by_index(index) {
@@ -334,7 +357,7 @@ impl NvmlBackend {
         for row in &mut rows {
             row.device_uuid.clone_from(&device.uuid);
         }
-        if !rows.is_empty() {
+        if !rows.is_empty() && utilization {
             let outcome = if device.mig_enabled() {
                 util::Outcome::Unknown(util::mig_unknown())
             } else {
@@ -387,7 +410,7 @@ impl NvmlBackend {
     pub(crate) fn compute_processes(&self, index: u32) -> Result<Vec<GpuProcess>, BackendError> {
         let handle = self.nvml.device_by_index(index)?;
         let lib = self.nvml.lib();
-        let total = memory(lib, &handle)?.total_bytes;
+        let total = memory(lib, &handle)?.0.total_bytes;
         let (records, _layout, _retries) =
             ffi::running_processes(lib, &handle, ProcessListKind::Compute)?;
         let mut warnings = Vec::new();
@@ -451,6 +474,11 @@ impl NvmlBackend {
         out
     }
 }
+
+/// Why an NVIDIA device whose memory calls both answer NOT_SUPPORTED has no memory figures.
+const UNIFIED_DETAIL: &str = "NVML's memory calls (nvmlDeviceGetMemoryInfo_v2 and v1) answered \
+    NOT_SUPPORTED: an integrated GPU sharing the host's RAM (nvml.h: \"the integrated GPU (iGPU) \
+    does not use a dedicated framebuffer but instead shares memory with the system\"); see pool";
 
 /// PCI bus id from `_v3` (through nvml-wrapper), else from the older calls.
 fn pci_bus_id(
