@@ -164,6 +164,7 @@ impl BackendError {
             BackendError::LibraryNotFound { .. } => BackendCause::LibraryMissing,
             #[cfg(feature = "nvml")]
             BackendError::LibraryUnloadable { missing: true, .. } => BackendCause::LibraryMissing,
+            #[cfg(feature = "nvml")]
             BackendError::LibraryUnloadable { .. } | BackendError::NotNvml { .. } => {
                 BackendCause::LibraryUnusable
             }
