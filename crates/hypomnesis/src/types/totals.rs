@@ -192,7 +192,7 @@ impl DeviceList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::backend::{Backend, BackendState, BackendStatus};
+    use crate::types::backend::{Backend, BackendCause, BackendState, BackendStatus};
     use crate::types::device::Device;
     use crate::types::kind::ProcessKind;
     use crate::types::source::{Source, Vendor};
@@ -207,7 +207,7 @@ mod tests {
         BackendStatus::new(
             Backend::Nvml,
             BackendState::failed(
-                crate::types::backend::BackendCause::VersionMismatch,
+                BackendCause::VersionMismatch,
                 "nvmlInit returned ERROR_LIB_RM_VERSION_MISMATCH (18)",
             ),
         )

@@ -1,5 +1,5 @@
-//! The raw NVML calls nvml-wrapper does not make the way we need: the only `unsafe` code in the
-//! crate.
+//! The raw NVML calls nvml-wrapper does not make the way we need (`unsafe`, as are its siblings
+//! `ffi_mig` and `facts`; ARCHITECTURE.md "Platforms" lists every file with `unsafe`).
 //!
 //! - Process lists, with the stride detected instead of assumed (nvml-wrapper reads `_v3` with a
 //!   fixed 24-byte struct and does not retry when the list grows), and with the `_v2` and
