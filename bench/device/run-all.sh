@@ -20,6 +20,7 @@
 #   4-extras  hmn doctor, new JSON fields (health, pool), hmn pick, one hmn serve scrape
 #   3-fits    bench/validate-fits.sh: hmn fits band vs a real forward pass (FITS_CONTEXTS)
 #   6-llama   only with WITH_LLAMA_CUDA=1 and LLAMA_STAGE=DIR (bench/llama_cpp_cuda.sh --stage)
+# STEPS=1,4,5 runs only those steps (by number; 0-facts always runs).
 # $OUT gets four files: summary.md, compare.json, raw.tgz (every raw output), run-all.log.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -82,6 +83,10 @@ step() {
   local name=$1 limit=$2 kind=$3 fn=$4 now left t rc note=""
   now=$(($(date +%s) - T0)); left=$((DEADLINE_S - now))
   mkdir -p "$RAW/$name"
+  if [ -n "${STEPS:-}" ] && [[ ",$STEPS," != *",${name%%-*},"* ]]; then
+    printf '%s\tskipped\t0\tnot in STEPS=%s\n' "$name" "$STEPS" >> "$WORK/steps.tsv"
+    echo "== [$now s] $name: skipped (STEPS=$STEPS)"; return
+  fi
   if ((left < 15)); then
     printf '%s\tskipped\t0\tdeadline: %s s of %s s used\n' "$name" "$now" "$DEADLINE_S" >> "$WORK/steps.tsv"
     echo "== [$now s] $name: skipped (deadline)"; return
@@ -253,9 +258,10 @@ accounting_restore() {
   echo "accounting restored to Disabled: exit $rc ${out:0:200}" | tee -a "$RAW/2-run/accounting-restore.txt"
 }
 
+STEPS=${STEPS:+0,$STEPS}
 step 0-facts 60 "" s0_facts
 step 1-gpu 100 gpu s1_gpu
-(($(date +%s) - T0 + 30 < DEADLINE_S)) && accounting_enable
+(($(date +%s) - T0 + 30 < DEADLINE_S)) && [[ -z "${STEPS:-}" || ",$STEPS," == *",2,"* ]] && accounting_enable
 step 2-run 60 run s2_run
 [ "$ACC_CHANGED" = 1 ] && accounting_restore
 step 5-timing 80 timing s5_timing
