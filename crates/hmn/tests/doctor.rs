@@ -21,9 +21,9 @@ const IDS: [&str; 14] = [
     "suspended",
     "cgroup",
     "container",
+    "memory-pool",
     "memory-health",
     "unattributed",
-    "memory-pool",
 ];
 
 fn ids(v: &Value) -> Vec<&str> {
