@@ -27,6 +27,9 @@ pub struct WeightsLayout {
     pub output_norm: u64,
     /// Everything else.
     pub other: u64,
+    /// The largest single tensor of any block (llama.cpp copies a host-resident matmul weight
+    /// into the GPU's compute buffer when it offloads the op: partial offload).
+    pub largest_block_tensor: u64,
 }
 
 /// Hard limit on a block index taken from a name (a hostile name cannot allocate more).
@@ -74,6 +77,7 @@ impl WeightsLayout {
                 if let Some(b) = l.blocks.get_mut(i) {
                     *b = b.saturating_add(bytes);
                 }
+                l.largest_block_tensor = l.largest_block_tensor.max(bytes);
             } else if name == "token_embd.weight"
                 || name.ends_with("embed_tokens.weight")
                 || name.ends_with("wte.weight")
@@ -133,6 +137,7 @@ mod tests {
             ("rope_freqs.weight", 3),
         ]);
         assert_eq!(l.blocks, vec![15, 0, 7]);
+        assert_eq!(l.largest_block_tensor, 10);
         assert_eq!(
             (l.token_embd, l.output, l.output_norm, l.other),
             (100, Some(90), 1, 3)

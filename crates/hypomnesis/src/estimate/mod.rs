@@ -7,7 +7,9 @@
 //! | [`dtype`] | element types of safetensors and GGML; [`tensor_bytes`] |
 //! | [`runtime`] | [`Runtime`] and its version family, [`KvDtype`] per runtime, [`FlashAttn`], [`Utilization`], [`ParamError`] |
 //! | [`kv`] | [`Architecture`], [`kv_cache_bytes`] per runtime, [`attention_bytes`] |
-//! | [`llama_cpp`] | llama.cpp's cells (`-c`, `-np`, `-ub`, SWA), flash attention `auto`, compute buffers |
+//! | [`llama_cpp`] | llama.cpp's cells (`-c`, `-np`, `-b`, `-ub`, SWA), flash attention `auto`, compute buffers |
+//! | [`llama_graph`] | llama.cpp's compute buffer as ggml-alloc lays it out (CPU; the CUDA split) |
+//! | [`split`] | llama.cpp `--tensor-split` and the layer assignment over GPUs |
 //! | [`offload`] | llama.cpp `-ngl`, the split across devices, CPU-only, the llama.cpp components |
 //! | [`vllm`] | vLLM's per-request KV (hybrid manager groups), tensor parallelism, `max_model_len` refusal |
 //! | [`layout`] | bytes per block / embedding / output from tensor names |
@@ -34,10 +36,12 @@ pub mod judge;
 pub mod kv;
 pub mod layout;
 pub mod llama_cpp;
+pub mod llama_graph;
 pub mod offload;
 pub mod params;
 mod parts;
 pub mod runtime;
+pub mod split;
 pub mod tracker;
 pub mod vllm;
 
@@ -65,5 +69,6 @@ pub use kv::{
     kv_cache_bytes, kv_cache_bytes_for,
 };
 pub use layout::WeightsLayout;
-pub use runtime::{FlashAttn, KvDtype, ParamError, Runtime, Utilization};
+pub use runtime::{FlashAttn, KvDtype, LlamaApi, ParamError, Runtime, Utilization};
+pub use split::TensorSplit;
 pub use tracker::{LimitExceeded, MemoryTracker};
