@@ -66,6 +66,9 @@ fn any_model_flag(a: &FitsArgs) -> bool {
         || a.swa_full
         || a.ubatch.is_some()
         || a.gpu_layers.is_some()
+        || a.llama_api.is_some()
+        || a.n_batch.is_some()
+        || a.tensor_split.is_some()
         || a.max_model_len.is_some()
         || a.gpu_memory_utilization.is_some()
         || a.tensor_parallel_size.is_some()
@@ -91,6 +94,21 @@ fn params(
     let runtime = Runtime::for_target(a.runtime, cpu);
     // The library's per-runtime defaults, each overridden by its flag.
     let mut p = FitParams::defaults(runtime, arch).cpu_only(cpu);
+    if let Some(api) = a.llama_api {
+        // Before --flash-attn: `library` turns an unset flash attention off.
+        p = p.llama_api(api);
+    }
+    if let Some(n) = a.n_batch {
+        p = p.n_batch(n);
+    }
+    if let Some(t) = a.tensor_split {
+        if !cpu && a.device != Some(DeviceSel::All) {
+            bail!(
+                "--tensor-split spreads llama.cpp's layers over several GPUs: use it with --device all"
+            );
+        }
+        p = p.tensor_split(t);
+    }
     if let Some(c) = a.context.or(a.max_model_len) {
         p = p.context(c);
     }

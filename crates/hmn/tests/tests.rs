@@ -16,6 +16,7 @@ mod drm;
 mod files;
 mod fits;
 mod fits_bounds;
+mod fits_llama;
 mod fits_runtimes;
 mod generate;
 mod jobs;

@@ -141,7 +141,10 @@ fn every_measured_configuration() {
         let printed = r.n("n_vocab") * r.n("n_seq") * 4;
         assert_eq!(out.low_bytes, Some(printed), "{id}: output buffer");
         let mib: f64 = r.s("output_mib_printed").parse().unwrap();
-        assert!((printed as f64 / f64::from(1 << 20) - mib).abs() < 0.006, "{id}");
+        assert!(
+            (printed as f64 / f64::from(1 << 20) - mib).abs() < 0.006,
+            "{id}"
+        );
         let act = part(&e, "activations");
         let (est, high) = (act.low_bytes.unwrap(), act.high_bytes.unwrap());
         let got = r.n("compute_bytes");
@@ -159,7 +162,10 @@ fn every_measured_configuration() {
     // The worst row of each model, printed on every run (`cargo test … -- --nocapture`).
     let mut overall = (0.0f64, String::new());
     for (m, (err, id, est, got)) in &worst {
-        println!("{m:20} worst {:+6.2} % ({id}: hmn {est} B, llama.cpp {got} B)", err * 100.0);
+        println!(
+            "{m:20} worst {:+6.2} % ({id}: hmn {est} B, llama.cpp {got} B)",
+            err * 100.0
+        );
         if err.abs() >= overall.0.abs() {
             overall = (*err, id.clone());
         }
@@ -188,9 +194,17 @@ fn each_family_gets_its_own_estimate() {
             rows.iter()
                 .find(|l| {
                     l.s("family") == "library"
-                        && ["model", "n_ctx_req", "n_ubatch", "n_seq", "kv_unified", "flash_attn", "type_k"]
-                            .iter()
-                            .all(|k| l.s(k) == s.s(k))
+                        && [
+                            "model",
+                            "n_ctx_req",
+                            "n_ubatch",
+                            "n_seq",
+                            "kv_unified",
+                            "flash_attn",
+                            "type_k",
+                        ]
+                        .iter()
+                        .all(|k| l.s(k) == s.s(k))
                 })
                 .map(|l| (s, l))
         })
@@ -200,7 +214,10 @@ fn each_family_gets_its_own_estimate() {
     for (s, l) in &pairs {
         let es = estimate(&model(s), params(s));
         let el = estimate(&model(l), params(l));
-        let (ks, kl) = (part(&es, "kv_cache").low_bytes, part(&el, "kv_cache").low_bytes);
+        let (ks, kl) = (
+            part(&es, "kv_cache").low_bytes,
+            part(&el, "kv_cache").low_bytes,
+        );
         // swa_full makes the library's sliding cache full-size (equal where the window
         // already covers the context).
         assert!(kl >= ks, "{}", l.s("id"));

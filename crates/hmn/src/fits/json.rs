@@ -14,7 +14,8 @@ use std::path::Path;
 use hypomnesis::Warning;
 use hypomnesis::estimate::model::OpenedModel;
 use hypomnesis::estimate::{
-    Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, kv_bytes_per_token,
+    Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, LlamaApi,
+    kv_bytes_per_token,
 };
 use serde::Serialize;
 
@@ -69,6 +70,9 @@ struct ParamsJson {
     gpu_memory_utilization: Option<String>,
     max_num_batched_tokens: Option<u64>,
     cpu_only: bool,
+    llama_api: Option<LlamaApi>,
+    n_batch: Option<u64>,
+    tensor_split: Option<Vec<f32>>,
 }
 
 /// `hmn fits --json` (schema 1).
@@ -172,6 +176,9 @@ pub(super) fn write(
                 gpu_memory_utilization: p.gpu_memory_utilization.map(|u| u.to_string()),
                 max_num_batched_tokens: p.max_num_batched_tokens,
                 cpu_only: p.cpu_only,
+                llama_api: p.llama_api,
+                n_batch: p.n_batch,
+                tensor_split: p.tensor_split.map(|t| t.proportions().to_vec()),
             }),
             estimate: est,
             devices: &o.fits,

@@ -93,7 +93,8 @@ impl Cells {
     /// multiple of the slots (`graph_reserve`, `llama-context.cpp:629, 2528-2531`).
     pub fn tokens(&self) -> u64 {
         let t = self.n_ctx.min(self.n_ubatch);
-        t.div_ceil(self.n_seq.max(1)).saturating_mul(self.n_seq.max(1))
+        t.div_ceil(self.n_seq.max(1))
+            .saturating_mul(self.n_seq.max(1))
     }
 
     /// Outputs the worst-case graph reserves, `min(T, n_outputs_max)`: the slots for

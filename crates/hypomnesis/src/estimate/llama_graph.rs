@@ -341,7 +341,11 @@ mod tests {
         let i = 4 * t + e + 4 * t + 8 * t + 8 * t + 4096 * t * 2 + 32;
         assert_eq!(p.inputs, i);
         assert_eq!(p.ffn, i + 2 * e + e + 3 * f, "Q == E here");
-        assert_eq!(p.total(), 125_841_440, "llama.cpp's own buffer for this row");
+        assert_eq!(
+            p.total(),
+            125_841_440,
+            "llama.cpp's own buffer for this row"
+        );
         assert_eq!(p.peak(), "ffn");
     }
 
@@ -353,10 +357,7 @@ mod tests {
         assert!(p.attn > p.ffn);
         let with_fa = llama(true, 1).inputs(ALIGN_CPU, true);
         // v_idxs 8·T·1024 instead of 8·T; the mask F32 instead of F16.
-        assert_eq!(
-            p.inputs - with_fa,
-            8 * 512 * 1023 + 4096 * 512 * 2
-        );
+        assert_eq!(p.inputs - with_fa, 8 * 512 * 1023 + 4096 * 512 * 2);
     }
 
     #[test]
@@ -366,6 +367,9 @@ mod tests {
         let cpu = g.cpu(ALIGN_CUDA).total();
         assert_eq!(device, cpu - 4 * 512 - 4 * 4096 * 512);
         // 2 KiB + 8 MiB + 2 KiB + 4 KiB + 4 MiB + 8 MiB (F32 mask 4096 × 512) + 32 + 8 MiB
-        assert_eq!(host, 2048 + (8 << 20) + 2048 + 4096 + (4 << 20) + (8 << 20) + 32 + (8 << 20));
+        assert_eq!(
+            host,
+            2048 + (8 << 20) + 2048 + 4096 + (4 << 20) + (8 << 20) + 32 + (8 << 20)
+        );
     }
 }

@@ -13,9 +13,9 @@ use std::ops::Range;
 
 use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
-use super::split::assign_units;
 use super::params::FitParams;
 use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
+use super::split::assign_units;
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -548,9 +548,15 @@ mod tests {
         let p = FitParams::new(4096, 1, KvDtype::F16, Runtime::LlamaCpp);
         let ts = |s: &str| p.tensor_split(TensorSplit::parse(s).unwrap());
         // Free memory says 1 : 3; --tensor-split 3,1 says the opposite.
-        assert_eq!(split_units_for(&off, &ts("3,1"), &[10, 30]), vec![0, 0, 0, 1]);
+        assert_eq!(
+            split_units_for(&off, &ts("3,1"), &[10, 30]),
+            vec![0, 0, 0, 1]
+        );
         // Zeros for these devices: free memory decides (llama.cpp's all_zero).
-        assert_eq!(split_units_for(&off, &ts("0,0,5"), &[10, 30]), vec![0, 1, 1, 1]);
+        assert_eq!(
+            split_units_for(&off, &ts("0,0,5"), &[10, 30]),
+            vec![0, 1, 1, 1]
+        );
         // Fewer values than devices: the rest are 0.
         assert_eq!(split_units_for(&off, &ts("1"), &[10, 30]), vec![0, 0, 0, 0]);
         assert_eq!(split_units_for(&off, &p, &[10, 30]), vec![0, 1, 1, 1]);

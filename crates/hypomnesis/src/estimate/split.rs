@@ -139,13 +139,30 @@ mod tests {
     fn llama_cpp_syntax() {
         let t = TensorSplit::parse("3,1").unwrap();
         assert_eq!(t.proportions(), &[3.0, 1.0]);
-        assert_eq!(TensorSplit::parse("0.6/0.4").unwrap().proportions(), &[0.6, 0.4]);
-        assert_eq!(TensorSplit::parse("1,,2").unwrap().proportions(), &[1.0, 2.0]);
+        assert_eq!(
+            TensorSplit::parse("0.6/0.4").unwrap().proportions(),
+            &[0.6, 0.4]
+        );
+        assert_eq!(
+            TensorSplit::parse("1,,2").unwrap().proportions(),
+            &[1.0, 2.0]
+        );
         assert_eq!(t.to_string(), "3,1");
         assert_eq!(t.for_devices(3), Some(vec![3.0, 1.0, 0.0]));
         assert_eq!(t.for_devices(1), Some(vec![3.0]));
         assert_eq!(TensorSplit::parse("0,0").unwrap().for_devices(2), None);
-        for bad in ["", ",", "-1,1", "inf", "nan", "3abc", "1e3", "1..2", ".", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"] {
+        for bad in [
+            "",
+            ",",
+            "-1,1",
+            "inf",
+            "nan",
+            "3abc",
+            "1e3",
+            "1..2",
+            ".",
+            "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16",
+        ] {
             let e = TensorSplit::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with("invalid tensor split"), "{bad}: {e}");
         }
