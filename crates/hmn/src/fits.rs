@@ -37,13 +37,17 @@ use crate::args::{DeviceSel, FitsArgs, GlobalArgs};
 use crate::format::sanitize;
 use model::{DeviceFit, Input, Outcome, Plan};
 
-/// Reads `SIZE|PATH`: an existing path is a model; otherwise it must be a size.
+/// Reads `SIZE|PATH|hf:ORG/REPO|URL`: an existing path is a model; then a Hub spec or an
+/// `https://` URL (headers by range requests); otherwise it must be a size.
 fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
     let path = Path::new(arg);
     if path.exists() {
         return Ok(Input::Model(Box::new(open(path)?)));
     }
     let text = arg.to_string_lossy();
+    if let Some(m) = remote(&text)? {
+        return Ok(Input::Model(Box::new(m)));
+    }
     match crate::args::parse_size(&text) {
         Ok(n) => Ok(Input::Size(n)),
         Err(e) if text.chars().next().is_some_and(|c| c.is_ascii_digit()) => bail!("{e}"),
@@ -52,6 +56,31 @@ fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
             sanitize(&text)
         ),
     }
+}
+
+/// A model on a Hub or at a URL (`HF_ENDPOINT`, `HF_TOKEN`, `HMN_HUB_TIMEOUT`); `None` for
+/// anything else.
+#[cfg(feature = "hub")]
+fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
+    use hypomnesis::estimate::hub;
+    let Some(r) = hub::Remote::parse(text)? else {
+        return Ok(None);
+    };
+    Ok(Some(hub::open(&r, &hub::HubOptions::from_env())?.model))
+}
+
+#[cfg(not(feature = "hub"))]
+fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
+    if ["hf:", "https://", "http://"]
+        .iter()
+        .any(|p| text.starts_with(p))
+    {
+        bail!(
+            "{}: this hmn was built without the `hub` feature (models from a Hub or a URL)",
+            sanitize(text)
+        );
+    }
+    Ok(None)
 }
 
 /// Whether any estimate setting was given (they need a model).

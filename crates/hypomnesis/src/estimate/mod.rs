@@ -20,6 +20,7 @@
 //! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
 //! | `gguf`, `safetensors`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits |
+//! | `hub` | the same headers from a Hugging Face Hub or an `https://` URL, by range requests (feature `hub`) |
 //!
 //! The maths is always compiled and has no dependencies; reading model files needs the
 //! `models` feature (serde_json and the `safetensors` crate).
@@ -51,6 +52,8 @@ pub mod config;
 pub mod gguf;
 #[cfg(feature = "models")]
 pub mod gguf_arch;
+#[cfg(feature = "hub")]
+pub mod hub;
 #[cfg(feature = "models")]
 pub mod model;
 #[cfg(feature = "models")]

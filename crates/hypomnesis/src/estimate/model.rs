@@ -38,7 +38,7 @@ pub struct OpenedModel {
 }
 
 /// The largest `config.json` read.
-const MAX_CONFIG: u64 = 16 << 20;
+pub(crate) const MAX_CONFIG: u64 = 16 << 20;
 
 fn config_beside(dir: &Path) -> Result<Option<(super::arch::Architecture, String)>, Error> {
     let path = dir.join("config.json");
@@ -96,7 +96,21 @@ fn kv_rows(summary: &safetensors::Summary, arch: &super::arch::Architecture) -> 
 }
 
 fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedModel, Error> {
-    let mut arch = config_beside(dir)?;
+    let arch = config_beside(dir)?;
+    Ok(assemble_safetensors(
+        summary,
+        arch,
+        &dir.display().to_string(),
+    ))
+}
+
+/// A safetensors model from its headers' `summary` and its `config.json` (`arch`, with where it
+/// came from; `None`: a weights-only estimate, warned about `place`).
+pub(crate) fn assemble_safetensors(
+    summary: safetensors::Summary,
+    mut arch: Option<(super::arch::Architecture, String)>,
+    place: &str,
+) -> OpenedModel {
     let mut warnings = summary.warnings.clone();
     match &mut arch {
         Some((a, _)) => {
@@ -104,8 +118,7 @@ fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedM
             config::infer_kv_heads(a, &rows);
         }
         None => warnings.push(format!(
-            "no config.json in {}: the architecture is unknown, so the KV cache and the compute buffers are too — a weights-only estimate",
-            dir.display()
+            "no config.json in {place}: the architecture is unknown, so the KV cache and the compute buffers are too — a weights-only estimate"
         )),
     }
     let layout =
@@ -113,18 +126,18 @@ fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedM
     let mut spec = ModelSpec::new(summary.weights_bytes, arch.as_ref().map(|(a, _)| a.clone()));
     spec.tensor_count = Some(summary.tensor_count);
     spec.layout = Some(layout);
-    Ok(OpenedModel {
+    OpenedModel {
         spec,
         format: "safetensors",
         files: summary.files,
         by_dtype: summary.by_dtype,
         arch_source: arch.map(|(_, s)| s),
         warnings,
-    })
+    }
 }
 
 /// `name-00001-of-00003.safetensors` → (`name`, 3): transformers' shard names.
-fn shard_name(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn shard_name(name: &str) -> Option<(&str, u32)> {
     let stem = name.strip_suffix(".safetensors")?;
     let (rest, total) = stem.rsplit_once("-of-")?;
     let (prefix, index) = rest.rsplit_once('-')?;
@@ -250,7 +263,7 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
 }
 
 /// `name-00001-of-00003.gguf` → (`name`, 3): llama.cpp's split files.
-fn split_gguf(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn split_gguf(name: &str) -> Option<(&str, u32)> {
     let stem = name.strip_suffix(".gguf")?;
     let (rest, total) = stem.rsplit_once("-of-")?;
     let (prefix, index) = rest.rsplit_once('-')?;
@@ -307,23 +320,35 @@ fn open_gguf(path: &Path) -> Result<OpenedModel, Error> {
         }
         None => vec![path.to_path_buf()],
     };
+    let mut budget = gguf::ReadBudget::default();
+    let mut seen = Vec::new();
+    let mut warnings = Vec::new();
+    let mut headers = Vec::new();
+    for file in &files {
+        if let Some(h) = read_gguf(file, &mut budget, &mut seen, &mut warnings)? {
+            headers.push((file.clone(), h));
+        }
+    }
+    assemble_gguf(headers, warnings)
+}
+
+/// A GGUF model from the headers of its file (or of every file of a split set, in order); the
+/// architecture from the first that has it.
+pub(crate) fn assemble_gguf(
+    headers: Vec<(PathBuf, gguf::Header)>,
+    mut warnings: Vec<String>,
+) -> Result<OpenedModel, Error> {
     let mut arch = None;
     let mut weights = 0u64;
     let mut tensors = 0u64;
     let mut by_dtype = std::collections::BTreeMap::new();
     let mut names: Vec<(String, u64)> = Vec::new();
-    let mut budget = gguf::ReadBudget::default();
-    let mut seen = Vec::new();
-    let mut warnings = Vec::new();
     let mut read = Vec::new();
-    for file in &files {
-        let Some(h) = read_gguf(file, &mut budget, &mut seen, &mut warnings)? else {
-            continue;
-        };
-        read.push(file.clone());
+    for (file, h) in headers {
         if arch.is_none() {
-            arch = config::from_gguf(&h).map_err(|e| e.at(file))?;
+            arch = config::from_gguf(&h).map_err(|e| e.at(&file))?;
         }
+        read.push(file);
         weights = weights.saturating_add(h.weights_bytes());
         tensors += h.tensors.len() as u64;
         for t in h.tensors {

@@ -131,6 +131,20 @@ impl ShardReader {
         Ok(())
     }
 
+    /// Reads the header of a file that is not on this machine (`label` names it in errors and
+    /// in [`Summary::files`]) from `r`, positioned at its start, the file being `len` bytes:
+    /// bounded as a local file is, and against the set's header budget.
+    ///
+    /// # Errors
+    /// As [`ShardReader::read`].
+    pub fn read_stream<R: Read>(&mut self, label: &Path, r: &mut R, len: u64) -> Result<(), Error> {
+        let left = self.limit.saturating_sub(self.header_bytes);
+        let (s, n) = read_open(label, r, len, left)?;
+        self.header_bytes += n;
+        self.sum.add(s);
+        Ok(())
+    }
+
     /// What was read.
     pub fn finish(self) -> Summary {
         self.sum
@@ -175,9 +189,9 @@ pub fn read_file(path: &Path) -> Result<Summary, Error> {
 
 /// Reads an open file's header when it is at most `left` bytes (what its set may still read);
 /// returns the summary and the header's length.
-fn read_open(
+fn read_open<R: Read>(
     path: &Path,
-    f: &mut std::fs::File,
+    f: &mut R,
     len: u64,
     left: u64,
 ) -> Result<(Summary, u64), Error> {
@@ -194,7 +208,7 @@ fn read_open(
             "header length {n} exceeds the format's limit of {MAX_HEADER} bytes"
         )));
     }
-    if n > len - 8 {
+    if n > len.saturating_sub(8) {
         return Err(bad(format!(
             "truncated: the header claims {n} bytes, the file has {} after the length",
             len - 8
@@ -209,7 +223,7 @@ fn read_open(
     f.read_exact(&mut json)
         .map_err(|e| Error::from_io(path, e))?;
     let (mut s, end) = parse_header(&json).map_err(|e| e.at(path))?;
-    if 8 + n + end != len {
+    if 8u64.saturating_add(n).saturating_add(end) != len {
         return Err(bad(format!(
             "the header describes {end} bytes of data, the file has {} (truncated or corrupt)",
             len - 8 - n
@@ -228,33 +242,46 @@ fn read_open(
 pub fn read_index(index: &Path) -> Result<Summary, Error> {
     let text = fsread::read_bounded(index, Cap::bytes(MAX_HEADER))?
         .ok_or_else(|| Error::parse(index, None, "index larger than 100 MB"))?;
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| Error::parse(index, None, format!("invalid JSON: {e}")))?;
-    let map = v
-        .get("weight_map")
-        .and_then(serde_json::Value::as_object)
-        .ok_or_else(|| Error::parse(index, None, "no weight_map object"))?;
-    let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
-    if shards.is_empty() || shards.len() > MAX_SHARDS {
-        return Err(Error::parse(
-            index,
-            None,
-            format!("{} shards named (expected 1 to {MAX_SHARDS})", shards.len()),
-        ));
-    }
+    let shards = index_shards(&text).map_err(|e| e.at(index))?;
     let dir = index.parent().unwrap_or(Path::new("."));
     let mut total = ShardReader::new();
     for shard in shards {
-        if shard.contains('/') || shard.contains('\\') || shard == ".." {
-            return Err(Error::parse(
-                index,
-                None,
-                format!("shard {shard:?} is not a file name in the index's directory"),
-            ));
-        }
         total.read(&dir.join(shard))?;
     }
     Ok(total.finish())
+}
+
+/// The shard file names an index's `weight_map` names, each once, sorted (pure): 1 to
+/// [`MAX_SHARDS`] plain file names in the index's directory.
+///
+/// # Errors
+/// Invalid JSON, no `weight_map`, too many or no shards, a name with a path in it.
+pub fn index_shards(text: &[u8]) -> std::result::Result<Vec<String>, ParseError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| ParseError::new(format!("invalid JSON: {e}")))?;
+    let map = v
+        .get("weight_map")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| ParseError::new("no weight_map object"))?;
+    let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
+    if shards.is_empty() || shards.len() > MAX_SHARDS {
+        return Err(ParseError::new(format!(
+            "{} shards named (expected 1 to {MAX_SHARDS})",
+            shards.len()
+        )));
+    }
+    shards
+        .into_iter()
+        .map(|shard| {
+            if shard.contains('/') || shard.contains('\\') || shard == ".." || shard.is_empty() {
+                Err(ParseError::new(format!(
+                    "shard {shard:?} is not a file name in the index's directory"
+                )))
+            } else {
+                Ok(shard.to_string())
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

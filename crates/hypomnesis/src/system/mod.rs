@@ -9,6 +9,8 @@ pub mod cgroup;
 // The I/O edge: crate-private (readers in every layer above go through it).
 pub(crate) mod fsread;
 pub mod host;
+#[cfg(feature = "hub")]
+pub mod http;
 pub mod pci_ids;
 pub mod pidns;
 pub mod process;
