@@ -16,6 +16,7 @@ mod drm;
 mod files;
 mod fits;
 mod fits_bounds;
+#[cfg(feature = "hub")]
 mod fits_hub;
 mod fits_llama;
 mod fits_runtimes;

@@ -137,7 +137,7 @@ fn r5_cpu_only_buffers_as_printed() {
     assert_eq!(get("kv_cache").low_bytes, Some(64 * MIB));
     let cpu = get("activations").low_bytes.unwrap();
     assert!(
-        cpu >= 517 * MIB / 2 + 8 * MIB && cpu < 517 * MIB / 2 + 9 * MIB,
+        (517 * MIB / 2 + 8 * MIB..517 * MIB / 2 + 9 * MIB).contains(&cpu),
         "{cpu}"
     );
     assert!(

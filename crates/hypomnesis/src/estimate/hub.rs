@@ -341,7 +341,7 @@ fn plan_file(
     if name.ends_with(".safetensors") {
         if let Some((prefix, total)) = shard_name(name).filter(|(_, t)| *t > 1) {
             let index = format!("{dir}{prefix}.safetensors.index.json");
-            if listed.is_some_and(|l| l.iter().any(|x| *x == index)) {
+            if listed.is_some_and(|l| l.contains(&index)) {
                 return fetch.index(&index, dir);
             }
             if total as usize > safetensors::MAX_SHARDS {

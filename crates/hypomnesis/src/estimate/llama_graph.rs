@@ -130,11 +130,11 @@ impl Graph {
     /// of two ≥ 64 dividing the head size; `None` without a rotation (a float cache, or a head
     /// size not a multiple of 64: `llama-kv-cache.cpp:321-325`).
     fn k_rot(&self, c: &CacheKind) -> Option<u64> {
-        if !self.quantized_kv || c.head_dim_k == 0 || c.head_dim_k % 64 != 0 {
+        if !self.quantized_kv || c.head_dim_k == 0 || !c.head_dim_k.is_multiple_of(64) {
             return None;
         }
         let mut nrot = 64u64;
-        while c.head_dim_k % (nrot * 2) == 0 {
+        while c.head_dim_k.is_multiple_of(nrot * 2) {
             nrot *= 2;
         }
         Some(4 * nrot * nrot)

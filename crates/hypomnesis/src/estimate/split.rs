@@ -114,7 +114,7 @@ pub fn assign_units(units: u64, weights: &[f32]) -> Vec<usize> {
         sum += *w;
         splits.push(sum);
     }
-    if weights.is_empty() || !(sum > 0.0) {
+    if weights.is_empty() || sum.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return vec![0; n];
     }
     for s in &mut splits {
