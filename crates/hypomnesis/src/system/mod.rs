@@ -2,7 +2,8 @@
 //! system's facts about processes — host and process memory, process identity and trees,
 //! cgroups, PID namespaces, workloads, device names from `pci.ids`.
 //!
-//! Owns [`fsread`] (the only module that opens files), [`roots::Roots`] and the per-platform
+//! Owns [`fsread`] (the only module that opens files), `http` (feature `hub`: the only one that
+//! opens network connections), [`roots::Roots`] and the per-platform
 //! readers of host and process memory. May import: `types`. Nothing here knows a GPU backend.
 
 pub mod cgroup;
