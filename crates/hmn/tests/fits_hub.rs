@@ -110,6 +110,24 @@ fn hub() -> HubServer {
             files: vec![HubFile::lfs("model.gguf", g.clone(), gn)],
         },
         HubRepo {
+            id: "org/gated-st".into(),
+            revision: "main".into(),
+            token: Some("hf_secret".into()),
+            files: vec![
+                HubFile::text("config.json", &fixture("llama-3.1-8b.json")),
+                HubFile::lfs("model.safetensors", safetensors(&[("w", 8)]).0, 8 * 2 + 64),
+            ],
+        },
+        HubRepo {
+            id: "org/mixed".into(),
+            revision: "main".into(),
+            token: None,
+            files: vec![
+                HubFile::lfs("model.safetensors", safetensors(&[("w", 8)]).0, 8 * 2 + 64),
+                HubFile::lfs("model.gguf", g.clone(), gn),
+            ],
+        },
+        HubRepo {
             id: "org/hostile".into(),
             revision: "main".into(),
             token: None,
@@ -342,6 +360,62 @@ fn gated_repositories_need_the_token() {
             .iter()
             .any(|r| r.path.starts_with("/org/gated/resolve/") && r.auth)
     );
+    // A presigned URL to a gated safetensors file (what the Hub's redirect hands out): no
+    // token needed; the `config.json` beside it answers 403 (the signature covers one file),
+    // so the estimate is the weights-only one, and the signature is shown nowhere.
+    let url = format!(
+        "{}/cdn/org/gated-st/main/model.safetensors?{}",
+        server.endpoint,
+        hmn_testbed::hub::SIGNED
+    );
+    let o = run(&bed, &server, None, &[&url, "--free", "80GiB", "--json"]);
+    // Weights only: no architecture, so the verdict is "may not fit" (exit 1), not an error.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no architecture"), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains(hmn_testbed::hub::SIGNED), "{out}");
+    let v = json(&o);
+    assert_eq!(v["input"]["weights_bytes"], 16);
+    assert!(v["input"]["architecture"].is_null(), "{v}");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/cdn/org/gated-st/main/config.json")
+    );
+    // Without the signature the file itself is refused, one line naming the URL.
+    let bare = format!(
+        "{}/cdn/org/gated-st/main/model.safetensors",
+        server.endpoint
+    );
+    let o = run(&bed, &server, None, &[&bare]);
+    refused(&o, &[bare.as_str(), "HTTP 403"]);
+}
+
+/// A repository with both formats needs a file named.
+#[test]
+fn both_formats_need_a_name() {
+    let server = hub();
+    let bed = Bed::new();
+    let o = run(&bed, &server, None, &["hf:org/mixed", "--free", "80GiB"]);
+    refused(
+        &o,
+        &[
+            "hf:org/mixed",
+            "2 .safetensors and .gguf files",
+            "model.safetensors",
+            "model.gguf",
+            "hf:org/mixed:FILE",
+        ],
+    );
+    let o = run(
+        &bed,
+        &server,
+        None,
+        &["hf:org/mixed:model.gguf", "--free", "80GiB", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json(&o)["input"]["format"], "gguf");
 }
 
 /// Offline, unknown repositories, bad specs.

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The query that signs a gated repository's CDN URL (any file of it).
+pub const SIGNED: &str = "sig=ok";
+
 /// How a file's responses break the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Misbehave {
@@ -326,8 +329,19 @@ fn serve(s: &State, stream: TcpStream) -> std::io::Result<()> {
         );
     }
     if let Some(rest) = decoded.strip_prefix("/cdn/") {
+        // A gated repository's CDN URLs are signed (as the Hub's are): a query `sig=ok` signs
+        // any one file; without it, 403.
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         for repo in &s.repos {
             if let Some(file) = rest.strip_prefix(&format!("{}/{}/", repo.id, repo.revision)) {
+                if repo.token.is_some() && query != SIGNED {
+                    return respond(
+                        &mut out,
+                        "403 Forbidden",
+                        &[],
+                        b"<Error>AccessDenied</Error>",
+                    );
+                }
                 if let Some(f) = repo.files.iter().find(|f| f.path == file) {
                     return send_file(s, &mut out, f, range.as_deref());
                 }
@@ -354,7 +368,10 @@ fn serve(s: &State, stream: TcpStream) -> std::io::Result<()> {
             return not_found(&mut out);
         };
         if f.lfs {
-            let to = format!("/cdn/{}/{}/{}", repo.id, repo.revision, f.path);
+            let mut to = format!("/cdn/{}/{}/{}", repo.id, repo.revision, f.path);
+            if repo.token.is_some() {
+                to = format!("{to}?{SIGNED}");
+            }
             return respond(&mut out, "302 Found", &[("Location", to)], b"");
         }
         return send_file(s, &mut out, f, range.as_deref());

@@ -101,9 +101,18 @@ struct FitsJson<'a> {
     notes: &'a [String],
 }
 
+/// The model argument as shown: a URL without its query (a presigned URL's signature).
+fn shown_input(arg: &OsStr) -> String {
+    let s = Path::new(arg).display().to_string();
+    if s.starts_with("https://") || s.starts_with("http://") {
+        return s.split(['?', '#']).next().unwrap_or(&s).to_string();
+    }
+    s
+}
+
 fn model_json<'a>(m: &'a OpenedModel, arg: &OsStr) -> InputJson<'a> {
     InputJson::Model {
-        path: Path::new(arg).display().to_string(),
+        path: shown_input(arg),
         format: m.format,
         files: m.files.iter().map(|p| p.display().to_string()).collect(),
         tensor_count: m.spec.tensor_count,

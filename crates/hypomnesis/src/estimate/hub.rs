@@ -17,174 +17,20 @@
 //! repository, revision or file), an unreachable server (offline), a timeout.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use super::config;
 use super::gguf;
+pub use super::hub_spec::{DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, HubOptions, Remote};
+use super::hub_spec::{encode, path_ok};
 use super::model::{
     MAX_CONFIG, OpenedModel, assemble_gguf, assemble_safetensors, shard_name, split_gguf,
 };
 use super::safetensors;
 use crate::system::http::{Client, HttpError, RemoteFile};
-use crate::types::error::{Error, ParseError};
+use crate::types::error::Error;
 
-/// The Hub a `hf:` spec names when `HF_ENDPOINT` is not set.
-pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// The longest an API listing may be.
 const MAX_LISTING: u64 = 16 << 20;
-/// Each request's time limit unless `HMN_HUB_TIMEOUT` (seconds) says otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Where and how to fetch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HubOptions {
-    /// The Hub's base URL (`HF_ENDPOINT`).
-    pub endpoint: String,
-    /// A token for gated and private repositories (`HF_TOKEN`).
-    pub token: Option<String>,
-    /// Each request's time limit, redirects and body included.
-    pub timeout: Duration,
-}
-
-impl Default for HubOptions {
-    fn default() -> Self {
-        HubOptions {
-            endpoint: DEFAULT_ENDPOINT.to_string(),
-            token: None,
-            timeout: DEFAULT_TIMEOUT,
-        }
-    }
-}
-
-impl HubOptions {
-    /// From the environment: `HF_ENDPOINT`, `HF_TOKEN` (empty values are unset) and
-    /// `HMN_HUB_TIMEOUT` (whole seconds, 1 to 3600).
-    pub fn from_env() -> HubOptions {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        HubOptions {
-            endpoint: var("HF_ENDPOINT")
-                .map(|e| e.trim().trim_end_matches('/').to_string())
-                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
-            token: var("HF_TOKEN").map(|t| t.trim().to_string()),
-            timeout: var("HMN_HUB_TIMEOUT")
-                .and_then(|t| t.trim().parse::<u64>().ok())
-                .filter(|t| (1..=3600).contains(t))
-                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
-        }
-    }
-}
-
-/// A model that is not on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Remote {
-    /// `hf:ORG/REPO[@REVISION][:FILE]`.
-    Hub {
-        /// `ORG/REPO`.
-        repo: String,
-        /// A branch, tag or commit (default `main`).
-        revision: String,
-        /// A file in the repository.
-        file: Option<String>,
-    },
-    /// `https://…` (or `http://…`) to one file.
-    Url(String),
-}
-
-fn repo_part_ok(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 96
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && !p.starts_with('.')
-        && !p.contains("..")
-}
-
-fn path_ok(p: &str, max: usize) -> bool {
-    !p.is_empty()
-        && p.len() <= max
-        && !p.starts_with('/')
-        && p.split('/').all(|s| !s.is_empty() && s != "." && s != "..")
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.+/ ".contains(&b))
-}
-
-impl Remote {
-    /// Parses `hf:ORG/REPO[@REVISION][:FILE]`, `https://…` and `http://…`; `Ok(None)` for
-    /// anything else (a local path or a size).
-    ///
-    /// # Errors
-    /// A [`ParseError`] naming the spec when it starts as one but is malformed.
-    pub fn parse(s: &str) -> Result<Option<Remote>, ParseError> {
-        let shown: String = s.chars().take(120).collect();
-        let bad = |why: &str| ParseError::new(format!("invalid model spec {shown:?}: {why}"));
-        if let Some(rest) = s.strip_prefix("hf:") {
-            let (repo_rev, file) = match rest.split_once(':') {
-                Some((a, f)) => (a, Some(f)),
-                None => (rest, None),
-            };
-            let (repo, revision) = match repo_rev.split_once('@') {
-                Some((r, v)) => (r, v),
-                None => (repo_rev, "main"),
-            };
-            let mut parts = repo.split('/');
-            let (Some(org), Some(name), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(bad("expected hf:ORG/REPO[@REVISION][:FILE]"));
-            };
-            if !repo_part_ok(org) || !repo_part_ok(name) {
-                return Err(bad("ORG and REPO are letters, digits, '-', '_' and '.'"));
-            }
-            if !path_ok(revision, 256) || revision.contains(' ') {
-                return Err(bad("the revision is a branch, tag or commit name"));
-            }
-            if let Some(f) = file {
-                if !path_ok(f, 1000) {
-                    return Err(bad("FILE is a path inside the repository"));
-                }
-            }
-            return Ok(Some(Remote::Hub {
-                repo: repo.to_string(),
-                revision: revision.to_string(),
-                file: file.map(str::to_string),
-            }));
-        }
-        if s.starts_with("https://") || s.starts_with("http://") {
-            let after = s.split_once("://").map_or("", |(_, a)| a);
-            let path = after.split(['?', '#']).next().unwrap_or("");
-            if s.len() > 2000 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(bad("not a URL"));
-            }
-            match path.split_once('/') {
-                Some((host, p)) if !host.is_empty() && !p.is_empty() && !p.ends_with('/') => {}
-                _ => return Err(bad("a URL to one model file (…/model.gguf)")),
-            }
-            return Ok(Some(Remote::Url(s.to_string())));
-        }
-        Ok(None)
-    }
-
-    /// How errors name it: the spec as given.
-    pub fn label(&self) -> String {
-        match self {
-            Remote::Hub {
-                repo,
-                revision,
-                file,
-            } => {
-                let rev = if revision == "main" {
-                    String::new()
-                } else {
-                    format!("@{revision}")
-                };
-                let f = file.as_ref().map(|f| format!(":{f}")).unwrap_or_default();
-                format!("hf:{repo}{rev}{f}")
-            }
-            Remote::Url(u) => u.split(['?', '#']).next().unwrap_or(u).to_string(),
-        }
-    }
-}
-
 /// What was read, and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -195,24 +41,14 @@ pub struct RemoteModel {
     pub bytes_fetched: u64,
 }
 
-/// Percent-encodes a path segment's reserved characters (`/` in a revision, spaces).
-fn encode(s: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) || (keep_slash && b == b'/') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// One fetch context: the client, the label errors carry, the URL of each file.
 struct Fetch<'a> {
     client: Client,
     label: String,
     url_of: Box<dyn Fn(&str) -> String + 'a>,
+    /// A URL given directly: a `config.json` beside it that cannot be read (401, 403 — a
+    /// presigned URL signs one file — or 404) is absent, not an error.
+    lenient: bool,
 }
 
 impl Fetch<'_> {
@@ -232,6 +68,7 @@ impl Fetch<'_> {
         match self.client.get(&(self.url_of)(file), cap) {
             Ok(b) => Ok(Some(b)),
             Err(HttpError::Status { code: 404 }) => Ok(None),
+            Err(HttpError::Status { code: 401 | 403 }) if self.lenient => Ok(None),
             Err(e) => Err(self.err(file, &e)),
         }
     }
@@ -241,8 +78,10 @@ impl Fetch<'_> {
             .map_err(|e| self.err(file, &e))
     }
 
+    /// How a file is shown: its URL without a query (a presigned URL's signature).
     fn at(&self, file: &str) -> PathBuf {
-        PathBuf::from((self.url_of)(file))
+        let url = (self.url_of)(file);
+        PathBuf::from(url.split(['?', '#']).next().unwrap_or(&url))
     }
 
     /// `config.json` in `dir` (`""` or `"sub/"`), when there is one.
@@ -252,7 +91,7 @@ impl Fetch<'_> {
             return Ok(None);
         };
         let a = config::from_config_json(&text).map_err(|e| e.at(self.at(&name)))?;
-        Ok(Some((a, (self.url_of)(&name))))
+        Ok(Some((a, self.at(&name).display().to_string())))
     }
 
     fn safetensors(&self, files: &[String], dir: &str) -> Result<OpenedModel, Error> {
@@ -401,6 +240,10 @@ fn pick(fetch: &Fetch<'_>, files: &[String]) -> Result<OpenedModel, Error> {
             ),
         )
     };
+    if !st.is_empty() && !gg.is_empty() {
+        let both: Vec<&String> = st.iter().chain(&gg).copied().collect();
+        return Err(several(".safetensors and .gguf", &both));
+    }
     match st.as_slice() {
         [one] => return plan_file(fetch, one, Some(files)),
         [first, ..] => {
@@ -444,6 +287,7 @@ fn listing(
         client: client.clone(),
         label: label.to_string(),
         url_of: Box::new(|_| String::new()),
+        lenient: false,
     };
     let bytes = client
         .get(&url, MAX_LISTING)
@@ -494,6 +338,7 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                 client: client.clone(),
                 label: label.clone(),
                 url_of: Box::new(move |f: &str| format!("{base}{}", encode(f, true))),
+                lenient: false,
             };
             let files = listing(&client, o, &label, repo, revision)?;
             let m = match file {
@@ -529,6 +374,7 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                         format!("{base}/{}", encode(f, true))
                     }
                 }),
+                lenient: true,
             };
             (plan_file(&fetch, name, None)?, client)
         }
@@ -538,61 +384,4 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
         model,
         bytes_fetched: client.received(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn specs() {
-        let hub = |r: &str, v: &str, f: Option<&str>| {
-            Some(Remote::Hub {
-                repo: r.into(),
-                revision: v.into(),
-                file: f.map(Into::into),
-            })
-        };
-        assert_eq!(
-            Remote::parse("hf:meta-llama/Llama-3.1-8B").unwrap(),
-            hub("meta-llama/Llama-3.1-8B", "main", None)
-        );
-        assert_eq!(
-            Remote::parse("hf:org/repo@v1.0:sub/model-Q4_K_M.gguf").unwrap(),
-            hub("org/repo", "v1.0", Some("sub/model-Q4_K_M.gguf"))
-        );
-        assert_eq!(
-            Remote::parse("hf:o/r@refs/pr/1").unwrap(),
-            hub("o/r", "refs/pr/1", None)
-        );
-        assert_eq!(Remote::parse("./model.gguf").unwrap(), None);
-        assert_eq!(Remote::parse("14GiB").unwrap(), None);
-        assert!(matches!(
-            Remote::parse("https://example.org/x/model.gguf").unwrap(),
-            Some(Remote::Url(_))
-        ));
-        for bad in [
-            "hf:",
-            "hf:repo",
-            "hf:a/b/c",
-            "hf:../x",
-            "hf:o/r@",
-            "hf:o/r:",
-            "hf:o/r:../etc/passwd",
-            "hf:o/r:/abs",
-            "hf:o/r@a b",
-            "hf:o r/x",
-            "https://",
-            "https://host/",
-            "https://host",
-            "https://host/a b",
-        ] {
-            let e = Remote::parse(bad).unwrap_err().to_string();
-            assert!(e.starts_with("invalid model spec"), "{bad}: {e}");
-        }
-        let r = Remote::parse("hf:o/r@dev:m.gguf").unwrap().unwrap();
-        assert_eq!(r.label(), "hf:o/r@dev:m.gguf");
-        assert_eq!(encode("refs/pr/1", false), "refs%2Fpr%2F1");
-        assert_eq!(encode("sub/a b.gguf", true), "sub/a%20b.gguf");
-    }
 }

@@ -54,6 +54,8 @@ pub mod gguf;
 pub mod gguf_arch;
 #[cfg(feature = "hub")]
 pub mod hub;
+#[cfg(feature = "hub")]
+mod hub_spec;
 #[cfg(feature = "models")]
 pub mod model;
 #[cfg(feature = "models")]
