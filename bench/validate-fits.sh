@@ -1,41 +1,49 @@
 #!/usr/bin/env bash
 # Compares `hmn fits` with what PyTorch really uses, on a real NVIDIA machine, for a model built
-# locally (random weights, no download): a Llama-style config saved with transformers, loaded
-# back in bf16, one forward pass over CONTEXT tokens with a KV cache. Prints the process's peak
-# device memory (torch.cuda.max_memory_reserved() + the CUDA context, read from NVML for the
-# pid) next to hmn's low/high band; paste both into docs/validation.md (goal: within ±10 %).
-# Needs: an NVIDIA GPU, python3 with torch, transformers and nvidia-ml-py, a built hmn.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-HMN=${HMN:-target/release/hmn}
-CONTEXT=${CONTEXT:-8192}
-DIR=${DIR:-$(mktemp -d)}
+# locally (random weights, no download): a Llama-style config (16 layers, GQA 32/8, hidden 4096,
+# vocabulary 128256; LAYERS to change the depth) created on the GPU in bf16 and saved with
+# transformers' save_pretrained (safetensors), then loaded back in another process and run once
+# per context in CONTEXTS (comma-separated) as hmn's generic runtime models it: batch 1, a bf16
+# KV cache, SDPA attention, only the last token's logits (`logits_to_keep=1`, as generate()).
+# The measured peak is torch.cuda.max_memory_reserved() + the CUDA context (the process's NVML
+# figure minus memory_reserved() at a quiet point); `hmn fits DIR --runtime generic --batch 1
+# --kv-dtype bf16 --context N --json` gives the band (goal: the peak within ±10 %).
+# Needs: an NVIDIA GPU, python3 with torch, transformers and nvidia-ml-py, a built hmn, ~2× the
+# model's size (LAYERS 16: 9.1 GB) free under TMPDIR. The helpers are in bench/device/
+# (fits_model.py, compare.py); bench/device/run-all.sh runs this as its step 3.
+#
+#   OUTDIR=dir CONTEXTS=8192,32768 bench/validate-fits.sh
+#
+# OUTDIR (default: a temporary directory) gets build.json, measure.json, fits-N.json and
+# checks.json (PASS/FAIL per context, as bench/device/compare.py judges it).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+HMN=${HMN:-$HERE/../target/release/hmn}
+CONTEXTS=${CONTEXTS:-${CONTEXT:-8192,32768}}
+LAYERS=${LAYERS:-16}
+OUTDIR=${OUTDIR:-$(mktemp -d)}
+MODEL=${MODEL_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/hmn-fits-model.XXXXXX")}
+mkdir -p "$OUTDIR"
+trap '[ -z "${MODEL_DIR:-}" ] && rm -rf "$MODEL"' EXIT
 
-python3 - "$DIR" "$CONTEXT" <<'PY'
-import os, sys, torch, pynvml
-from transformers import LlamaConfig, LlamaForCausalLM
-out, ctx = sys.argv[1], int(sys.argv[2])
-cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=16,
-                  num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                  max_position_embeddings=131072, torch_dtype="bfloat16")
-if not os.path.exists(os.path.join(out, "config.json")):
-    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-model = LlamaForCausalLM.from_pretrained(out, torch_dtype=torch.bfloat16).cuda().eval()
-ids = torch.randint(0, cfg.vocab_size, (1, ctx), device="cuda")
-with torch.no_grad():
-    model(ids, use_cache=True)
-torch.cuda.synchronize()
-pynvml.nvmlInit()
-h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-mine = [p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid == os.getpid()]
-print(f"torch max_memory_reserved {torch.cuda.max_memory_reserved()}")
-print(f"NVML process used (reserved + CUDA context) {mine[0] if mine else 'n/a'}")
-PY
-"$HMN" fits "$DIR" --context "$CONTEXT" --json | python3 -c '
+echo "== build: $LAYERS layers into $MODEL"
+if [ ! -f "$MODEL/config.json" ]; then
+  timeout -k 5 "${BUILD_TIMEOUT:-120}" python3 "$HERE/device/fits_model.py" build "$MODEL" "$LAYERS" \
+    > "$OUTDIR/build.json" 2> "$OUTDIR/build.err"
+  echo "build exit $?: $(cat "$OUTDIR/build.json")"
+fi
+for ctx in ${CONTEXTS//,/ }; do
+  "$HMN" fits "$MODEL" --runtime generic --batch 1 --kv-dtype bf16 --context "$ctx" --json \
+    > "$OUTDIR/fits-$ctx.json" 2> "$OUTDIR/fits-$ctx.err"
+  echo "hmn fits --context $ctx: exit $?"
+done
+echo "== measure: contexts $CONTEXTS"
+timeout -k 5 "${MEASURE_TIMEOUT:-150}" python3 "$HERE/device/fits_model.py" measure "$MODEL" "$CONTEXTS" \
+  "$OUTDIR/measure.json" > "$OUTDIR/measure.out" 2> "$OUTDIR/measure.err"
+echo "measure exit $?"
+python3 "$HERE/device/compare.py" fits "$OUTDIR"
+python3 - "$OUTDIR/checks.json" <<'PY'
 import json, sys
-v = json.load(sys.stdin)
-e = v["estimate"]
-print("hmn fits low", e["low_bytes"], "high", e["high_bytes"])
-for c in e["components"]:
-    print(" ", c["name"], c["low_bytes"], c["high_bytes"])
-'
+for c in json.load(open(sys.argv[1])):
+    print(f"{c['verdict']:4} {c['figure']}: {c['note']} {json.dumps(c['values'])}")
+PY

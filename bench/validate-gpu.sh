@@ -16,6 +16,8 @@
 #      `nvidia-smi mig -lgi` (which may need root: then only the unprivileged view is checked);
 #   4. MPS, only where an MPS daemon runs: hmn's kinds (mps, mps-server) vs pmon's types (M+C, C);
 #   5. facts the notes mark unverified: the `--query-gpu` field names, pmon's header.
+# For a judged, machine-readable run of all of this (and hmn run, hmn fits, timings) in one
+# short device lease, see bench/device/run-all.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HMN=${HMN:-target/release/hmn}

@@ -9,6 +9,7 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=fake-nvml");
+    println!("cargo:rerun-if-changed=src/nvml_conf");
     println!("cargo:rerun-if-changed=fake-smi");
     let windows = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "windows");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use hypomnesis::select::CudaView;
 use hypomnesis::{
-    BackendStatus, Device, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
+    BackendStatus, Device, Field, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
 };
 use serde::Serialize;
 
@@ -58,28 +58,24 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
         }
     }
     out.flush()?;
-    // Upstream's contract: exit 2 when GPUs may exist that nothing can show — a backend that is
-    // here but broken, or devices that were counted but none of which could be read; no GPU
-    // at all (no library, driver not loaded, none found) stays 0.
-    let failed = list.failed_reasons();
-    for (backend, reason) in &failed {
+    // Upstream's contract, the library's verdict (`DeviceList::completeness`): exit 2 when GPUs
+    // may exist that nothing can show — a backend that is here but broken, or devices that
+    // were counted but none of which could be read; no GPU at all (no library, driver not
+    // loaded, none found) stays 0.
+    let complete = list.completeness();
+    for (backend, reason) in &complete.failed_backends {
         output::note(&format!("failed to count devices: {backend}: {reason}"))?;
     }
-    let unreadable = list.devices.iter().filter(|d| d.error.is_some()).count();
-    let none_readable = unreadable > 0 && unreadable == list.devices.len();
-    if none_readable {
+    if complete.nothing_read && !list.devices.is_empty() {
         output::note(&format!(
-            "{unreadable} GPU(s) enumerated but none readable."
+            "{} GPU(s) enumerated but none readable.",
+            complete.failed_devices.len()
         ))?;
     }
-    if list.devices.is_empty() && failed.is_empty() {
+    if list.devices.is_empty() && complete.failed_backends.is_empty() {
         output::note(&output::no_gpu_line(&list.absent_reasons()))?;
     }
-    Ok(ExitCode::from(if failed.is_empty() && !none_readable {
-        0
-    } else {
-        2
-    }))
+    Ok(ExitCode::from(if complete.is_failure() { 2 } else { 0 }))
 }
 
 /// `GPU 0 [name]: free X / Y, Z reserved, driver V`.
@@ -131,7 +127,11 @@ pub fn device_line(dev: &Device) -> String {
     line.push_str(&mig_suffix(dev));
     let shown_elsewhere = dev.integrated == Some(true) || dev.is_suspended();
     if m.total_bytes.is_none() && !shown_elsewhere {
-        if let Some(u) = dev.unknown.iter().find(|u| u.field == "memory.total_bytes") {
+        if let Some(u) = dev
+            .unknown
+            .iter()
+            .find(|u| u.field == Field::MemoryTotalBytes)
+        {
             line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
         }
     }
@@ -145,7 +145,7 @@ fn mig_suffix(dev: &Device) -> String {
         return String::new();
     };
     let mut s = match (m.enabled(), m.instances.len()) {
-        (true, 0) if m.unknown.iter().any(|u| u.field == "mig.instances") => {
+        (true, 0) if m.unknown.iter().any(|u| u.field == Field::MigInstances) => {
             ", MIG on (MIG devices could not be listed)".to_string()
         }
         (true, 0) => ", MIG on, no MIG device configured".to_string(),

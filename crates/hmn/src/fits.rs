@@ -9,10 +9,10 @@
 //! settings the runtime does not have, no GPU for a SIZE, a device that cannot be read).
 //!
 //! Every rule is the library's: the per-runtime defaults and their validation
-//! (`FitParams::defaults`, `FitParams::validate`, `Runtime::for_target`), the budget and its
-//! source (`Budget::for_device_with`, `Budget::given`, `Budget::host`), the verdicts (`judge`,
-//! `judge_with_host`, `judge_estimate`, `Fit::worst`) and the layer split
-//! (`offload::estimate_split`). This module gathers the devices; `text` and `json` format.
+//! (`FitParams::defaults`, `FitParams::validate`, `Runtime::for_target`), and the plan —
+//! where the estimate is judged, each device's budget and verdict, the layer split, the chosen
+//! device and the overall verdict (`estimate::plan`). This module gathers the devices; `text`
+//! and `json` format.
 
 mod json;
 mod mig;
@@ -26,16 +26,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use hypomnesis::estimate::model::{OpenedModel, open};
-use hypomnesis::estimate::offload::estimate_split;
-use hypomnesis::estimate::{
-    Budget, Estimate, Fit, FitParams, NoBudget, Runtime, Verdict, estimate, host_verdict,
-    judge_estimate, judge_with_host,
-};
+use hypomnesis::estimate::{Estimate, Fit, FitParams, NoAnswer, Runtime, Target, estimate, plan};
 use hypomnesis::{Device, Probe, Warning};
 
 use crate::args::{DeviceSel, FitsArgs, GlobalArgs};
 use crate::format::sanitize;
-use model::{DeviceFit, Input, Outcome, Plan};
+use model::{Input, Outcome};
 
 /// Reads `SIZE|PATH|hf:ORG/REPO|URL`: an existing path is a model; then a Hub spec or an
 /// `https://` URL (headers by range requests); otherwise it must be a size.
@@ -214,8 +210,8 @@ pub fn run(
         if let (Input::Model(m), Some(p)) = (&input, params) {
             text::write_model(out, m, p, &est)?;
         }
-        if matches!(input, Input::Model(_)) || outcome.fits.len() > 1 {
-            for f in &outcome.fits {
+        if matches!(input, Input::Model(_)) || outcome.plan.fits.len() > 1 {
+            for f in &outcome.plan.fits {
                 writeln!(out, "{}", text::device_line(f, params))?;
             }
             for n in &outcome.notes {
@@ -225,7 +221,7 @@ pub fn run(
         crate::output::warnings(&outcome.warnings)?;
     }
     out.flush().context("writing to stdout")?;
-    match (outcome.fit, &outcome.error) {
+    match (outcome.plan.fit, &outcome.error) {
         (Some(fit), _) => {
             crate::output::note(&text::verdict_line(&outcome, &est))?;
             Ok(if fit == Fit::Fits {
@@ -317,7 +313,8 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
     g
 }
 
-/// Judges the estimate where the plan puts it.
+/// Judges the estimate where the library's plan puts it ([`plan()`]): this reads the host's
+/// available RAM when the plan needs it and adds what gathering the devices found.
 fn judge_all(
     probe: &Probe,
     a: &FitsArgs,
@@ -326,172 +323,51 @@ fn judge_all(
     est: &Estimate,
     g: &mut Gathered,
 ) -> anyhow::Result<Outcome> {
-    let host_available = || probe.host_memory().ok().map(|h| h.memory_available_bytes);
-    let needs_host = est.host_high_bytes.is_some();
-    let mut o = Outcome {
-        plan: Plan::Device,
-        fits: Vec::new(),
-        chosen: None,
-        fit: None,
-        host: None,
-        warnings: std::mem::take(&mut g.warnings),
-        error: g.error.take(),
-        notes: g.cpu_note.take().into_iter().collect(),
-    };
-    let verdict = |budget: &Budget, host: Option<&Budget>| match (model, params) {
-        (Some(m), Some(p)) => judge_with_host(&m.spec, p, budget, host),
-        _ => judge_estimate(est, budget),
-    };
-    if let Some(free) = a.free {
-        o.plan = Plan::Given;
-        let host = needs_host.then(host_available).flatten().map(Budget::host);
-        let v = verdict(&Budget::given(free), host.as_ref());
-        o.fits
-            .push(DeviceFit::new(None, None, Some(free), None, Ok(v)));
-        o.chosen = Some(0);
+    let target = if let Some(free) = a.free {
+        Target::Given(free)
     } else if g.cpu {
-        o.plan = Plan::Cpu;
-        let Some(avail) = host_available() else {
-            bail!("CPU-only estimate: the host's available RAM (MemAvailable) cannot be read");
-        };
-        let v = verdict(&Budget::host(avail), None);
-        let mut f = DeviceFit::new(None, Some("CPU".to_string()), Some(avail), None, Ok(v));
-        f.kind = "cpu";
-        o.fits.push(f);
-        o.chosen = Some(0);
+        Target::Cpu
     } else {
-        let host_avail = (needs_host || g.devices.iter().any(Budget::needs_host_available))
-            .then(host_available)
-            .flatten();
-        let host = needs_host.then_some(host_avail).flatten().map(Budget::host);
-        if needs_host && host.is_none() {
-            o.notes
-                .push("host RAM not judged: MemAvailable could not be read".to_string());
+        Target::Devices {
+            devices: &g.devices,
+            every: a.device == Some(DeviceSel::All),
         }
-        let runtime = params.map(|p| p.runtime).unwrap_or_default();
-        let util = params.map(|p| p.utilization()).unwrap_or_default();
-        let budget_of = |d: &Device| Budget::for_device_with(d, host_avail, runtime, util);
-        let tp = params.map_or(1, |p| p.tensor_parallel);
-        match (model, params) {
-            (Some(m), Some(p))
-                if runtime == Runtime::LlamaCpp
-                    && g.devices.len() > 1
-                    && a.device == Some(DeviceSel::All) =>
-            {
-                o.plan = Plan::SplitLayers;
-                let free: Vec<u64> = g
-                    .devices
-                    .iter()
-                    .map(|d| d.memory.free_bytes.unwrap_or(0))
-                    .collect();
-                for (d, share) in g.devices.iter().zip(estimate_split(&m.spec, &p, &free)) {
-                    let mut f = device_fit(d, budget_of(d).map(|b| judge_estimate(&share, &b)));
-                    f.share = Some(share);
-                    o.fits.push(f);
-                }
-                o.host = host.as_ref().and_then(|h| host_verdict(est, h));
-            }
-            (Some(_), Some(_)) if tp > 1 => {
-                o.plan = Plan::TensorParallel;
-                if g.devices.len() < tp as usize && o.error.is_none() {
-                    bail!(
-                        "--tensor-parallel-size {tp} needs {tp} GPUs; {} found (vLLM uses the first {tp} visible devices)",
-                        g.devices.len()
-                    );
-                }
-                for d in g.devices.iter().take(tp as usize) {
-                    o.fits
-                        .push(device_fit(d, budget_of(d).map(|b| verdict(&b, None))));
-                }
-                o.notes.push(format!("vLLM uses the first {tp} visible GPUs (set CUDA_VISIBLE_DEVICES to choose them); each rank is judged on its own"));
-            }
-            _ => {
-                if a.device == Some(DeviceSel::All) {
-                    o.plan = Plan::BestDevice;
-                    match (model, runtime) {
-                        (Some(_), Runtime::Generic) => o.notes.push(
-                            "generic: the model on one device, the one with the most headroom (transformers' device_map split is not modelled)".to_string(),
-                        ),
-                        (Some(_), Runtime::Vllm) => o.notes.push(
-                            "vLLM at tensor parallel 1 runs on the first visible GPU: the verdict is for the one with the most headroom (choose it with CUDA_VISIBLE_DEVICES)".to_string(),
-                        ),
-                        _ => {}
-                    }
-                }
-                for d in &g.devices {
-                    o.fits.push(device_fit(
-                        d,
-                        budget_of(d).map(|b| verdict(&b, host.as_ref())),
-                    ));
-                }
-                o.chosen = best(&o.fits);
-            }
-        }
-    }
-    o.fit = match o.plan {
-        Plan::SplitLayers | Plan::TensorParallel => o
-            .fits
-            .iter()
-            .map(|f| f.verdict.as_ref().map(|v| v.fit))
-            .collect::<Option<Vec<Fit>>>()
-            .and_then(|v| v.into_iter().reduce(Fit::worst))
-            .map(|f| o.host.as_ref().map_or(f, |h| f.worst(h.fit))),
-        _ => o
-            .chosen
-            .and_then(|c| o.fits.get(c)?.verdict.as_ref().map(|v| v.fit)),
     };
-    let util = params.map(|p| p.utilization()).unwrap_or_default();
-    for f in &mut o.fits {
-        f.util = util;
+    let host_available = target
+        .needs_host_available(est)
+        .then(|| probe.host_memory().ok().map(|h| h.memory_available_bytes))
+        .flatten();
+    let model = model.zip(params).map(|(m, p)| (&m.spec, p));
+    let plan = plan(target, model, est, host_available);
+    match &plan.error {
+        Some(e @ NoAnswer::HostUnknown) => bail!("{e}"),
+        // Without a reason for having no devices (no GPU, a selector that names none).
+        Some(NoAnswer::TooFewDevices { needed, found }) if g.error.is_none() => bail!(
+            "--tensor-parallel-size {needed} needs {needed} GPUs; {found} found (vLLM uses the first {needed} visible devices)"
+        ),
+        _ => {}
     }
-    if o.host.is_none() {
-        o.host = o
-            .chosen
-            .and_then(|c| o.fits.get(c)?.verdict.as_ref()?.host.clone());
-    }
-    if o.fit.is_none() && o.error.is_none() {
-        o.error = match o.fits.as_slice() {
-            [one] => one.error.clone(),
-            _ => Some(
-                o.fits
-                    .iter()
-                    .find_map(|f| f.error.clone())
-                    .unwrap_or_else(|| "no device reported its free memory".to_string()),
-            ),
-        };
-    }
-    Ok(o)
-}
-
-fn device_fit(d: &Device, judged: Result<Verdict, NoBudget>) -> DeviceFit {
-    let mut f = DeviceFit::new(
-        Some(d.index),
-        d.name.clone(),
-        d.memory.free_bytes,
-        d.memory.total_bytes,
-        judged,
-    );
-    f.mig_uuid = d.uuid.clone().filter(|u| u.starts_with("MIG-"));
-    f
-}
-
-/// The device with a verdict and the most headroom (fits before the rest).
-fn best(fits: &[DeviceFit]) -> Option<usize> {
-    fits.iter()
-        .enumerate()
-        .filter(|(_, f)| f.verdict.is_some())
-        .max_by_key(|(_, f)| {
-            f.verdict
-                .as_ref()
-                .map(|v| (std::cmp::Reverse(v.fit), v.headroom_bytes))
-        })
-        .map(|(i, _)| i)
+    let error = g
+        .error
+        .take()
+        .or_else(|| plan.error.as_ref().map(ToString::to_string));
+    let notes = g
+        .cpu_note
+        .take()
+        .into_iter()
+        .chain(plan.notes.clone())
+        .collect();
+    Ok(Outcome {
+        plan,
+        warnings: std::mem::take(&mut g.warnings),
+        error,
+        notes,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hypomnesis::estimate::Runtime;
 
     #[test]
     fn a_size_or_a_path() {
@@ -509,43 +385,5 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = resolve(dir.path().as_os_str()).err().unwrap().to_string();
         assert!(e.contains("no .safetensors or .gguf"), "{e}");
-    }
-
-    #[test]
-    fn a_device_without_a_budget_has_no_verdict_and_says_why() {
-        let d = Device::new(2, hypomnesis::Vendor::Intel, hypomnesis::Source::Sysfs);
-        let f = device_fit(
-            &d,
-            Budget::for_device(&d, None, Runtime::Generic)
-                .map(|b| judge_estimate(&Estimate::requested(1), &b)),
-        );
-        assert!(f.verdict.is_none() && f.budget_source.is_none());
-        assert_eq!(
-            f.error.as_deref(),
-            Some("device 2 does not report its free memory: not reported")
-        );
-        assert_eq!(
-            text::device_line(&f, None),
-            "GPU 2: no verdict (device 2 does not report its free memory: not reported)"
-        );
-    }
-
-    #[test]
-    fn the_best_device_fits_before_it_has_headroom() {
-        let fit = |free: u64, need: u64| {
-            DeviceFit::new(
-                Some(0),
-                None,
-                Some(free),
-                None,
-                Ok(judge_estimate(
-                    &Estimate::requested(need),
-                    &Budget::given(free),
-                )),
-            )
-        };
-        let fits = [fit(10, 20), fit(30, 20), fit(100, 20)];
-        assert_eq!(best(&fits), Some(2));
-        assert_eq!(best(&[fit(10, 20), fit(5, 20)]), Some(0));
     }
 }

@@ -294,7 +294,7 @@ impl Write for Sink {
 ///
 /// # Errors
 /// The file is missing, a link or not a regular file, or the write fails.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub fn write_kernel_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -451,6 +451,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn kernel_files_are_written_in_place_only() {
         let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
-use hypomnesis::{Error, GpuProcess, Probe, ProcessList, Warning};
+use hypomnesis::{Device, Error, Field, GpuProcess, Probe, ProcessList, VramSum, Warning};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, PsArgs, SortKey};
@@ -82,42 +82,35 @@ pub fn run(
     if let Some(note) = who::namespace_note(&rows) {
         output::note(&format!("ps: {note}"))?;
     }
-    // A backend that is here but broken (an NVML that cannot start or count) may hide GPU
-    // processes: exit 2, as upstream, whatever was listed from other backends.
-    let failed = list.failed_reasons();
-    for (backend, reason) in &failed {
+    // The library's verdict (`ProcessList::completeness`): a backend that is here but broken
+    // (an NVML that cannot start or count) may hide GPU processes — exit 2, as upstream,
+    // whatever was listed from other backends; so does a listing where no device could be
+    // queried.
+    let complete = list.completeness((!wanted.is_empty()).then_some(wanted.as_slice()));
+    for (backend, reason) in &complete.failed_backends {
         output::note(&format!("ps failed to count devices: {backend}: {reason}"))?;
     }
-    let nothing_queried = nothing_could_be_queried(&list, &wanted, !failed.is_empty());
-    if nothing_queried {
+    if complete.nothing_read {
         output::note("ps: no device could be queried, so nothing could be listed")?;
-    } else if list.devices.is_empty() && failed.is_empty() {
+    } else if list.devices.is_empty() && complete.failed_backends.is_empty() {
         output::note(&output::no_gpu_line(&list.absent_reasons()))?;
     }
+    Ok(ExitCode::from(exit_code(
+        args.exit_status,
+        rows.is_empty(),
+        &complete,
+    )))
+}
 
-    let undetermined = list.hidden_processes > 0 || relevant_failures(&list, &wanted);
-    let code = match (args.exit_status, rows.is_empty(), undetermined) {
-        _ if nothing_queried || !failed.is_empty() => 2,
+/// `ps`'s exit status: 2 when the listing failed; with `--exit-status`, 1 when no process was
+/// found and none can have been missed, 2 when some may have been (hidden, a failed device).
+fn exit_code(exit_status: bool, empty: bool, c: &hypomnesis::Completeness) -> u8 {
+    match (exit_status, empty, c.may_miss_processes()) {
+        _ if c.is_failure() => 2,
         (false, _, _) | (true, false, _) => 0,
         (true, true, false) => 1,
         (true, true, true) => 2,
-    };
-    Ok(ExitCode::from(code))
-}
-
-/// Whether every device `ps` tried failed (or a broken backend left none to try): nothing was
-/// listed, and that says nothing about what runs on the GPUs.
-fn nothing_could_be_queried(list: &ProcessList, wanted: &[u32], backend_failed: bool) -> bool {
-    let tried: Vec<u32> = list
-        .devices
-        .iter()
-        .map(|d| d.index)
-        .filter(|i| wanted.is_empty() || wanted.contains(i))
-        .collect();
-    if tried.is_empty() {
-        return backend_failed;
     }
-    tried.iter().all(|i| list.failed_devices.contains(i))
 }
 
 /// A `--device` that cannot be listed, in `ps`'s words: the library decides which case it is.
@@ -132,13 +125,6 @@ fn device_error(e: Error) -> anyhow::Error {
         }
         other => anyhow::anyhow!("ps: {other}"),
     }
-}
-
-/// Whether a failed device could have held rows this query would show.
-fn relevant_failures(list: &ProcessList, wanted: &[u32]) -> bool {
-    list.failed_devices
-        .iter()
-        .any(|d| wanted.is_empty() || wanted.contains(d))
 }
 
 fn keep(p: &GpuProcess, a: &PsArgs, selected: &[Selected]) -> bool {
@@ -225,7 +211,7 @@ pub fn util_cell(p: &GpuProcess) -> String {
         }
         return cell;
     }
-    if p.unknown.iter().any(|u| u.field == "utilization") {
+    if p.unknown.iter().any(|u| u.field == Field::Utilization) {
         return "?".to_string();
     }
     p.engines
@@ -240,11 +226,15 @@ pub fn util_cell(p: &GpuProcess) -> String {
 /// The MIG cell: `1g.10gb GI 11 CI 0`-style, from the row's MIG device (`-` outside MIG);
 /// also for `hmn top`.
 pub fn mig_cell(p: &GpuProcess, list: &ProcessList) -> String {
+    mig_cell_of(p, &list.devices)
+}
+
+/// As [`mig_cell`], with the devices given (`hmn top`'s snapshot).
+pub fn mig_cell_of(p: &GpuProcess, devices: &[Device]) -> String {
     let Some(m) = p.mig_index else {
         return "-".to_string();
     };
-    let profile = list
-        .devices
+    let profile = devices
         .iter()
         .find(|d| d.index == p.device_index)
         .and_then(|d| d.mig_instance(m))
@@ -342,19 +332,15 @@ fn totals_line(rows: &[&GpuProcess], hidden: u32) -> String {
     let mut line = format!("{n} GPU process{} found", if n == 1 { "" } else { "es" });
     let mut parts = Vec::new();
     if n > 0 {
-        // An MPS server that may hold its clients' memory is not added again.
-        let total: u64 = rows
-            .iter()
-            .filter(|p| !p.may_include_clients)
-            .filter_map(|p| p.used_bytes)
-            .sum();
-        parts.push(format!("{} total", bytes(total)));
-        if rows.iter().any(|p| p.may_include_clients) {
+        // The library's sum: an MPS server that may hold its clients' memory is not added
+        // again; a row with unknown usage is counted apart (the total is then a lower bound).
+        let sum = VramSum::of(rows.iter().copied());
+        parts.push(format!("{} total", bytes(sum.known_bytes)));
+        if sum.mps_servers_left_out > 0 {
             parts.push("the MPS server's figure left out: it may include its clients'".into());
         }
-        let unknown = rows.iter().filter(|p| p.used_bytes.is_none()).count();
-        if unknown > 0 {
-            parts.push(format!("{unknown} with unknown usage"));
+        if sum.unknown_rows > 0 {
+            parts.push(format!("{} with unknown usage", sum.unknown_rows));
         }
     }
     if hidden > 0 {
@@ -386,12 +372,58 @@ mod tests {
     }
 
     #[test]
+    fn the_totals_leave_an_mps_server_out() {
+        let mut server = GpuProcessBuilder::new(1, 0)
+            .used_bytes(Some(3 << 30))
+            .build();
+        server.may_include_clients = true;
+        let client = GpuProcessBuilder::new(2, 0)
+            .used_bytes(Some(1 << 30))
+            .build();
+        assert_eq!(
+            totals_line(&[&server, &client], 0),
+            "2 GPU processes found (1 GiB total; the MPS server's figure left out: it may include its clients')"
+        );
+    }
+
+    #[test]
+    fn exit_codes_follow_the_librarys_completeness() {
+        let complete = ProcessList::default().completeness(None);
+        let mut hidden = ProcessList::default();
+        hidden.hidden_processes = 1;
+        let hidden = hidden.completeness(None);
+        let mut broken = ProcessList::default();
+        broken.backends.push(hypomnesis::BackendStatus::new(
+            hypomnesis::Backend::Nvml,
+            hypomnesis::BackendState::Failed {
+                reason: "mismatch".into(),
+            },
+        ));
+        let broken = broken.completeness(None);
+        for (exit_status, empty, c, code) in [
+            (false, true, &complete, 0),
+            (false, true, &hidden, 0),
+            (true, false, &hidden, 0),
+            (true, true, &complete, 1),
+            (true, true, &hidden, 2),
+            (false, false, &broken, 2),
+            (true, false, &broken, 2),
+        ] {
+            assert_eq!(
+                exit_code(exit_status, empty, c),
+                code,
+                "{exit_status} {empty} {c:?}"
+            );
+        }
+    }
+
+    #[test]
     fn util_cells_say_unknown_and_never_zero_for_it() {
         use hypomnesis::{ProcessUtilization, Unknown, UnknownReason};
         let mut p = GpuProcessBuilder::new(1, 0).build();
         assert_eq!(util_cell(&p), "-", "no figure at all");
         p.unknown.push(Unknown::new(
-            "utilization",
+            Field::Utilization,
             UnknownReason::Unsupported,
             "MIG",
         ));

@@ -65,7 +65,7 @@ mod tests {
     fn cells_and_note() {
         let hidden = GpuProcessBuilder::new(48213, 0)
             .unknown(Unknown::new(
-                "name",
+                hypomnesis::Field::Name,
                 UnknownReason::OtherPidNamespace,
                 "not visible",
             ))

@@ -135,6 +135,35 @@ fn text_views() {
     assert_eq!(err, "hmn: 4 GPU processes found (6.4 GiB total)\n");
 }
 
+/// A discrete xe card on a mainline kernel (no VRAM size in sysfs) and on a non-mainline one
+/// (`tile0/physical_vram_size_bytes`): the device line shows the size where it exists and says
+/// why not where it does not.
+#[test]
+fn xe_vram_size_on_both_kernels() {
+    let line = |gpu: FakeGpu| {
+        let w = Bed::new();
+        w.gpu(gpu);
+        let o = w.run(&[]);
+        let out = String::from_utf8(o.stdout).unwrap();
+        out.lines().next().unwrap().to_string()
+    };
+    let mainline = line(FakeGpu::xe_dgpu("0000:03:00.0", 1, 128));
+    assert_eq!(
+        mainline,
+        "GPU 0 [Intel 8086:e20b]: free ? / ?, driver xe 6.18.44 — memory not reported: xe \
+         exposes no VRAM size in sysfs (mainline xe only through its memory-region query ioctl; \
+         tile*/physical_vram_size_bytes exists only in non-mainline builds)"
+    );
+    let other = line(
+        FakeGpu::xe_dgpu("0000:03:00.0", 1, 128)
+            .file("tile0/physical_vram_size_bytes", "12884901888"),
+    );
+    assert_eq!(
+        other,
+        "GPU 0 [Intel 8086:e20b]: free ? / 12 GiB, driver xe 6.18.44"
+    );
+}
+
 #[test]
 fn ps_sorts_by_upstreams_keys() {
     let w = world();

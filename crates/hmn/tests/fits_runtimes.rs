@@ -209,15 +209,10 @@ fn partial_offload_judges_vram_and_host_ram() {
     assert!(stdout(&o).contains("total host RAM"), "{}", stdout(&o));
 }
 
-/// Deliver 2: `--device all` uses the runtime's split — llama.cpp spreads the layers over every
-/// GPU in proportion to free memory (the output layer on the last); vLLM tensor parallel puts
-/// one rank on each of the first N GPUs.
-#[test]
-fn the_split_each_runtime_would_use() {
-    let fake = FakeNvml::new()
-        .device(FakeDevice::h100(0).memory_used(&[40 * GIB]))
-        .device(FakeDevice::h100(1));
-    let bed = Bed::with_nvml(&fake);
+/// `hmn fits` of the Llama GGUF for llama.cpp over every device of `fake`, as JSON: the bed
+/// (for more runs) and the output.
+fn layer_split(fake: &FakeNvml) -> (Bed, std::process::Output) {
+    let bed = Bed::with_nvml(fake);
     let path = llama_gguf(bed.dir.path());
     let o = bed.run(&[
         "fits",
@@ -228,6 +223,19 @@ fn the_split_each_runtime_would_use() {
         "all",
         "--json",
     ]);
+    (bed, o)
+}
+
+/// Deliver 2: `--device all` uses the runtime's split — llama.cpp spreads the layers over every
+/// GPU in proportion to free memory (the output layer on the last); vLLM tensor parallel puts
+/// one rank on each of the first N GPUs.
+#[test]
+fn the_split_each_runtime_would_use() {
+    let (bed, o) = layer_split(
+        &FakeNvml::new()
+            .device(FakeDevice::h100(0).memory_used(&[40 * GIB]))
+            .device(FakeDevice::h100(1)),
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
     assert_eq!(v["plan"], "split_layers");
@@ -278,6 +286,51 @@ fn the_split_each_runtime_would_use() {
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("needs 4 GPUs; 2 found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Issue 21 (unknown is never 0): a device whose free memory cannot be read leaves llama.cpp's
+/// layer split unknown — the other device is not judged as if it held every layer.
+#[test]
+fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
+    let (_bed, o) = layer_split(
+        &FakeNvml::new().device(FakeDevice::h100(0)).device(
+            FakeDevice::h100(1)
+                .error("nvmlDeviceGetMemoryInfo_v2", 3)
+                .error("nvmlDeviceGetMemoryInfo", 3),
+        ),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["plan"], "split_layers");
+    assert_eq!(v["devices"][1]["free_bytes"], Value::Null);
+    for d in 0..2 {
+        assert_eq!(
+            v["devices"][d]["verdict"],
+            Value::Null,
+            "{}",
+            v["devices"][d]
+        );
+        assert_eq!(v["devices"][d]["share"], Value::Null, "{}", v["devices"][d]);
+    }
+    assert_eq!(
+        v["devices"][0]["error"],
+        "its share of the layer split is unknown: device 1 does not report its free memory"
+    );
+    assert!(
+        v["devices"][1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("device 1 does not report its free memory"),
+        "{}",
+        v["devices"][1]
+    );
+    assert_eq!(v["fit"], Value::Null);
+    assert_eq!(v["error"], v["devices"][0]["error"]);
+    assert!(
+        stderr(&o).contains("its share of the layer split is unknown"),
         "{}",
         stderr(&o)
     );

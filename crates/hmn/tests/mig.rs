@@ -314,12 +314,23 @@ fn record_and_top_name_each_rows_mig_device() {
     let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let rows = line["processes"].as_array().unwrap();
     assert_eq!(rows.len(), 3, "{line}");
+    // Each row names its MIG device and instance (`1c.3g.40gb GI 1 CI 0` on the screen): the
+    // device index and ids on the row, the profile on the GPU's MIG device.
+    let mig0 = &line["devices"][0]["mig"]["instances"][0];
+    assert_eq!(
+        (&mig0["index"], &mig0["profile"]),
+        (&0.into(), &"1c.3g.40gb".into())
+    );
     for r in rows {
         assert_eq!(r["mig_index"], 0, "{r}");
-        assert_eq!(r["mig"], "1c.3g.40gb GI 1 CI 0", "{r}");
+        assert_eq!(
+            (&r["gpu_instance_id"], &r["compute_instance_id"]),
+            (&1.into(), &0.into())
+        );
         assert!(
-            r.get("engines").is_none(),
+            r.get("engines").is_none() && r.get("utilization").is_none(),
             "no utilization under MIG, never 0%: {r}"
         );
+        assert_eq!(r["unknown"][0]["field"], "utilization", "{r}");
     }
 }

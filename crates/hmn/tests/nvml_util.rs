@@ -95,9 +95,14 @@ fn record_carries_nvml_sm_encoder_and_decoder_use() {
     let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let row = &line["processes"][0];
     assert_eq!(row["pid"], 4242, "{line}");
+    let u = &row["utilization"];
     assert_eq!(
-        row["engines"],
-        serde_json::json!({"sm": 37.0, "encoder": 5.0, "decoder": 0.0}),
+        (
+            &u["sm_percent"],
+            &u["encoder_percent"],
+            &u["decoder_percent"]
+        ),
+        (&37.into(), &5.into(), &0.into()),
         "{row}"
     );
 }

@@ -11,6 +11,7 @@ mod bounds;
 mod cli;
 mod containers;
 mod deploy;
+mod device;
 mod doctor;
 mod drm;
 mod files;

@@ -66,7 +66,7 @@ fn record_writes_one_snapshot_per_line_and_leaves_no_temporary() {
     assert!((2..=6).contains(&snaps.len()), "{}", snaps.len());
     for s in &snaps {
         assert_eq!(s["format"], "hmn-top");
-        assert_eq!(s["version"], 1);
+        assert_eq!(s["version"], 2);
         assert_eq!(s["interval_ms"], 200);
         assert_eq!(s["devices"][0]["name"], "NVIDIA H100 80GB HBM3");
         assert_eq!(s["devices"][0]["memory"]["used_bytes"], 20u64 << 30);
@@ -79,7 +79,7 @@ fn record_writes_one_snapshot_per_line_and_leaves_no_temporary() {
             (p["pid"].as_u64(), p["ppid"].as_u64()),
             (Some(4242), Some(4200))
         );
-        assert_eq!(p["vram_bytes"], 12u64 << 30);
+        assert_eq!(p["used_bytes"], 12u64 << 30);
         assert_eq!(p["rss_bytes"], 524_288u64 * 4096);
         assert_eq!(p["cmdline"], "python3 train.py");
         assert_eq!(s["ancestors"][0]["name"], "bash");

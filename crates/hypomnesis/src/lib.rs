@@ -223,8 +223,9 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 #[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};
 pub use types::{
-    Backend, BackendState, BackendStatus, Device, DeviceList, DeviceMemory, DeviceRegion,
-    EngineClass, EngineClasses, EngineUsage, Engines, GpuProcess, MigDevice, MigMode, MigPlacement,
-    MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions, ProcessUtilization,
-    RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
+    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess, MigDevice,
+    MigMode, MigPlacement, MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions,
+    ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
+    Vendor, VramSum, Warning,
 };

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hmn_testbed::{FakeGpu, FakeNvml, FakeProc, FakeProcess};
 use hypomnesis::{
-    BackendState, GpuProcess, ProcessKind, RuntimeStatus, Source, UnknownReason, Vendor,
+    BackendState, Field, GpuProcess, ProcessKind, RuntimeStatus, Source, UnknownReason, Vendor,
 };
 
 use crate::util::Bed;
@@ -146,7 +146,7 @@ fn intel_integrated_and_discrete() {
     let why = devs[0]
         .unknown
         .iter()
-        .find(|u| u.field == "memory.total_bytes")
+        .find(|u| u.field == Field::MemoryTotalBytes)
         .unwrap();
     assert!(why.detail.contains("shared system memory"), "{why:?}");
     assert_eq!(devs[1].integrated, Some(false));
@@ -172,6 +172,48 @@ fn intel_integrated_and_discrete() {
     let lunar = row(&rows, 30);
     assert_eq!(lunar.used_bytes, None, "no memory keys: unknown, not 0");
     assert_eq!(lunar.unknown[0].reason, UnknownReason::Unsupported);
+}
+
+/// The VRAM size of a discrete xe card: unknown on a mainline kernel (with the reason), the sum
+/// of `tile*/physical_vram_size_bytes` where a non-mainline kernel has them; used and free stay
+/// unknown either way (sysfs has no used figure).
+#[test]
+fn xe_vram_size_where_the_kernel_has_one() {
+    let device = |gpu: FakeGpu| {
+        let w = Bed::new();
+        w.gpu(gpu);
+        w.probe().devices().devices.remove(0)
+    };
+    let mainline = device(FakeGpu::xe_dgpu("0000:03:00.0", 1, 128));
+    assert_eq!(mainline.memory.total_bytes, None);
+    let why = |d: &hypomnesis::Device, field: Field| {
+        d.unknown
+            .iter()
+            .find(|u| u.field == field)
+            .map(|u| u.detail.clone())
+            .unwrap_or_else(|| panic!("no unknown {field}: {:?}", d.unknown))
+    };
+    let total = why(&mainline, Field::MemoryTotalBytes);
+    assert!(
+        total.starts_with("xe exposes no VRAM size in sysfs"),
+        "{total}"
+    );
+    assert!(total.contains("non-mainline"), "{total}");
+    let two_tiles = device(
+        FakeGpu::xe_dgpu("0000:03:00.0", 1, 128)
+            .file("tile0/physical_vram_size_bytes", "8589934592")
+            .file("tile1/physical_vram_size_bytes", "8589934592"),
+    );
+    assert_eq!(two_tiles.memory.total_bytes, Some(16 << 30));
+    assert_eq!(two_tiles.memory.used_bytes, None);
+    assert_eq!(two_tiles.memory.free_bytes, None);
+    assert!(why(&two_tiles, Field::MemoryUsedBytes).contains("no device-wide VRAM use"));
+    assert!(
+        two_tiles
+            .unknown
+            .iter()
+            .all(|u| u.field != Field::MemoryTotalBytes)
+    );
 }
 
 #[test]
@@ -460,7 +502,7 @@ fn nvidia_without_nvml_is_listed_with_the_reason() {
     let why = devs[0]
         .unknown
         .iter()
-        .find(|u| u.field == "memory.total_bytes")
+        .find(|u| u.field == Field::MemoryTotalBytes)
         .unwrap();
     assert!(why.detail.contains("NVML"), "{why:?}");
 }
@@ -522,7 +564,11 @@ fn hostile_fdinfo_files_give_bounded_unknowns() {
         let r = row(&list.processes, pid);
         assert_eq!(r.used_bytes, None, "pid {pid}");
         assert!(r.regions.is_none(), "pid {pid}");
-        let u = r.unknown.iter().find(|u| u.field == "used_bytes").unwrap();
+        let u = r
+            .unknown
+            .iter()
+            .find(|u| u.field == Field::UsedBytes)
+            .unwrap();
         assert_eq!(u.reason, reason, "pid {pid}: {u:?}");
         assert!(u.detail.contains(words), "pid {pid}: {u:?}");
         assert!(u.detail.contains(&format!("{pid}/fdinfo/5")), "{u:?}");
@@ -575,8 +621,18 @@ fn drm_names_from_the_systems_databases() {
             None,                          // not in the excerpt
         ]
     );
-    assert!(list.devices[0].unknown.iter().all(|u| u.field != "name"));
-    assert!(list.devices[3].unknown.iter().any(|u| u.field == "name"));
+    assert!(
+        list.devices[0]
+            .unknown
+            .iter()
+            .all(|u| u.field != Field::Name)
+    );
+    assert!(
+        list.devices[3]
+            .unknown
+            .iter()
+            .any(|u| u.field == Field::Name)
+    );
     assert!(list.devices[2].is_suspended());
     assert_eq!(list.devices[2].memory.total_bytes, None, "still not read");
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use hmn_testbed::{GgufWriter, ggml};
 use hypomnesis::estimate::config::from_config_json;
 use hypomnesis::estimate::llama_cpp::{Cells, compute};
+use hypomnesis::estimate::llama_graph::Phase;
 use hypomnesis::estimate::model::open;
 use hypomnesis::estimate::{
     Architecture, Budget, FitParams, FlashAttn, KvDtype, Layer, LayerKind, LlamaApi, Memory,
@@ -77,7 +78,7 @@ fn r2_to_r5_compute_buffers_as_printed() {
         "printed 24.01: {}",
         c.host
     );
-    assert_eq!(c.peak, "attention");
+    assert_eq!(c.peak, Phase::Attention);
     let m = mistral_7b();
     let c = compute(&m, &off(32768), false).unwrap();
     assert!(close(c.device, 2144 * MIB + v_idxs), "{}", c.device);
@@ -94,14 +95,14 @@ fn r2_to_r5_compute_buffers_as_printed() {
     let c = compute(&l, &all_out(off(2048)), false).unwrap();
     assert_eq!(
         (c.device, c.peak, c.outputs),
-        (517 * MIB / 2, "output", 512)
+        (517 * MIB / 2, Phase::Output, 512)
     );
     let on = compute(&l, &all_out(llama(2048)), true).unwrap();
     assert_eq!(on.device, 517 * MIB / 2);
     // llama-server (one output per slot) reserves far less with flash attention on.
     let server = compute(&l, &llama(2048), true).unwrap();
     assert!(
-        server.device < 120 * MIB && server.peak == "ffn",
+        server.device < 120 * MIB && server.peak == Phase::Ffn,
         "{server:?}"
     );
     // The estimate's GPU band: the device buffer, +5 % and one hidden block at the high end.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess, FakeSmi};
 use hypomnesis::own::OwnSnapshot;
-use hypomnesis::{BackendState, Error, Probe, ProcessKind, Source, UnknownReason};
+use hypomnesis::{BackendState, Error, Field, Probe, ProcessKind, Source, UnknownReason};
 
 use crate::util::Bed;
 
@@ -336,7 +336,7 @@ fn legacy_driver_degrades_single_fields() {
     let unknown = d
         .unknown
         .iter()
-        .find(|u| u.field == "memory.reserved_bytes")
+        .find(|u| u.field == Field::MemoryReservedBytes)
         .unwrap();
     assert_eq!(unknown.reason, UnknownReason::Unsupported);
     let procs = p.gpu_processes();
@@ -357,7 +357,7 @@ fn sentinel_memory_is_unknown() {
     let row = &procs.processes[0];
     assert_eq!(row.used_bytes, None);
     assert_eq!(row.unknown[0].reason, UnknownReason::DriverSentinel);
-    assert_eq!(row.unknown[0].field, "used_bytes");
+    assert_eq!(row.unknown[0].field, Field::UsedBytes);
 }
 
 #[test]
@@ -570,7 +570,7 @@ fn telemetry_is_read_or_unknown_with_a_reason() {
     assert_eq!(t.clock_memory_mhz, Some(2619));
     let bare = &list.devices[1];
     assert_eq!(bare.telemetry, hypomnesis::Telemetry::default());
-    let fields: Vec<&str> = bare.unknown.iter().map(|u| u.field.as_ref()).collect();
+    let fields: Vec<&str> = bare.unknown.iter().map(|u| u.field.as_str()).collect();
     assert!(fields.contains(&"telemetry.power_watts"), "{fields:?}");
     assert!(
         bare.unknown

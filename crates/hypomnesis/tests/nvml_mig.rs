@@ -5,7 +5,7 @@
 use hmn_testbed::{
     Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
 };
-use hypomnesis::{Device, MigMode, ProcessKind, UnknownReason};
+use hypomnesis::{Device, Field, MigMode, ProcessKind, UnknownReason};
 
 use crate::util::Bed;
 
@@ -75,7 +75,11 @@ fn two_1g10gb_instances_as_on_the_real_h100() {
     );
     // Under MIG the driver gives no per-process utilization: unknown, never 0.
     assert_eq!(r.utilization, None);
-    let u = r.unknown.iter().find(|u| u.field == "utilization").unwrap();
+    let u = r
+        .unknown
+        .iter()
+        .find(|u| u.field == Field::Utilization)
+        .unwrap();
     assert_eq!(u.reason, UnknownReason::Unsupported);
     assert!(u.detail.contains("MIG"), "{}", u.detail);
 }
@@ -157,7 +161,7 @@ fn an_unprivileged_caller_still_sees_every_mig_device() {
     let why = mig
         .unknown
         .iter()
-        .find(|u| u.field.contains("gpu_instance_profile"))
+        .find(|u| u.field == Field::MigInstancesGpuInstanceProfile)
         .unwrap();
     assert_eq!(why.reason, UnknownReason::PermissionDenied);
     // The whole-GPU memory is refused, and says where the figures are.
@@ -165,7 +169,7 @@ fn an_unprivileged_caller_still_sees_every_mig_device() {
     let mem = d
         .unknown
         .iter()
-        .find(|u| u.field == "memory.total_bytes")
+        .find(|u| u.field == Field::MemoryTotalBytes)
         .unwrap();
     assert_eq!(mem.reason, UnknownReason::PermissionDenied);
     assert!(mem.detail.contains("mig.instances"), "{}", mem.detail);
@@ -203,7 +207,7 @@ fn pending_and_disabled_modes_list_no_instance() {
     // A GPU without MIG has no `mig` at all, and no unknown for it.
     let (d, _) = gpu0(&FakeNvml::h100s(1));
     assert!(d.mig.is_none());
-    assert!(d.unknown.iter().all(|u| u.field != "mig"));
+    assert!(d.unknown.iter().all(|u| u.field != Field::Mig));
 }
 
 #[test]
@@ -316,7 +320,7 @@ fn drivers_too_old_for_a_symbol_degrade_with_a_reason() {
     let p = bed.probe();
     let d = &p.devices().devices[0];
     assert!(d.mig.is_none());
-    let u = d.unknown.iter().find(|u| u.field == "mig").unwrap();
+    let u = d.unknown.iter().find(|u| u.field == Field::Mig).unwrap();
     assert_eq!(u.reason, UnknownReason::Unsupported);
     assert!(u.detail.contains("nvmlDeviceGetMigMode"), "{}", u.detail);
     // The whole GPU's lists answer in its place (a privileged caller).
@@ -338,7 +342,7 @@ fn drivers_too_old_for_a_symbol_degrade_with_a_reason() {
     let u = m
         .unknown
         .iter()
-        .find(|u| u.field == "gpu_instance_profile")
+        .find(|u| u.field == Field::GpuInstanceProfile)
         .unwrap();
     assert!(u.detail.contains("R470"), "{}", u.detail);
     assert_eq!(d.memory.reserved_bytes, None, "v1 memory");
@@ -363,7 +367,11 @@ fn injected_error_codes_become_reasons_never_panics() {
     let (d, _) = gpu0(&fake);
     assert!(d.mig.is_none());
     assert_eq!(
-        d.unknown.iter().find(|u| u.field == "mig").unwrap().reason,
+        d.unknown
+            .iter()
+            .find(|u| u.field == Field::Mig)
+            .unwrap()
+            .reason,
         UnknownReason::DeviceError
     );
 
@@ -400,7 +408,7 @@ fn injected_error_codes_become_reasons_never_panics() {
     let (d, _) = gpu0(&fake);
     let m = &d.mig.unwrap().instances[0];
     assert_eq!(m.uuid, None);
-    assert_eq!(m.unknown[0].field, "uuid");
+    assert_eq!(m.unknown[0].field, Field::Uuid);
     assert_eq!(m.profile.as_deref(), Some("1g.10gb"));
 
     // A MIG device's process list fails: the device is marked failed, with the instance named.

@@ -4,7 +4,7 @@
 //! growth between sizing and fill, unsupported devices and old drivers.
 
 use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess, FakeSample};
-use hypomnesis::{GpuProcess, ProcessKind, ProcessUtilization, UnknownReason};
+use hypomnesis::{Field, GpuProcess, ProcessKind, ProcessUtilization, UnknownReason};
 
 use crate::util::Bed;
 
@@ -175,7 +175,11 @@ fn no_figure_is_unknown_with_its_reason_never_zero() {
         let list = Bed::with_nvml(&fake).probe().gpu_usage();
         let r = row(&list.processes, 4242);
         assert_eq!(r.utilization, None, "code {code}");
-        let u = r.unknown.iter().find(|u| u.field == "utilization").unwrap();
+        let u = r
+            .unknown
+            .iter()
+            .find(|u| u.field == Field::Utilization)
+            .unwrap();
         assert_eq!(u.reason, reason, "code {code}");
         assert!(
             u.detail.to_lowercase().contains(&text.to_lowercase()),

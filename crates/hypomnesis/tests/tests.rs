@@ -23,6 +23,8 @@ mod nvml_mig;
 mod nvml_mps_util;
 mod pid_reuse;
 mod sampler;
+#[cfg(feature = "serde")]
+mod spellings;
 mod spill;
 mod upstream;
 mod upstream_api;

@@ -22,7 +22,7 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingMode(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        let on = d.accounting_mode && !st.mig_on(i);
+        let on = d.accounting && !st.mig_on(i);
         // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
         unsafe { out(mode, c_uint::from(on)) }
     })
@@ -34,9 +34,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
     mode: *mut c_uint,
 ) -> nvmlReturn_t {
     with_device("nvmlDeviceGetPersistenceMode", device, |st, i| {
-        match st.cfg.devices.get(i).map(|d| d.persistence_mode) {
+        match st.cfg.devices.get(i).map(|d| d.persistence) {
             // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
-            Some(Some(m)) => unsafe { out(mode, m) },
+            Some(Some(on)) => unsafe { out(mode, c_uint::from(on)) },
             Some(None) => NOT_SUPPORTED,
             None => INVALID_ARGUMENT,
         }
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingStats(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        if !d.accounting_mode || st.mig_on(i) {
+        if !d.accounting || st.mig_on(i) {
             // What a driver answers while accounting is off.
             return NOT_SUPPORTED;
         }
@@ -80,19 +80,23 @@ pub unsafe extern "C" fn nvmlDeviceGetAccountingStats(
         let Some((p, first_us)) = record else {
             return NOT_FOUND;
         };
-        let max = p.accounting_max.unwrap_or_else(|| {
-            p.used
-                .iter()
-                .copied()
-                .filter(|u| *u != u64::MAX)
-                .max()
-                .unwrap_or(0)
-        });
+        let max = p.accounting_max.map_or_else(
+            || {
+                p.used
+                    .iter()
+                    .map(|u| u.raw())
+                    .filter(|u| *u != u64::MAX)
+                    .max()
+                    .unwrap_or(0)
+            },
+            |u| u.raw(),
+        );
+        let (gpu_util, mem_util) = p.accounting_util.unwrap_or((0, 0));
         // SAFETY: NVML contract: `stats` points to a writable nvmlAccountingStats_t (56 bytes);
         // every write is inside it.
         unsafe {
-            put(stats, 0, p.accounting_util[0]);
-            put(stats, 4, p.accounting_util[1]);
+            put(stats, 0, gpu_util);
+            put(stats, 4, mem_util);
             put(stats, 8, max);
             put(stats, 16, 0u64);
             put(stats, 24, p.accounting_start_us.unwrap_or(first_us));

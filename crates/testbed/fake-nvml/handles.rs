@@ -4,18 +4,89 @@
 
 use super::*;
 
+/// A compute instance (a MIG device) as the fake serves it: where it is in the scenario and
+/// its MIG slot on its GPU.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MigSlot {
+    /// Its GPU instance (index in the scenario).
+    pub(crate) gi: usize,
+    /// Its index among that GPU instance's compute instances.
+    pub(crate) ci: usize,
+    /// Its GPU.
+    pub(crate) device: usize,
+    pub(crate) slot: u32,
+}
+
+/// The scenario's compute instances in order: one without a `slot` gets the next free one on
+/// its GPU; two in one slot are an error.
+pub(crate) fn mig_slots(cfg: &FakeNvml) -> Result<Vec<MigSlot>, String> {
+    let all: Vec<(usize, usize, usize, Option<u32>)> = cfg
+        .gpu_instances
+        .iter()
+        .enumerate()
+        .flat_map(|(gi, g)| {
+            g.compute_instances
+                .iter()
+                .enumerate()
+                .map(move |(ci, c)| (gi, ci, g.device as usize, c.slot))
+        })
+        .collect();
+    let mut taken: Vec<(usize, u32)> = all
+        .iter()
+        .filter_map(|(_, _, d, s)| s.map(|s| (*d, s)))
+        .collect();
+    let mut slots: Vec<MigSlot> = Vec::with_capacity(all.len());
+    for (gi, ci, device, slot) in all {
+        let slot = match slot {
+            Some(s) => s,
+            None => {
+                let mut s = 0;
+                while taken.contains(&(device, s)) {
+                    s += 1;
+                }
+                taken.push((device, s));
+                s
+            }
+        };
+        if slots.iter().any(|m| m.device == device && m.slot == slot) {
+            return Err(format!(
+                "two compute instances in slot {slot} of device {device}"
+            ));
+        }
+        slots.push(MigSlot { gi, ci, device, slot });
+    }
+    Ok(slots)
+}
+
 impl State {
+    /// Compute instance `k` (in [`State::slots`] order) and its GPU instance.
+    pub(crate) fn ci(&self, k: usize) -> Option<(&FakeGpuInstance, &FakeComputeInstance)> {
+        let m = self.slots.get(k)?;
+        let g = self.cfg.gpu_instances.get(m.gi)?;
+        Some((g, g.compute_instances.get(m.ci)?))
+    }
+
+    /// The profiles of device `i`'s table (none without one).
+    pub(crate) fn profiles(&self, i: usize) -> &'static [MigProfile] {
+        self.cfg
+            .devices
+            .get(i)
+            .and_then(|d| d.extras.mig_profiles)
+            .and_then(|name| profile_table(name).ok())
+            .map_or(&[], |(_, table)| table)
+    }
+
     /// Whether compute instance `k` is gone: its handle has answered all the calls it may.
     pub(crate) fn ci_gone(&self, k: usize) -> bool {
-        match (self.cfg.compute_instances.get(k), self.ci_calls.get(k)) {
-            (Some(c), Some(calls)) => c.gone_after_calls.is_some_and(|n| *calls >= n),
+        match (self.ci(k), self.ci_calls.get(k)) {
+            (Some((_, c)), Some(calls)) => c.gone_after_calls.is_some_and(|n| *calls >= n),
             _ => true,
         }
     }
 
     /// Whether device `i` has MIG mode on now.
     pub(crate) fn mig_on(&self, i: usize) -> bool {
-        self.cfg.devices.get(i).and_then(|d| d.mig_mode) == Some(1)
+        self.cfg.devices.get(i).and_then(|d| d.extras.mig_mode) == Some(true)
     }
 
     /// Decodes a device handle; a MIG handle's call is counted (and refused once it is gone).
@@ -36,10 +107,9 @@ impl State {
         }
         let (parent, slot) = ((raw >> 8) & 0xffff, (raw & 0xff) as u32);
         let Some(k) = self
-            .cfg
-            .compute_instances
+            .slots
             .iter()
-            .position(|c| c.device as usize == parent && c.slot == Some(slot))
+            .position(|m| m.device == parent && m.slot == slot)
         else {
             return Err(INVALID_ARGUMENT);
         };
@@ -56,19 +126,15 @@ impl State {
     pub(crate) fn injected(&self, sym: &str, t: Target) -> Option<nvmlReturn_t> {
         let own = match t {
             Target::Physical(i) => self.cfg.devices.get(i).map(|d| &d.errors),
-            Target::Mig { ci, .. } => self.cfg.compute_instances.get(ci).map(|c| &c.errors),
+            Target::Mig { ci, .. } => self.ci(ci).map(|(_, c)| &c.errors),
         };
         own.and_then(|e| find_error(e, sym))
             .or_else(|| find_error(&self.cfg.errors, sym))
     }
 
-    /// The GPU instance (index in the config) of compute instance `ci`.
+    /// The GPU instance (index in the scenario) of compute instance `ci`.
     pub(crate) fn gi_of(&self, ci: usize) -> Option<usize> {
-        let c = self.cfg.compute_instances.get(ci)?;
-        self.cfg
-            .gpu_instances
-            .iter()
-            .position(|g| g.device == c.device && g.id == c.gi)
+        self.slots.get(ci).map(|m| m.gi)
     }
 }
 

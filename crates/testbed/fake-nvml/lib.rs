@@ -9,7 +9,11 @@
 //!
 //! Handles are opaque numbers, never pointers: a GPU is `index + 1`, a MIG device
 //! `0x0100_0000 | parent << 8 | slot`, a GPU instance `0x0200_0000 | parent << 8 | id`. A MIG
-//! handle counts every call made with it (`gone_after_calls` in `conf_mig.rs`).
+//! handle counts every call made with it (`gone_after_calls`).
+//!
+//! The scenario — its model, every key of `fake-nvml.conf` and their spelling — is one
+//! definition shared with the test bed that writes it: `crates/testbed/src/nvml_conf/`,
+//! included here by path.
 //!
 //! The library finds its scenario without environment variables: it asks the dynamic
 //! loader (`dladdr`) for the path of its own file and reads `fake-nvml.conf` from the same
@@ -32,8 +36,6 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod accounting;
-mod conf;
-mod conf_mig;
 mod handles;
 mod memory;
 #[cfg(not(no_mig))]
@@ -41,6 +43,10 @@ mod mig;
 mod processes;
 mod telemetry;
 mod utilization;
+// The test bed's builders of the shared model are not here, so parts of it go unused.
+#[allow(dead_code)]
+#[path = "../src/nvml_conf/mod.rs"]
+mod nvml_conf;
 
 use std::collections::BTreeMap;
 #[cfg(unix)]
@@ -52,10 +58,13 @@ use std::path::PathBuf;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use conf::{Config, List};
 #[cfg(not(no_mig))]
 use handles::mig_handle;
-use handles::{with_device, with_handle};
+use handles::{with_device, with_handle, MigSlot};
+use nvml_conf::model::{
+    FakeComputeInstance, FakeGpuInstance, FakeNvml, FakeProcess, ProcessListKind as List,
+};
+use nvml_conf::profiles::{profile_table, MigProfile};
 
 type nvmlReturn_t = c_uint;
 type nvmlDevice_t = *mut c_void;
@@ -100,7 +109,9 @@ struct ListState {
 }
 
 struct State {
-    cfg: Config,
+    cfg: FakeNvml,
+    /// The compute instances (MIG devices) in scenario order, with their slots.
+    slots: Vec<MigSlot>,
     /// Reference count of successful `nvmlInit*` calls not yet matched by `nvmlShutdown`.
     refs: u32,
     /// Per device: number of successful memory-info calls (v1 and v2 share it).
@@ -213,11 +224,11 @@ fn hang_while_flagged() {
     }
 }
 
-fn load_config() -> Option<Config> {
+fn load_config() -> Option<FakeNvml> {
     let path = config_path()?;
     let bytes = std::fs::read(path).ok()?;
     let text = String::from_utf8(bytes).ok()?;
-    conf::parse(&text).ok()
+    FakeNvml::from_conf(&text).ok()
 }
 
 fn init(sym: &str) -> nvmlReturn_t {
@@ -229,7 +240,10 @@ fn init(sym: &str) -> nvmlReturn_t {
         st.refs = st.refs.saturating_add(1);
         return SUCCESS;
     }
-    let Some(cfg) = load_config() else {
+    let Some((cfg, slots)) = load_config().and_then(|c| {
+        let slots = handles::mig_slots(&c).ok()?;
+        Some((c, slots))
+    }) else {
         return UNKNOWN;
     };
     if let Some(code) = cfg.init_error {
@@ -240,9 +254,10 @@ fn init(sym: &str) -> nvmlReturn_t {
     }
     let n = cfg.devices.len();
     let listed = vec![None; cfg.processes.len()];
-    let (gis, cis) = (cfg.gpu_instances.len(), cfg.compute_instances.len());
+    let (gis, cis) = (cfg.gpu_instances.len(), slots.len());
     *g = Some(State {
         cfg,
+        slots,
         refs: 1,
         mem_calls: vec![0; n],
         gi_mem_calls: vec![0; gis],
@@ -390,7 +405,7 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
 ) -> nvmlReturn_t {
     with_state("nvmlSystemGetDriverVersion", |st| match &st.cfg.driver_version {
         // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
-        Some(v) => unsafe { write_cstr(version, length, v) },
+        Some(v) => unsafe { write_cstr(version, length, v.as_bytes()) },
         None => NOT_SUPPORTED,
     })
 }
@@ -405,13 +420,13 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
     if lock().is_none() {
         return match load_config().and_then(|c| c.nvml_version) {
             // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
-            Some(v) => unsafe { write_cstr(version, length, &v) },
+            Some(v) => unsafe { write_cstr(version, length, v.as_bytes()) },
             None => NOT_SUPPORTED,
         };
     }
     with_state("nvmlSystemGetNVMLVersion", |st| match &st.cfg.nvml_version {
         // SAFETY: NVML contract: `version` is valid for `length` bytes (or null).
-        Some(v) => unsafe { write_cstr(version, length, v) },
+        Some(v) => unsafe { write_cstr(version, length, v.as_bytes()) },
         None => NOT_SUPPORTED,
     })
 }
@@ -489,11 +504,11 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
 ) -> nvmlReturn_t {
     with_handle("nvmlDeviceGetName", device, |st, t| {
         let text = match t {
-            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.name.clone()),
+            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.name_for_nvml()),
             Target::Mig { parent, ci } => {
-                match (st.cfg.devices.get(parent), st.cfg.compute_instances.get(ci)) {
-                    (Some(d), Some(c)) => {
-                        let mut n = d.name.clone();
+                match (st.cfg.devices.get(parent), st.ci(ci)) {
+                    (Some(d), Some((_, c))) => {
+                        let mut n = d.name_for_nvml();
                         n.extend_from_slice(b" MIG ");
                         n.extend_from_slice(c.name.as_bytes());
                         Some(n)
@@ -518,12 +533,8 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
 ) -> nvmlReturn_t {
     with_handle("nvmlDeviceGetUUID", device, |st, t| {
         let text = match t {
-            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.uuid.clone()),
-            Target::Mig { ci, .. } => st
-                .cfg
-                .compute_instances
-                .get(ci)
-                .map(|c| c.uuid.as_bytes().to_vec()),
+            Target::Physical(i) => st.cfg.devices.get(i).map(|d| d.uuid.as_bytes().to_vec()),
+            Target::Mig { ci, .. } => st.ci(ci).map(|(_, c)| c.uuid.as_bytes().to_vec()),
         };
         match text {
             // SAFETY: NVML contract: `uuid` is valid for `length` bytes (or null).
@@ -552,7 +563,7 @@ fn pci_info(sym: &str, device: nvmlDevice_t, pci: *mut c_void) -> nvmlReturn_t {
         if pci.is_null() {
             return INVALID_ARGUMENT;
         }
-        let p = d.pci;
+        let p = nvml_conf::text::parse_pci(&d.pci_bus_id).unwrap_or_default();
         let legacy: [u8; 16] = fixed_cstr(&format!(
             "{:04X}:{:02X}:{:02X}.{:X}",
             p.domain, p.bus, p.device, p.function

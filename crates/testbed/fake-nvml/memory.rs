@@ -11,7 +11,7 @@ fn memory_numbers(st: &mut State, t: Target) -> Result<(u64, u64, u64), nvmlRetu
         Target::Physical(i) => {
             let d = st.cfg.devices.get(i).ok_or(INVALID_ARGUMENT)?;
             if st.mig_on(i) {
-                if !d.privileged {
+                if !d.extras.privileged {
                     return Err(NO_PERMISSION);
                 }
                 let used: u64 = st
@@ -47,10 +47,9 @@ fn memory_numbers(st: &mut State, t: Target) -> Result<(u64, u64, u64), nvmlRetu
             let k = st.gi_of(ci).ok_or(NOT_FOUND)?;
             let gi = st.cfg.gpu_instances.get(k).ok_or(NOT_FOUND)?;
             let total = gi.memory_total.unwrap_or_else(|| {
-                st.cfg
-                    .devices
-                    .get(gi.device as usize)
-                    .and_then(|d| d.mig_profiles.iter().find(|p| p.id == gi.profile_id))
+                st.profiles(gi.device as usize)
+                    .iter()
+                    .find(|p| p.id == gi.profile_id)
                     .map_or(0, |p| p.memory_mib << 20)
             });
             let calls = st.gi_mem_calls.get_mut(k).ok_or(NOT_FOUND)?;

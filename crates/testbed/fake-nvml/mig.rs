@@ -26,10 +26,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        let Some(cur) = d.mig_mode else {
+        let Some(cur) = d.extras.mig_mode else {
             return NOT_SUPPORTED;
         };
-        let pend = d.mig_pending.unwrap_or(cur);
+        let (cur, pend) = (c_uint::from(cur), c_uint::from(d.extras.mig_pending.unwrap_or(cur)));
         // SAFETY: NVML contract: both are null or point to writable uints.
         match unsafe { out(current, cur) } {
             SUCCESS => unsafe { out(pending, pend) },
@@ -45,7 +45,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
 ) -> nvmlReturn_t {
     with_device("nvmlDeviceGetMaxMigDeviceCount", device, |st, i| {
         let n = match st.cfg.devices.get(i) {
-            Some(d) if st.mig_on(i) => d.mig_max_devices,
+            Some(d) if st.mig_on(i) => d.extras.mig_max_devices,
             Some(_) => 0,
             None => return INVALID_ARGUMENT,
         };
@@ -68,14 +68,13 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
         if !st.mig_on(i) {
             return NOT_SUPPORTED;
         }
-        if index >= d.mig_max_devices || mig.is_null() {
+        if index >= d.extras.mig_max_devices || mig.is_null() {
             return INVALID_ARGUMENT;
         }
         let Some(k) = st
-            .cfg
-            .compute_instances
+            .slots
             .iter()
-            .position(|c| c.device as usize == i && c.slot == Some(index))
+            .position(|m| m.device == i && m.slot == index)
         else {
             return NOT_FOUND;
         };
@@ -83,7 +82,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
         if let Some(f) = st.ci_fetches.get_mut(k) {
             *f = f.saturating_add(1);
         }
-        let Some(c) = st.cfg.compute_instances.get(k) else {
+        let Some((_, c)) = st.ci(k) else {
             return NOT_FOUND;
         };
         if let Some(code) = find_error(&c.errors, sym) {
@@ -114,11 +113,11 @@ fn instance_id(sym: &str, device: nvmlDevice_t, id: *mut c_uint, gpu: bool) -> n
         let Target::Mig { ci, .. } = t else {
             return NOT_SUPPORTED;
         };
-        let Some(c) = st.cfg.compute_instances.get(ci) else {
+        let Some((g, c)) = st.ci(ci) else {
             return INVALID_ARGUMENT;
         };
         // SAFETY: NVML contract: `id` is null or points to a writable uint.
-        unsafe { out(id, if gpu { c.gi } else { c.id }) }
+        unsafe { out(id, if gpu { g.id } else { c.id }) }
     })
 }
 
@@ -165,14 +164,10 @@ pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
         if attributes.is_null() {
             return INVALID_ARGUMENT;
         }
-        let (Some(c), Some(g), Some(d)) = (
-            st.cfg.compute_instances.get(ci),
-            st.gi_of(ci).and_then(|k| st.cfg.gpu_instances.get(k)),
-            st.cfg.devices.get(parent),
-        ) else {
+        let (Some((g, c)), Some(_)) = (st.ci(ci), st.cfg.devices.get(parent)) else {
             return NOT_FOUND;
         };
-        let profile = d.mig_profiles.iter().find(|p| p.id == g.profile_id);
+        let profile = st.profiles(parent).iter().find(|p| p.id == g.profile_id);
         let e = profile.map_or([0; 5], |p| p.engines);
         let sm = c.sm.or(profile.map(|p| p.sm)).unwrap_or(0);
         let gi_slices = profile.map_or(0, |p| p.slices);
@@ -197,15 +192,15 @@ pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
 }
 
 /// The profile with enum `profile` of device `i`, or the code to answer.
-fn profile_of(st: &State, i: usize, profile: c_uint) -> Result<conf_mig::Profile, nvmlReturn_t> {
+fn profile_of(st: &State, i: usize, profile: c_uint) -> Result<MigProfile, nvmlReturn_t> {
     let d = st.cfg.devices.get(i).ok_or(INVALID_ARGUMENT)?;
-    if d.mig_mode.is_none() || d.mig_profiles.is_empty() {
+    if d.extras.mig_mode.is_none() || st.profiles(i).is_empty() {
         return Err(NOT_SUPPORTED);
     }
     if profile >= PROFILE_COUNT {
         return Err(INVALID_ARGUMENT);
     }
-    d.mig_profiles
+    st.profiles(i)
         .iter()
         .find(|p| p.profile_enum == profile)
         .copied()
@@ -306,7 +301,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceById(
         if !st.mig_on(i) {
             return NOT_SUPPORTED;
         }
-        if !d.privileged {
+        if !d.extras.privileged {
             return NO_PERMISSION;
         }
         if !st

@@ -44,25 +44,25 @@ fn process_list(
         let (i, instance) = match t {
             Target::Physical(i) => (i, None),
             Target::Mig { parent, ci } => {
-                let Some(c) = st.cfg.compute_instances.get(ci) else {
+                let Some((g, c)) = st.ci(ci) else {
                     return INVALID_ARGUMENT;
                 };
-                (parent, Some((c.gi, c.id)))
+                (parent, Some((g.id, c.id)))
             }
         };
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        if list == List::Mps && !d.mps_supported {
+        if list == List::Mps && !d.extras.mps_supported {
             return NOT_SUPPORTED;
         }
         if instance.is_some() && list == List::Graphics {
             return NOT_SUPPORTED;
         }
-        if instance.is_none() && st.mig_on(i) && !d.privileged {
+        if instance.is_none() && st.mig_on(i) && !d.extras.privileged {
             return NO_PERMISSION;
         }
-        let record_ids = d.mig_record_ids;
+        let record_ids = d.extras.mig_record_ids;
         // SAFETY: non-null; NVML contract: points to a readable and writable uint.
         let capacity = unsafe { info_count.read_unaligned() };
         let stride: usize = match layout {
@@ -72,12 +72,12 @@ fn process_list(
         };
         let late = st.cfg.late_processes as usize;
         let key = device as usize;
-        let ls = &mut st.lists.entry(key).or_default()[list as usize];
+        let ls = &mut st.lists.entry(key).or_default()[list.index()];
         let tick = ls.tick;
         let first = !ls.called;
         ls.called = true;
 
-        let configured: Vec<(usize, &conf::Process)> = st
+        let configured: Vec<(usize, &FakeProcess)> = st
             .cfg
             .processes
             .iter()
@@ -85,7 +85,8 @@ fn process_list(
             .filter(|(_, p)| p.device as usize == i && p.list == list)
             .filter(|(_, p)| {
                 instance.is_none_or(|(gi, ci)| {
-                    p.gpu_instance_id == gi && p.compute_instance_id == ci
+                    p.gpu_instance_id.unwrap_or(u32::MAX) == gi
+                        && p.compute_instance_id.unwrap_or(u32::MAX) == ci
                 })
             })
             .collect();
@@ -98,7 +99,9 @@ fn process_list(
         let listed: Vec<(usize, u32)> = configured
             .iter()
             .take(shown)
-            .filter(|(_, p)| p.from_tick <= tick && tick < p.until_tick)
+            .filter(|(_, p)| {
+                p.from_tick.unwrap_or(0) <= tick && tick < p.until_tick.unwrap_or(u64::MAX)
+            })
             .filter_map(|(k, p)| {
                 let pid = if p.child_of_caller {
                     child_of_caller()?
@@ -116,12 +119,14 @@ fn process_list(
             .filter_map(|(k, pid)| Some((st.cfg.processes.get(*k)?, *pid)))
             .map(|(p, pid)| Entry {
                 pid,
-                used: p.used.get(at).or_else(|| p.used.last()).copied().unwrap_or(0),
-                gpu_instance_id: if hide_ids { u32::MAX } else { p.gpu_instance_id },
-                compute_instance_id: if hide_ids {
-                    u32::MAX
-                } else {
-                    p.compute_instance_id
+                used: p.used.get(at).or_else(|| p.used.last()).map_or(0, |u| u.raw()),
+                gpu_instance_id: match hide_ids {
+                    true => u32::MAX,
+                    false => p.gpu_instance_id.unwrap_or(u32::MAX),
+                },
+                compute_instance_id: match hide_ids {
+                    true => u32::MAX,
+                    false => p.compute_instance_id.unwrap_or(u32::MAX),
                 },
             })
             .collect();
@@ -165,7 +170,7 @@ fn process_list(
             }
         }
         if let Some(ls) = st.lists.get_mut(&key) {
-            ls[list as usize].tick = ls[list as usize].tick.saturating_add(1);
+            ls[list.index()].tick = ls[list.index()].tick.saturating_add(1);
         }
         SUCCESS
     })

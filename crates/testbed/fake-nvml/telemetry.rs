@@ -91,7 +91,7 @@ fn clock(
         let Some(d) = st.cfg.devices.get(i) else {
             return INVALID_ARGUMENT;
         };
-        let table = if max { &d.max_clocks } else { &d.clocks };
+        let table = if max { &d.max_clocks_mhz } else { &d.clocks_mhz };
         let Some(slot) = table.get(clock_type as usize) else {
             return INVALID_ARGUMENT;
         };

@@ -37,7 +37,10 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             .samples
             .iter()
             .filter(|s| s.device as usize == i)
-            .filter(|s| s.from_round <= round && round < s.until_round)
+            .filter(|s| {
+                let (from, until) = s.rounds.unwrap_or((0, u64::MAX));
+                from <= round && round < until
+            })
             .filter(|s| !(sizing && s.late))
             .filter_map(|s| {
                 let pid = if s.child_of_caller {

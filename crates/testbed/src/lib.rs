@@ -7,7 +7,7 @@
 //! | [`gguf`] | a minimal GGUF writer for model-file tests |
 //! | [`hub`] | a Hub-shaped HTTP server in the test process (ranges, redirects, 401, 404, hostile answers), counting the bytes it sends |
 //! | [`hostile_models`] | hostile GGUF headers (metadata arrays, strings, keys, nesting, tensor infos) for the bounds of `hmn fits` |
-//! | [`nvml`] | the fake NVML library (built by `build.rs`) and its scenario files; MIG, MPS and utilization samples in `nvml_mig`, the file's text in `nvml_conf` |
+//! | [`nvml`] | the fake NVML library (built by `build.rs`) and the builders of its scenarios (MIG, MPS and utilization samples in `nvml_mig`); the scenario's model and every key of its file in `nvml_conf/`, which the library includes too |
 //! | [`smi`] | a fake `nvidia-smi` script |
 //! | [`sandbox`] | [`Sandbox`]: a temporary directory with fixture trees and its [`Env`], the base of both crates' harnesses |
 //! | [`procfs`] | fixture `/proc` trees modelled on real Linux 6.x files |

@@ -1,5 +1,5 @@
-//! The fake NVML library and its scenario file (`fake-nvml.conf`, documented in
-//! `fake-nvml/conf.rs`).
+//! The fake NVML library and the builders of its scenarios (the scenario's model and its file,
+//! `fake-nvml.conf`, are one definition shared with the library: `nvml_conf/`).
 //!
 //! [`FakeNvml::install`] copies the built library into a directory of the test's own together
 //! with the scenario; the library finds the scenario next to itself (through `dladdr`), so
@@ -7,23 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
-pub use crate::nvml_mig::{DeviceExtras, FakeComputeInstance, FakeGpuInstance, FakeSample};
-
-/// Which driver generation the fake imitates.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Driver {
-    /// An R535+ driver: every symbol.
-    #[default]
-    Modern,
-    /// A pre-R510 driver: no `nvmlDeviceGetMemoryInfo_v2`, no `_v3` process lists, no
-    /// `nvmlDeviceGetPciInfo_v3`.
-    Legacy,
-    /// An R450/R460-like driver: [`Driver::Legacy`] without the MPS process lists and
-    /// `nvmlDeviceGetGpuInstanceProfileInfoV` (MIG devices, but no profile names).
-    PreR470,
-    /// A pre-MIG (R440-like) driver: [`Driver::PreR470`] without any MIG symbol.
-    PreMig,
-}
+pub use crate::nvml_conf::model::{
+    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
+    FakeSample, ProcessListKind, Used,
+};
+pub use crate::nvml_conf::profiles::{H100_80GB, H200_141GB, MigProfile, profile_table};
 
 /// The path of the built fake library for `driver`.
 pub fn fake_nvml_path(driver: Driver) -> &'static Path {
@@ -33,69 +21,6 @@ pub fn fake_nvml_path(driver: Driver) -> &'static Path {
         Driver::PreR470 => Path::new(env!("HMN_FAKE_NVML_PRE_R470")),
         Driver::PreMig => Path::new(env!("HMN_FAKE_NVML_PRE_MIG")),
     }
-}
-
-/// A per-process memory figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Used {
-    /// Bytes.
-    Bytes(u64),
-    /// `NVML_VALUE_NOT_AVAILABLE` (`ULLONG_MAX`).
-    NotAvailable,
-}
-
-/// Which NVML process list a process is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessListKind {
-    /// `nvmlDeviceGetComputeRunningProcesses*`.
-    Compute,
-    /// `nvmlDeviceGetGraphicsRunningProcesses*`.
-    Graphics,
-    /// `nvmlDeviceGetMPSComputeRunningProcesses*`: an MPS client.
-    Mps,
-}
-
-/// One fake GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeDevice {
-    /// UTF-8 name (ignored when `name_bytes` is set).
-    pub name: Option<String>,
-    /// Raw name bytes, for non-UTF-8 names.
-    pub name_bytes: Option<Vec<u8>>,
-    /// `GPU-…` UUID.
-    pub uuid: String,
-    /// NVML spelling, e.g. `00000000:1A:00.0`.
-    pub pci_bus_id: String,
-    /// Bytes.
-    pub memory_total: u64,
-    /// Bytes.
-    pub memory_reserved: u64,
-    /// Bytes used, per memory-info call (the last value repeats).
-    pub memory_used: Vec<u64>,
-    /// Percent.
-    pub utilization_gpu: Option<u32>,
-    /// Percent.
-    pub utilization_memory: Option<u32>,
-    /// Degrees Celsius.
-    pub temperature_c: Option<u32>,
-    /// Milliwatts.
-    pub power_mw: Option<u32>,
-    /// Millijoules since driver load.
-    pub energy_mj: Option<u64>,
-    /// Graphics, SM, memory clocks in MHz.
-    pub clocks_mhz: [Option<u32>; 3],
-    /// Maximum graphics, SM, memory clocks in MHz.
-    pub max_clocks_mhz: [Option<u32>; 3],
-    /// `nvmlDeviceGetHandleByIndex_v2` fails with this code.
-    pub handle_error: Option<u32>,
-    /// `(symbol, code)`: that symbol fails with that code on this device.
-    pub errors: Vec<(String, u32)>,
-    /// Accounting mode on (`nvidia-smi -am 1`): the driver keeps each process's peak memory.
-    pub accounting: bool,
-    /// MIG mode, privilege and MPS support ([`DeviceExtras`]).
-    pub extras: DeviceExtras,
-    /// Persistence mode: `Some(on)`, or `None` for a device that does not support it.
-    pub persistence: Option<bool>,
 }
 
 impl FakeDevice {
@@ -109,24 +34,14 @@ impl FakeDevice {
     pub fn h100_bare(index: u32) -> Self {
         FakeDevice {
             name: Some("NVIDIA H100 80GB HBM3".to_string()),
-            name_bytes: None,
             uuid: format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e{index:04x}"),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x1A + 0x20 * (index % 7)),
             memory_total: 85_520_809_984,
             memory_reserved: 566_231_040,
             memory_used: vec![4 << 20],
-            utilization_gpu: None,
-            utilization_memory: None,
-            temperature_c: None,
-            power_mw: None,
-            energy_mj: None,
-            clocks_mhz: [None; 3],
-            max_clocks_mhz: [None; 3],
-            handle_error: None,
-            errors: Vec::new(),
-            accounting: false,
-            extras: DeviceExtras::default(),
-            persistence: Some(false),
+            // The rest as a `[device]` that leaves them out: PCI ids 0x2330 (an H100 SXM5) and
+            // 0x16C1_10DE, telemetry unsupported, no MIG, persistence off.
+            ..FakeDevice::omitted(index as usize)
         }
     }
 
@@ -188,60 +103,7 @@ impl FakeDevice {
     }
 }
 
-/// One process in a fake process list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeProcess {
-    /// Device index.
-    pub device: u32,
-    /// Compute or graphics list.
-    pub list: ProcessListKind,
-    /// Process id (ignored when `child_of_caller` or `caller`).
-    pub pid: u32,
-    /// Resolve the pid at each call to the command `hmn run` started, whose pid a test cannot
-    /// know in advance: the first child of the process that loaded the fake, through `hmn`'s
-    /// own processes between them (`hmn run`'s guard).
-    pub child_of_caller: bool,
-    /// Resolve the pid at each call to the process that loaded the fake itself (a library
-    /// call looking up its own row, such as `process_gpu_info`).
-    pub caller: bool,
-    /// Memory per list call (indexed by the list's tick, the last value repeats).
-    pub used: Vec<Used>,
-    /// MIG GPU instance.
-    pub gpu_instance_id: Option<u32>,
-    /// MIG compute instance.
-    pub compute_instance_id: Option<u32>,
-    /// First tick at which the process is listed.
-    pub from_tick: Option<u64>,
-    /// First tick at which it is no longer listed.
-    pub until_tick: Option<u64>,
-    /// Its accounting record's peak memory (default: the largest of `used`).
-    pub accounting_max: Option<Used>,
-    /// Its accounting record's start time, µs since the epoch (default: when first listed);
-    /// when set, the record exists even if the process is never listed.
-    pub accounting_start_us: Option<u64>,
-    /// Its accounting record's GPU and memory utilization over its life (percent).
-    pub accounting_util: Option<(u32, u32)>,
-}
-
 impl FakeProcess {
-    fn new(device: u32, list: ProcessListKind, pid: u32, used: u64) -> Self {
-        FakeProcess {
-            device,
-            list,
-            pid,
-            child_of_caller: false,
-            caller: false,
-            used: vec![Used::Bytes(used)],
-            gpu_instance_id: None,
-            compute_instance_id: None,
-            from_tick: None,
-            until_tick: None,
-            accounting_max: None,
-            accounting_start_us: None,
-            accounting_util: None,
-        }
-    }
-
     /// A compute process.
     pub fn compute(device: u32, pid: u32, used: u64) -> Self {
         FakeProcess::new(device, ProcessListKind::Compute, pid, used)
@@ -324,37 +186,6 @@ impl FakeProcess {
         self.compute_instance_id = Some(compute_instance);
         self
     }
-}
-
-/// A scenario for the fake NVML.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FakeNvml {
-    /// Which library variant.
-    pub driver: Driver,
-    /// `nvmlInit*` fails with this code.
-    pub init_error: Option<u32>,
-    /// `nvmlSystemGetDriverVersion`; `None` → NOT_SUPPORTED.
-    pub driver_version: Option<String>,
-    /// `nvmlSystemGetNVMLVersion`.
-    pub nvml_version: Option<String>,
-    /// `nvmlSystemGetCudaDriverVersion`.
-    pub cuda_driver_version: Option<i32>,
-    /// Stride the `_v3` process calls write: 24 or 32.
-    pub process_stride: u32,
-    /// The first call of each process list hides this many of its last entries.
-    pub late_processes: u32,
-    /// Overrides the device count.
-    pub device_count: Option<u32>,
-    /// `(symbol, code)` for non-device calls.
-    pub errors: Vec<(String, u32)>,
-    /// The devices, in index order.
-    pub devices: Vec<FakeDevice>,
-    /// The processes.
-    pub processes: Vec<FakeProcess>,
-    /// MIG GPU instances, each with its compute instances (MIG devices).
-    pub gpu_instances: Vec<FakeGpuInstance>,
-    /// `nvmlDeviceGetProcessUtilization` samples.
-    pub samples: Vec<FakeSample>,
 }
 
 impl FakeNvml {

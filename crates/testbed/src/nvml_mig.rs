@@ -1,107 +1,15 @@
-//! MIG, MPS and per-process utilization for the fake NVML: device settings
-//! ([`DeviceExtras`]), GPU and compute instances ([`FakeGpuInstance`], [`FakeComputeInstance`]),
+//! Builders of MIG, MPS and per-process utilization for the fake NVML: device settings
+//! (`DeviceExtras`), GPU and compute instances ([`FakeGpuInstance`], [`FakeComputeInstance`]),
 //! utilization samples ([`FakeSample`]), and presets copied from real H100/H200 MIG captures
 //! (`nvidia-smi` on driver 580.173.02, `starkdrift/prickle-exporter` testdata) and MPS layouts.
 
-use std::fmt::Write as _;
-
-use crate::nvml::{FakeDevice, FakeNvml, FakeProcess};
+use crate::nvml_conf::model::{
+    FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample,
+};
 
 const MIB: u64 = 1 << 20;
 
-/// MIG mode, privileges and MPS support of one fake GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceExtras {
-    /// `nvmlDeviceGetMigMode`: `None` = NOT_SUPPORTED (no MIG), else (current, pending).
-    pub mig_mode: Option<(bool, bool)>,
-    /// `nvmlDeviceGetMaxMigDeviceCount` while MIG is on.
-    pub mig_max_devices: u32,
-    /// Built-in GPU-instance profile table: `h100_80gb`, `h200_141gb` or none.
-    pub mig_profiles: Option<&'static str>,
-    /// Whether the caller counts as privileged (the GPU-instance queries, and the whole-GPU
-    /// memory and process lists under MIG, answer NO_PERMISSION otherwise).
-    pub privileged: bool,
-    /// Whether the MPS process list is supported (Volta+; NOT_SUPPORTED otherwise).
-    pub mps_supported: bool,
-    /// Whether records from a MIG device's process list carry the GI/CI ids (else
-    /// `0xFFFFFFFF`).
-    pub mig_record_ids: bool,
-}
-
-impl Default for DeviceExtras {
-    fn default() -> Self {
-        DeviceExtras {
-            mig_mode: None,
-            mig_max_devices: 7,
-            mig_profiles: None,
-            privileged: true,
-            mps_supported: true,
-            mig_record_ids: true,
-        }
-    }
-}
-
-impl DeviceExtras {
-    pub(crate) fn write(&self, s: &mut String) {
-        let mut kv = |k: &str, v: &dyn std::fmt::Display| {
-            let _ = writeln!(s, "{k} = {v}");
-        };
-        match self.mig_mode {
-            None => {}
-            Some((cur, pend)) => {
-                kv("mig_mode", &u8::from(cur));
-                kv("mig_pending", &u8::from(pend));
-            }
-        }
-        kv("mig_max_devices", &self.mig_max_devices);
-        if let Some(p) = self.mig_profiles {
-            kv("mig_profiles", &p);
-        }
-        kv("privileged", &u8::from(self.privileged));
-        kv("mps_supported", &u8::from(self.mps_supported));
-        kv("mig_record_ids", &u8::from(self.mig_record_ids));
-    }
-}
-
-/// One MIG compute instance: a MIG device, what CUDA sees.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeComputeInstance {
-    /// Compute-instance id (unique within its GPU instance).
-    pub id: u32,
-    /// Device-level profile name without `MIG ` (`1g.10gb`, `1c.3g.40gb`).
-    pub name: String,
-    /// `MIG-…` UUID.
-    pub uuid: String,
-    /// MIG device index (`nvmlDeviceGetMigDeviceHandleByIndex`); default: section order.
-    pub slot: Option<u32>,
-    /// The handle answers this many calls, then INVALID_ARGUMENT, and its slot NOT_FOUND.
-    pub gone_after_calls: Option<u64>,
-    /// Its slot answers NOT_FOUND from this (0-based) lookup on.
-    pub gone_from_enum: Option<u64>,
-    /// `(symbol, code)`: that symbol fails with that code on this MIG device.
-    pub errors: Vec<(String, u32)>,
-    /// Compute slices.
-    pub slices: u32,
-    /// SMs (default: the GPU-instance profile's).
-    pub sm: Option<u32>,
-}
-
 impl FakeComputeInstance {
-    /// Compute instance `id` named `name` with `uuid`.
-    pub fn new(id: u32, name: &str, uuid: &str) -> Self {
-        FakeComputeInstance {
-            id,
-            name: name.to_string(),
-            uuid: uuid.to_string(),
-            slot: None,
-            gone_after_calls: None,
-            gone_from_enum: None,
-            errors: Vec::new(),
-            slices: 1,
-            sm: None,
-        }
-    }
-
     /// Sets the MIG device index.
     #[must_use]
     pub fn slot(mut self, slot: u32) -> Self {
@@ -131,39 +39,7 @@ impl FakeComputeInstance {
     }
 }
 
-/// One MIG GPU instance and its compute instances.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeGpuInstance {
-    /// Parent GPU index.
-    pub device: u32,
-    /// NVML GPU-instance id (`GPU_I_ID`).
-    pub id: u32,
-    /// Profile id (`nvidia-smi mig -lgip`'s ID column).
-    pub profile_id: u32,
-    /// Placement (start, size) in memory slices.
-    pub placement: (u32, u32),
-    /// Bytes (default: the profile's).
-    pub memory_total: Option<u64>,
-    /// Bytes used, per memory-info call (the last value repeats).
-    pub memory_used: Vec<u64>,
-    /// The compute instances (MIG devices).
-    pub compute_instances: Vec<FakeComputeInstance>,
-}
-
 impl FakeGpuInstance {
-    /// GPU instance `id` of profile `profile_id` on GPU `device`, `used` bytes in use.
-    pub fn new(device: u32, id: u32, profile_id: u32, placement: (u32, u32), used: u64) -> Self {
-        FakeGpuInstance {
-            device,
-            id,
-            profile_id,
-            placement,
-            memory_total: None,
-            memory_used: vec![used],
-            compute_instances: Vec::new(),
-        }
-    }
-
     /// Adds a compute instance.
     #[must_use]
     pub fn ci(mut self, ci: FakeComputeInstance) -> Self {
@@ -177,82 +53,9 @@ impl FakeGpuInstance {
         self.memory_total = Some(bytes);
         self
     }
-
-    pub(crate) fn write(&self, s: &mut String) {
-        let kv = |s: &mut String, k: &str, v: &dyn std::fmt::Display| {
-            let _ = writeln!(s, "{k} = {v}");
-        };
-        s.push_str("\n[gpu_instance]\n");
-        kv(s, "device", &self.device);
-        kv(s, "id", &self.id);
-        kv(s, "profile_id", &self.profile_id);
-        kv(
-            s,
-            "placement",
-            &format!("{}:{}", self.placement.0, self.placement.1),
-        );
-        if let Some(t) = self.memory_total {
-            kv(s, "memory_total", &t);
-        }
-        kv(s, "memory_used", &crate::nvml_conf::seq(&self.memory_used));
-        for c in &self.compute_instances {
-            s.push_str("\n[compute_instance]\n");
-            kv(s, "device", &self.device);
-            kv(s, "gi", &self.id);
-            kv(s, "id", &c.id);
-            kv(s, "name", &c.name);
-            kv(s, "uuid", &c.uuid);
-            kv(s, "slices", &c.slices);
-            for (k, v) in [
-                ("slot", c.slot.map(u64::from)),
-                ("gone_after_calls", c.gone_after_calls),
-                ("gone_from_enum", c.gone_from_enum),
-                ("sm", c.sm.map(u64::from)),
-            ] {
-                if let Some(v) = v {
-                    kv(s, k, &v);
-                }
-            }
-            for (sym, code) in &c.errors {
-                kv(s, "error", &format!("{sym}:{code}"));
-            }
-        }
-    }
-}
-
-/// One `nvmlDeviceGetProcessUtilization` sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeSample {
-    /// Device index.
-    pub device: u32,
-    /// Process id (ignored when `child_of_caller`).
-    pub pid: u32,
-    /// The pid is resolved at each call to a child of the caller (`hmn run`'s command).
-    pub child_of_caller: bool,
-    /// Age of the sample's timestamp at each call, ms.
-    pub age_ms: u64,
-    /// SM, memory, encoder, decoder percent (values above 100 imitate a driver's bad sample).
-    pub values: [u32; 4],
-    /// Visible in answered rounds `from..until`.
-    pub rounds: Option<(u64, u64)>,
-    /// Missing from the sizing call, present in the fill (a process that starts in between).
-    pub late: bool,
 }
 
 impl FakeSample {
-    /// A sample of `pid` on `device`: SM, memory, encoder and decoder percent.
-    pub fn new(device: u32, pid: u32, values: [u32; 4]) -> Self {
-        FakeSample {
-            device,
-            pid,
-            child_of_caller: false,
-            age_ms: 100,
-            values,
-            rounds: None,
-            late: false,
-        }
-    }
-
     /// A sample of the caller's child (the command `hmn run` started).
     pub fn child_of_caller(device: u32, values: [u32; 4]) -> Self {
         let mut s = FakeSample::new(device, 0, values);
@@ -280,37 +83,14 @@ impl FakeSample {
         self.late = true;
         self
     }
-
-    pub(crate) fn write(&self, s: &mut String) {
-        s.push_str("\n[sample]\n");
-        let mut kv = |k: &str, v: &dyn std::fmt::Display| {
-            let _ = writeln!(s, "{k} = {v}");
-        };
-        kv("device", &self.device);
-        if self.child_of_caller {
-            kv("pid", &"child_of_caller");
-        } else {
-            kv("pid", &self.pid);
-        }
-        kv("age_ms", &self.age_ms);
-        for (k, v) in ["sm", "mem", "enc", "dec"].iter().zip(self.values) {
-            kv(k, &v);
-        }
-        if let Some((f, u)) = self.rounds {
-            kv("from_round", &f);
-            kv("until_round", &u);
-        }
-        if self.late {
-            kv("late", &1);
-        }
-    }
 }
 
 impl FakeDevice {
     /// MIG mode: current and pending (pending takes effect after a GPU reset).
     #[must_use]
     pub fn mig(mut self, current: bool, pending: bool) -> Self {
-        self.extras.mig_mode = Some((current, pending));
+        self.extras.mig_mode = Some(current);
+        self.extras.mig_pending = Some(pending);
         self
     }
 

@@ -14,12 +14,12 @@ use std::path::Path;
 use hypomnesis::Warning;
 use hypomnesis::estimate::model::OpenedModel;
 use hypomnesis::estimate::{
-    Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, LlamaApi,
-    kv_bytes_per_token,
+    DeviceFit, Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, LlamaApi,
+    Placement, kv_bytes_per_token,
 };
 use serde::Serialize;
 
-use super::model::{DeviceFit, Input, Outcome, Plan};
+use super::model::{Input, Outcome};
 use crate::args::FitsArgs;
 
 #[derive(Serialize)]
@@ -90,7 +90,7 @@ struct FitsJson<'a> {
     error: Option<String>,
     warnings: &'a [Warning],
     /// Where the answer was judged.
-    plan: Plan,
+    plan: Placement,
     /// The devices the model is placed on.
     devices_used: Vec<u32>,
     /// The host part (llama.cpp on a GPU) against MemAvailable.
@@ -160,11 +160,6 @@ pub(super) fn write(
         .cloned()
         .chain(reader.iter().chain(&est.warnings).map(Warning::general))
         .collect();
-    let chosen = o.chosen.and_then(|c| o.fits.get(c));
-    let devices_used = match o.plan {
-        Plan::SplitLayers | Plan::TensorParallel => o.fits.iter().filter_map(|f| f.index).collect(),
-        _ => chosen.and_then(|c| c.index).into_iter().collect(),
-    };
     crate::output::json_line(
         out,
         &FitsJson {
@@ -190,14 +185,14 @@ pub(super) fn write(
                 tensor_split: p.tensor_split.map(|t| t.proportions().to_vec()),
             }),
             estimate: est,
-            devices: &o.fits,
-            fit: o.fit,
-            device: chosen.and_then(|c| c.index),
+            devices: &o.plan.fits,
+            fit: o.plan.fit,
+            device: o.plan.chosen_fit().and_then(|c| c.index),
             error: o.error.clone(),
             warnings: &warnings,
-            plan: o.plan,
-            devices_used,
-            host: o.host.as_ref(),
+            plan: o.plan.placement,
+            devices_used: o.plan.devices_used(),
+            host: o.plan.host.as_ref(),
             complete: est.is_complete(),
             notes: &o.notes,
         },

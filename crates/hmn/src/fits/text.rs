@@ -5,9 +5,11 @@ use std::io::Write;
 use std::path::Path;
 
 use hypomnesis::estimate::model::OpenedModel;
-use hypomnesis::estimate::{BudgetSource, Estimate, Fit, FitParams, Memory, Verdict};
+use hypomnesis::estimate::{
+    BudgetSource, DeviceFit, Estimate, Fit, FitParams, Memory, Placement, TargetKind, Verdict,
+};
 
-use super::model::{DeviceFit, Outcome, Plan};
+use super::model::Outcome;
 use crate::format::{Align, Table, bytes, opt_bytes, sanitize};
 
 pub(super) fn write_model(
@@ -108,7 +110,7 @@ fn file_name(p: &Path) -> String {
 
 fn device_label(f: &DeviceFit) -> String {
     match (f.kind, f.index, &f.name) {
-        ("cpu", _, _) => "CPU".to_string(),
+        (TargetKind::Cpu, _, _) => "CPU".to_string(),
         (_, None, _) => "--free".to_string(),
         (_, Some(i), Some(n)) => format!("GPU {i} [{}]", sanitize(n)),
         (_, Some(i), None) => format!("GPU {i}"),
@@ -117,7 +119,7 @@ fn device_label(f: &DeviceFit) -> String {
 
 pub(super) fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
     match v.budget_source {
-        BudgetSource::HostAvailable if f.kind == "cpu" => {
+        BudgetSource::HostAvailable if f.kind == TargetKind::Cpu => {
             format!("{} available (MemAvailable)", bytes(v.budget_bytes))
         }
         BudgetSource::HostAvailable => {
@@ -126,10 +128,14 @@ pub(super) fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
         BudgetSource::VllmUtilization if v.budget_bytes == 0 => format!(
             "{} free, less than the {} × total vLLM reserves",
             opt_bytes(f.free_bytes),
-            f.util
+            f.utilization
         ),
         BudgetSource::VllmUtilization => {
-            format!("{} usable ({} × total)", bytes(v.budget_bytes), f.util)
+            format!(
+                "{} usable ({} × total)",
+                bytes(v.budget_bytes),
+                f.utilization
+            )
         }
         _ => format!("{} free", bytes(v.budget_bytes)),
     }
@@ -138,11 +144,11 @@ pub(super) fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
 /// `GPU 0 [name]: 78.1 GiB free — fits, 60.2 GiB headroom; largest context 131072, batch 37`.
 pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
     let Some(v) = &f.verdict else {
-        return format!(
-            "{}: no verdict ({})",
-            device_label(f),
-            sanitize(f.error.as_deref().unwrap_or("unknown"))
-        );
+        let why = f
+            .error
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), ToString::to_string);
+        return format!("{}: no verdict ({})", device_label(f), sanitize(&why));
     };
     let mut line = format!("{}: {} — ", device_label(f), budget_words(f, v));
     line.push_str(&match v.device_fit {
@@ -205,27 +211,28 @@ fn shortfall(v: &Verdict) -> String {
 
 /// The upstream-compatible one-liner on stderr.
 pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
-    let fit = o.fit.unwrap_or(Fit::DoesNotFit);
-    if matches!(o.plan, Plan::SplitLayers | Plan::TensorParallel) {
-        let how = if o.plan == Plan::SplitLayers {
+    let p = &o.plan;
+    let fit = p.fit.unwrap_or(Fit::DoesNotFit);
+    if p.is_split() {
+        let how = if p.placement == Placement::SplitLayers {
             "llama.cpp --split-mode layer"
         } else {
             "vLLM tensor parallel"
         };
-        let devs: Vec<String> = o
+        let devs: Vec<String> = p
             .fits
             .iter()
             .filter_map(|f| f.index)
             .map(|i| i.to_string())
             .collect();
-        let host = o.host.as_ref().map_or(String::new(), |h| {
+        let host = p.host.as_ref().map_or(String::new(), |h| {
             format!(", host RAM {}", fit_words(h.fit))
         });
         return format!(
             "{} — split over devices {} ({how}): {}{host}",
             fit_words(fit),
             devs.join(", "),
-            o.fits
+            p.fits
                 .iter()
                 .map(|f| format!(
                     "{} {}",
@@ -238,14 +245,14 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
                 .join(", ")
         );
     }
-    let Some(f) = o.chosen.and_then(|c| o.fits.get(c)) else {
+    let Some(f) = p.chosen_fit() else {
         return String::new();
     };
     let Some(v) = &f.verdict else {
         return String::new();
     };
     let dev = match (f.kind, f.index) {
-        ("cpu", _) => "CPU, as llama.cpp without a GPU".to_string(),
+        (TargetKind::Cpu, _) => "CPU, as llama.cpp without a GPU".to_string(),
         (_, Some(_)) => format!("device {}", device_label(f).trim_start_matches("GPU ")),
         (_, None) => "budget given with --free".to_string(),
     };
@@ -293,59 +300,77 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hypomnesis::estimate::{Budget, Runtime, judge_estimate};
+    use hypomnesis::estimate::{Budget, NoVerdict, Runtime, Target, judge_estimate, plan};
+    use hypomnesis::{Device, Source, Vendor};
 
-    fn outcome(f: DeviceFit) -> Outcome {
+    const GIB: u64 = 1 << 30;
+
+    fn outcome(p: hypomnesis::estimate::Plan) -> Outcome {
         Outcome {
-            plan: Plan::Device,
-            fit: f.verdict.as_ref().map(|v| v.fit),
-            fits: vec![f],
-            chosen: Some(0),
-            host: None,
+            plan: p,
             warnings: Vec::new(),
             error: None,
             notes: Vec::new(),
         }
     }
 
+    fn gpu(free: Option<u64>, total: Option<u64>) -> Device {
+        let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
+        d.name = Some("NVIDIA H100 80GB HBM3".into());
+        d.memory.free_bytes = free;
+        d.memory.total_bytes = total;
+        d
+    }
+
     #[test]
     fn the_verdict_line_keeps_the_upstream_wording() {
-        let est = Estimate::requested(14 << 30);
+        let est = Estimate::requested(14 * GIB);
         let judged = |free| {
-            DeviceFit::new(
-                Some(0),
-                Some("NVIDIA H100 80GB HBM3".into()),
-                Some(free),
-                Some(80 << 30),
-                Ok(judge_estimate(
-                    &est,
-                    &Budget::from_free(free, Some(80 << 30), Runtime::Generic),
-                )),
-            )
+            let d = gpu(Some(free), Some(80 * GIB));
+            let target = Target::Devices {
+                devices: std::slice::from_ref(&d),
+                every: false,
+            };
+            outcome(plan(target, None, &est, None))
         };
         assert_eq!(
-            verdict_line(&outcome(judged(20 << 30)), &est),
+            verdict_line(&judged(20 * GIB), &est),
             "fits — 20 GiB free >= 14 GiB requested (6 GiB headroom; device 0 [NVIDIA H100 80GB HBM3])"
         );
         assert_eq!(
-            verdict_line(&outcome(judged(10 << 30)), &est),
+            verdict_line(&judged(10 * GIB), &est),
             "does not fit — 10 GiB free < 14 GiB requested (short by 4 GiB; device 0 [NVIDIA H100 80GB HBM3])"
         );
     }
 
     #[test]
+    fn a_device_without_a_budget_says_why_it_has_no_verdict() {
+        let d = Device::new(2, Vendor::Intel, Source::Sysfs);
+        let f = DeviceFit::of_device(
+            &d,
+            Budget::for_device(&d, None, Runtime::Generic)
+                .map(|b| judge_estimate(&Estimate::requested(1), &b))
+                .map_err(NoVerdict::from),
+        );
+        assert_eq!(
+            device_line(&f, None),
+            "GPU 2: no verdict (device 2 does not report its free memory: not reported)"
+        );
+    }
+
+    #[test]
     fn the_budget_is_worded_by_its_source() {
-        let est = Estimate::requested(14 << 30);
+        let est = Estimate::requested(14 * GIB);
         let words = |budget: Budget, free: Option<u64>| {
-            let f = DeviceFit::new(Some(0), None, free, None, Ok(judge_estimate(&est, &budget)));
+            let f = DeviceFit::of_device(&gpu(free, None), Ok(judge_estimate(&est, &budget)));
             budget_words(&f, f.verdict.as_ref().unwrap())
         };
-        let (gib, total) = (1u64 << 30, Some(80 << 30));
+        let total = Some(80 * GIB);
         for (free, runtime, said) in [
-            (20 * gib, Runtime::Generic, "20 GiB free"),
-            (79 * gib, Runtime::Vllm, "72 GiB usable (0.9 × total)"),
+            (20 * GIB, Runtime::Generic, "20 GiB free"),
+            (79 * GIB, Runtime::Vllm, "72 GiB usable (0.9 × total)"),
             (
-                20 * gib,
+                20 * GIB,
                 Runtime::Vllm,
                 "20 GiB free, less than the 0.9 × total vLLM reserves",
             ),
@@ -353,23 +378,16 @@ mod tests {
             let b = Budget::from_free(free, total, runtime);
             assert_eq!(words(b, Some(free)), said);
         }
+        let given = DeviceFit::given(24 * GIB, judge_estimate(&est, &Budget::given(24 * GIB)));
         assert_eq!(
-            words(Budget::given(24 * gib), Some(24 * gib)),
+            budget_words(&given, given.verdict.as_ref().unwrap()),
             "24 GiB free"
         );
-        let mut igpu =
-            hypomnesis::Device::new(0, hypomnesis::Vendor::Intel, hypomnesis::Source::Sysfs);
+        let mut igpu = Device::new(0, Vendor::Intel, Source::Sysfs);
         igpu.integrated = Some(true);
-        let shared = Budget::for_device(&igpu, Some(24 << 30), Runtime::Generic).unwrap();
+        let shared = Budget::for_device(&igpu, Some(24 * GIB), Runtime::Generic).unwrap();
         assert_eq!(words(shared, None), "24 GiB available (shared system RAM)");
-        let mut cpu = DeviceFit::new(
-            None,
-            None,
-            None,
-            None,
-            Ok(judge_estimate(&est, &Budget::host(24 * gib))),
-        );
-        cpu.kind = "cpu";
+        let cpu = DeviceFit::cpu(24 * GIB, judge_estimate(&est, &Budget::host(24 * GIB)));
         assert_eq!(
             budget_words(&cpu, cpu.verdict.as_ref().unwrap()),
             "24 GiB available (MemAvailable)"

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hypomnesis::cgroup::PeakCgroup;
+use hypomnesis::peaks::{CGROUP_JOIN_WAIT, CgroupJoin, KernelPeak, cgroup_join};
 use hypomnesis::process::tree::{ProcessId, read_stat};
 use hypomnesis::sampler::{Sampler, SamplerOptions, Target};
 use hypomnesis::{Probe, ProbeOptions};
@@ -148,27 +149,27 @@ pub fn run(
     let guarded = child.guarded();
     #[cfg(not(unix))]
     let guarded = false;
-    // The child joins the cgroup itself before it execs the command; if it could not, the
-    // cgroup's peak says nothing about the command. A command that ended before it was seen in
-    // the group did join if anything was charged to the group (only it could have joined it).
+    // The child joins the cgroup itself before it execs the command; whether the cgroup's
+    // peak then counts for the command is the library's rule (`peaks::cgroup_join`).
     let cgroup = cgroup.and_then(|c| {
-        let deadline = Instant::now() + std::time::Duration::from_millis(500);
-        while !c.contains(child.id()) {
-            let ended = matches!(child.try_wait(), Ok(Some(_)));
-            if ended && c.peak_bytes().is_some_and(|b| b > 0) {
-                break;
+        let deadline = Instant::now() + CGROUP_JOIN_WAIT;
+        loop {
+            let in_group = c.contains(child.id());
+            let ended = !in_group && matches!(child.try_wait(), Ok(Some(_)));
+            let charged = if ended { c.peak_bytes() } else { None };
+            match cgroup_join(in_group, ended, charged, Instant::now() > deadline) {
+                CgroupJoin::Joined => return Some(c),
+                CgroupJoin::NotJoined => {
+                    warnings.push(
+                        "the command could not join the transient cgroup; peak RAM is sampled"
+                            .to_string(),
+                    );
+                    let _ = c.remove();
+                    return None;
+                }
+                _ => std::thread::sleep(std::time::Duration::from_millis(1)),
             }
-            if Instant::now() > deadline || ended {
-                warnings.push(
-                    "the command could not join the transient cgroup; peak RAM is sampled"
-                        .to_string(),
-                );
-                let _ = c.remove();
-                return None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Some(c)
     });
 
     // Measurement: a problem here never stops the workload.
@@ -236,29 +237,28 @@ pub fn run(
         }
     }
     let exit = exec::exit_code(status);
-    #[cfg_attr(not(windows), allow(unused_mut))]
-    let mut report = RunReport::new(
+    // The kernel's peak of the container that held the tree: the transient cgroup (Linux), the
+    // Job object (Windows). The headline from it, floored, is the library's (`peaks::peak_ram`).
+    let kernel_peak = cgroup_peak
+        .zip(cgroup_version)
+        .map(|(bytes, version)| KernelPeak::cgroup(bytes, version));
+    #[cfg(windows)]
+    let kernel_peak = kernel_peak.or_else(|| {
+        job.as_ref()
+            .and_then(|j| j.peak_memory_bytes().ok().flatten())
+            .map(KernelPeak::job)
+    });
+    let report = RunReport::new(
         &args.command,
         exit,
         wall,
         interval,
         &samples,
         rusage_max_rss,
-        cgroup_peak.zip(cgroup_version),
+        kernel_peak,
         forwarded,
         warnings,
     );
-    // Windows: the Job object's continuous peak of the whole tree is the headline.
-    #[cfg(windows)]
-    if let Some(peak) = job
-        .as_ref()
-        .and_then(|j| j.peak_memory_bytes().ok().flatten())
-    {
-        report.peak_ram = hypomnesis::peaks::PeakRam::new(
-            peak,
-            hypomnesis::peaks::PeakRamSource::JobPeakMemoryUsed,
-        );
-    }
     let mut file_errors = Vec::new();
     if let Some(p) = &args.timeline {
         let out = match timeline.lock() {

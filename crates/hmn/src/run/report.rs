@@ -5,8 +5,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use hypomnesis::ProcessName;
-use hypomnesis::cgroup::CgroupVersion;
-use hypomnesis::peaks::{DevicePeak, PeakMethod, PeakRam, PeakRamSource, TreePeaks};
+use hypomnesis::peaks::{DevicePeak, KernelPeak, PeakMethod, PeakRam, PeakRamSource, TreePeaks};
 use hypomnesis::sampler::SamplerReport;
 use serde::Serialize;
 
@@ -32,7 +31,7 @@ pub struct RunReport {
     pub wall_time_ms: u64,
     pub interval_ms: u64,
     pub samples: u64,
-    /// The headline: [`hypomnesis::peaks::peak_ram`].
+    /// The headline, on every platform: [`hypomnesis::peaks::peak_ram`].
     pub peak_ram: PeakRam,
     /// Largest per-sample sum of the tree's RSS (`None`: no sample was taken).
     pub peak_rss_sum_bytes: Option<u64>,
@@ -44,6 +43,9 @@ pub struct RunReport {
     pub rusage_max_rss_bytes: Option<u64>,
     /// The kernel's peak for the transient cgroup (includes page cache), when one was used.
     pub cgroup_peak_bytes: Option<u64>,
+    /// Windows: the Job object's own peak (before the floor), when one held the tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_peak_bytes: Option<u64>,
     /// Per device: [`hypomnesis::peaks::device_peaks`].
     pub devices: Vec<DevicePeak>,
     /// Processes of the tree seen, with their peaks.
@@ -67,7 +69,7 @@ impl RunReport {
         interval: Duration,
         s: &SamplerReport,
         rusage_max_rss: Option<u64>,
-        cgroup: Option<(u64, CgroupVersion)>,
+        kernel: Option<KernelPeak>,
         forwarded_signals: Vec<i32>,
         warnings: Vec<String>,
     ) -> RunReport {
@@ -76,7 +78,7 @@ impl RunReport {
             largest_process_peak_rss_bytes,
             devices,
             ..
-        } = TreePeaks::from_report(s, rusage_max_rss, cgroup);
+        } = TreePeaks::from_report(s, rusage_max_rss, kernel);
         let names: Vec<ProcessName> = command
             .iter()
             .map(|a| ProcessName::from_bytes(a.as_encoded_bytes()))
@@ -104,7 +106,14 @@ impl RunReport {
             peak_pss_sum_bytes: s.peak_pss_sum_bytes,
             largest_process_peak_rss_bytes,
             rusage_max_rss_bytes: rusage_max_rss,
-            cgroup_peak_bytes: cgroup.map(|(p, _)| p),
+            cgroup_peak_bytes: kernel.and_then(|k| match k {
+                KernelPeak::Cgroup { bytes, .. } => Some(bytes),
+                _ => None,
+            }),
+            job_peak_bytes: kernel.and_then(|k| match k {
+                KernelPeak::Job { bytes } => Some(bytes),
+                _ => None,
+            }),
             devices,
             processes: s.processes.clone(),
             forwarded_signals,
@@ -130,7 +139,7 @@ impl RunReport {
                 self.peak_ram.source.as_str()
             ),
             PeakMethod::Job => {
-                "kernel peak of the command's Job object: committed private memory of the whole tree"
+                "kernel peak of the command's Job object: committed private memory of the whole tree; floored by the largest single process"
                     .to_string()
             }
             _ if self.peak_ram.source == PeakRamSource::SamplesPss => format!(
@@ -204,6 +213,7 @@ impl RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hypomnesis::cgroup::CgroupVersion;
 
     const MIB: u64 = 1 << 20;
 
@@ -211,6 +221,14 @@ mod tests {
         s: &SamplerReport,
         rusage: Option<u64>,
         cgroup: Option<(u64, CgroupVersion)>,
+    ) -> RunReport {
+        with_kernel_peak(s, rusage, cgroup.map(|(b, v)| KernelPeak::cgroup(b, v)))
+    }
+
+    fn with_kernel_peak(
+        s: &SamplerReport,
+        rusage: Option<u64>,
+        kernel: Option<KernelPeak>,
     ) -> RunReport {
         RunReport::new(
             &[OsString::from("python3"), OsString::from("train.py")],
@@ -222,7 +240,7 @@ mod tests {
             Duration::from_millis(100),
             s,
             rusage,
-            cgroup,
+            kernel,
             vec![15],
             vec!["w".to_string()],
         )
@@ -321,6 +339,34 @@ hmn: warning: w
         assert_eq!(r.peak_ram.bytes, 500 * MIB);
         assert_eq!(r.peak_ram.source, PeakRamSource::CgroupV1MaxUsage);
         assert_eq!(r.cgroup_peak_bytes, Some(400 * MIB), "its own figure kept");
+    }
+
+    /// Windows: the Job's peak is the headline through the same rule, floored like a cgroup's.
+    #[test]
+    fn a_job_peak_is_the_headline_and_floored_too() {
+        let r = with_kernel_peak(
+            &sampled(),
+            Some(500 * MIB),
+            Some(KernelPeak::job(400 * MIB)),
+        );
+        assert_eq!(r.peak_ram.bytes, 500 * MIB);
+        assert_eq!(r.peak_ram.source, PeakRamSource::JobPeakMemoryUsed);
+        let j = json(&r);
+        assert!(
+            j.contains(
+                r#""peak_ram":{"bytes":524288000,"method":"job","source":"windows_job_peak_memory_used"},"#
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains(r#""cgroup_peak_bytes":null,"job_peak_bytes":419430400,"devices""#),
+            "its own figure kept: {j}"
+        );
+        assert!(
+            r.text().contains("  peak RAM      500 MiB (kernel peak of the command's Job object: committed private memory of the whole tree; floored by the largest single process)\n"),
+            "{}",
+            r.text()
+        );
     }
 
     #[test]

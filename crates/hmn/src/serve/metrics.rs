@@ -7,18 +7,17 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
 use hypomnesis::cgroup::Workload;
-use hypomnesis::{BackendState, Device, GpuProcess, HostMemory, ProcessList};
+use hypomnesis::{BackendState, Device, HostMemory, ProcessList};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::series;
+
 type Labels = Vec<(&'static str, String)>;
 type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
-
-/// Series cap per device for the per-cgroup family (the rest goes to an `other` series).
-pub const MAX_CGROUP_SERIES: usize = 100;
 
 /// Everything one collection found.
 #[derive(Debug)]
@@ -297,7 +296,8 @@ pub fn render(c: &Collection, stale: bool) -> String {
     out
 }
 
-/// Per-process (top N + other) and per-workload series of one device.
+/// Per-process (top N + other) and per-workload series of one device; which figures get a
+/// series and what the rest sums to is `series`'.
 fn processes(
     c: &Collection,
     d: &Device,
@@ -306,60 +306,44 @@ fn processes(
     cgroup_mem: &GaugeFamily,
     nv: &super::nvidia::Series,
 ) {
-    let mut rows: Vec<&GpuProcess> = c
-        .list
-        .processes
-        .iter()
-        .filter(|p| p.device_index == d.index && p.used_bytes.is_some())
-        .collect();
-    rows.sort_by_key(|p| (std::cmp::Reverse(p.used_bytes), p.pid));
-    let mut other: Option<u64> = None;
-    for (i, p) in rows.iter().enumerate() {
-        let Some(u) = p.used_bytes else { continue };
-        if i < c.top_processes {
-            let mut pl = l.clone();
-            pl.push(("pid", p.pid.to_string()));
-            pl.push((
-                "comm",
-                p.name
-                    .as_ref()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            ));
-            pl.extend(super::nvidia::process_labels(p, d));
-            nv.process(p, &pl);
-            set(proc_mem, pl, Some(u as f64));
-        } else if !p.may_include_clients {
-            // An MPS server that may hold its clients' memory is not summed again.
-            other = Some(other.unwrap_or(0) + u);
-        }
+    let cut = series::processes(&c.list, d.index, c.top_processes);
+    for p in &cut.top {
+        let mut pl = l.clone();
+        pl.push(("pid", p.pid.to_string()));
+        pl.push((
+            "comm",
+            p.name
+                .as_ref()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ));
+        pl.extend(super::nvidia::process_labels(p, d));
+        nv.process(p, &pl);
+        set(proc_mem, pl, p.used_bytes.map(|u| u as f64));
     }
-    if let Some(o) = other {
+    if let Some(o) = cut.other {
         let mut pl = l.clone();
         pl.push(("pid", "other".to_string()));
         pl.push(("comm", "other".to_string()));
         set(proc_mem, pl, Some(o as f64));
     }
-    let mut by_workload: BTreeMap<&Workload, u64> = BTreeMap::new();
-    for p in rows.iter().filter(|p| !p.may_include_clients) {
-        if let (Some(w), Some(u)) = (c.workloads.get(&p.pid), p.used_bytes) {
-            *by_workload.entry(w).or_default() += u;
-        }
+    let on_device = c
+        .list
+        .processes
+        .iter()
+        .filter(|p| p.device_index == d.index);
+    let by_workload = series::workloads(
+        on_device,
+        |p| c.workloads.get(&p.pid),
+        series::MAX_CGROUP_SERIES,
+    );
+    for (w, u) in by_workload.top {
+        let mut wl = l.clone();
+        wl.push(("kind", w.kind().to_string()));
+        wl.push(("name", w.name().to_string()));
+        set(cgroup_mem, wl, Some(u as f64));
     }
-    let mut sorted: Vec<(&Workload, u64)> = by_workload.into_iter().collect();
-    sorted.sort_by_key(|(w, u)| (std::cmp::Reverse(*u), (*w).clone()));
-    let mut rest: Option<u64> = None;
-    for (i, (w, u)) in sorted.into_iter().enumerate() {
-        if i < MAX_CGROUP_SERIES {
-            let mut wl = l.clone();
-            wl.push(("kind", w.kind().to_string()));
-            wl.push(("name", w.name().to_string()));
-            set(cgroup_mem, wl, Some(u as f64));
-        } else {
-            rest = Some(rest.unwrap_or(0) + u);
-        }
-    }
-    if let Some(r) = rest {
+    if let Some(r) = by_workload.other {
         let mut wl = l.clone();
         wl.push(("kind", "other".to_string()));
         wl.push(("name", "other".to_string()));

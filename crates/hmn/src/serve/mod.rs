@@ -15,6 +15,7 @@ mod http;
 mod latest;
 mod metrics;
 mod nvidia;
+mod series;
 mod slots;
 
 use std::collections::BTreeMap;

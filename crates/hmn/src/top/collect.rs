@@ -12,18 +12,17 @@
 //! `--rescan` sets it.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hypomnesis::process::IdentityCache;
 use hypomnesis::process::tree::{Stat, read_stat};
-use hypomnesis::{Probe, ProbeOptions, Roots};
+use hypomnesis::process::{self, IdentityCache};
+use hypomnesis::workload::WorkloadInfo;
+use hypomnesis::{Field, Probe, ProbeOptions, ProcessName, Roots, Unknown, UnknownReason};
 
 use super::snapshot::{
-    Ancestor, CMDLINE_MAX, DeviceView, HostView, Limits, ProcessRow, Snapshot, TEXT_MAX,
-    UnknownView, WorkloadView, cut,
+    Ancestor, Bound, CMDLINE_MAX, Limits, ProcessRow, Snapshot, TEXT_MAX, cut, cut_name,
 };
 
 /// The share of a core the DRM rescan may take when its period is calibrated.
@@ -44,10 +43,10 @@ pub struct CollectOptions {
 /// What a process is for as long as it lives: read once.
 #[derive(Debug, Clone)]
 struct Known {
-    name: Option<String>,
+    name: Option<ProcessName>,
     uid: Option<u32>,
     user: Option<String>,
-    workload: Option<WorkloadView>,
+    workload: Option<WorkloadInfo>,
     cmdline: Option<String>,
     last_seen: u64,
 }
@@ -104,20 +103,11 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes; only
-/// a regular file is read (a FIFO in a fixture tree never blocks).
+/// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes (the
+/// library reads the file: only a regular file, so a FIFO in a fixture tree never blocks).
 fn cmdline(roots: &Roots, pid: u32) -> Option<String> {
-    let f = crate::infile::open_nonblocking(&roots.pid_file(pid, "cmdline"), false).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    f.take(CMDLINE_MAX as u64 + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    let args: Vec<String> = bytes
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
+    let bytes = process::read_cmdline(roots, pid, CMDLINE_MAX as u64 + 1).ok()?;
+    let args: Vec<String> = process::cmdline_args(&bytes)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     (!args.is_empty()).then(|| cut(args.join(" "), CMDLINE_MAX))
@@ -165,13 +155,10 @@ impl Collector {
         let k = self.known.entry((pid, start)).or_insert_with(|| {
             let id = users.identify(roots, pid);
             Known {
-                name: id.name.map(|n| cut(n.escaped(), TEXT_MAX)),
+                name: id.name.map(|n| cut_name(n, TEXT_MAX)),
                 uid: id.uid,
                 user: id.user.map(|n| cut(n, TEXT_MAX)),
-                workload: hypomnesis::workload::of_process(roots, pid).map(|w| WorkloadView {
-                    kind: w.kind.as_str().to_string(),
-                    name: cut(w.label(), TEXT_MAX),
-                }),
+                workload: hypomnesis::workload::of_process(roots, pid).map(Bound::bounded),
                 cmdline: cmdline(roots, pid),
                 last_seen: tick,
             }
@@ -187,10 +174,10 @@ impl Collector {
         let list = self.probe.gpu_usage();
         let mut snap = Snapshot::empty(0, u64::try_from(interval.as_millis()).unwrap_or(0));
         match self.probe.host_memory() {
-            Ok(h) => snap.host = Some(HostView::from(&h)),
+            Ok(h) => snap.host = Some(h),
             Err(e) => snap.host_error = Some(cut(e.to_string(), TEXT_MAX)),
         }
-        snap.devices = list.devices.iter().map(DeviceView::from).collect();
+        snap.devices = list.devices.iter().map(|d| d.clone().bounded()).collect();
         snap.hidden_processes = list.hidden_processes;
         snap.failed_devices.clone_from(&list.failed_devices);
         snap.warnings = list.warnings.iter().map(ToString::to_string).collect();
@@ -207,9 +194,6 @@ impl Collector {
         };
         for p in &list.processes {
             let mut row = ProcessRow::from_gpu(p);
-            if p.mig_index.is_some() {
-                row.mig = Some(cut(crate::ps::mig_cell(p, &list), TEXT_MAX));
-            }
             let st = stat(p.pid);
             match &st {
                 Some(st) => {
@@ -222,24 +206,25 @@ impl Collector {
                     .process_memory(p.pid, hypomnesis::MemoryDetail::Basic)
                 {
                     Ok(m) => row.rss_bytes = m.rss_bytes,
-                    Err(e) => row.unknown.push(UnknownView {
-                        field: "rss_bytes".to_string(),
-                        reason: "unreadable".to_string(),
-                        detail: cut(e.to_string(), TEXT_MAX),
-                    }),
+                    Err(e) => row.gpu.unknown.push(Unknown::new(
+                        Field::RssBytes,
+                        UnknownReason::Unreadable,
+                        cut(e.to_string(), TEXT_MAX),
+                    )),
                 },
             }
             let k = self.known(p.pid, row.start_time);
-            row.name = k.name.clone().or(row.name);
-            row.uid = k.uid;
-            row.user.clone_from(&k.user);
-            row.workload.clone_from(&k.workload);
+            let g = &mut row.gpu;
+            g.name = k.name.clone().or(g.name.take());
+            g.uid = k.uid;
+            g.user.clone_from(&k.user);
+            g.workload.clone_from(&k.workload);
             row.cmdline.clone_from(&k.cmdline);
             snap.processes.push(row);
         }
         snap.cap(self.limits);
         // The parents of the listed processes that hold no GPU memory, for the tree view.
-        let listed: HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        let listed: HashSet<u32> = snap.processes.iter().map(|p| p.gpu.pid).collect();
         let mut added: HashSet<u32> = HashSet::new();
         for p in &snap.processes {
             let mut next = p.ppid;

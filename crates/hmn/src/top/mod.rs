@@ -4,9 +4,10 @@
 //!
 //! | Module | Owns |
 //! |---|---|
-//! | [`snapshot`] | the snapshot: what the view draws and a recording holds (serde), its bounds |
+//! | [`snapshot`] | the snapshot: the library's devices and rows with what `top` adds (serde), its bounds |
 //! | [`collect`] | the collector: one long-lived `Probe` → snapshots; its thread for `top` |
 //! | [`recording`] | JSON Lines: writing a snapshot, reading a recording back |
+//! | [`recording_v1`] | reading a line of format version 1 into today's snapshot |
 //! | [`record`] | `hmn record` |
 //! | `ui` | `hmn top`: terminal, event loop, signals (feature `top`) |
 //! | `app`, `rows`, `player` | the view's state and keys; table lines (sort, filter, tree); replay |
@@ -19,6 +20,8 @@ pub mod record;
 #[cfg_attr(not(feature = "top"), allow(dead_code))]
 pub mod recording;
 #[cfg_attr(not(feature = "top"), allow(dead_code))]
+pub mod recording_v1;
+#[cfg_attr(not(feature = "top"), allow(dead_code))]
 pub mod snapshot;
 
 #[cfg(feature = "top")]
@@ -29,12 +32,14 @@ mod clock;
 mod panes;
 #[cfg(feature = "top")]
 mod player;
+#[cfg(all(test, feature = "top"))]
+mod replays;
 #[cfg(feature = "top")]
 mod rows;
 #[cfg(feature = "top")]
 mod table;
 #[cfg(all(test, feature = "top"))]
-mod tests;
+pub(crate) mod tests;
 #[cfg(feature = "top")]
 mod theme;
 #[cfg(feature = "top")]

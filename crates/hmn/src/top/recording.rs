@@ -106,40 +106,38 @@ pub fn device_points(s: &Snapshot) -> Vec<DevicePoint> {
         .collect()
 }
 
-/// Parses one line as a snapshot of a version this build reads.
+/// What every line starts with: the format and its version (the rest is skipped unread).
+#[derive(serde::Deserialize)]
+struct Header {
+    format: Option<serde_json::Value>,
+    version: Option<serde_json::Value>,
+}
+
+/// Parses one line as a snapshot of a version this build reads: version 2 as it is, version 1
+/// through [`super::recording_v1`].
 fn parse(line: &[u8]) -> Result<Snapshot, String> {
-    let s: Snapshot = serde_json::from_slice(line).map_err(|e| {
-        let v: Result<serde_json::Value, _> = serde_json::from_slice(line);
-        match v {
-            Ok(v) if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) => {
-                format!("not an hmn top snapshot (no \"format\": \"{FORMAT}\")")
-            }
-            Ok(v)
-                if v.get("version")
-                    .and_then(serde_json::Value::as_u64)
-                    .is_some_and(|n| n > u64::from(VERSION)) =>
-            {
-                format!(
-                    "format version {} is newer than this hmn reads ({VERSION})",
-                    v["version"]
-                )
-            }
-            _ => format!("not a snapshot: {e}"),
+    let head: Header = serde_json::from_slice(line).map_err(|e| format!("not a snapshot: {e}"))?;
+    match head.format.as_ref().and_then(serde_json::Value::as_str) {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(format!(
+                "not an hmn top snapshot (format {other:?}, expected {FORMAT:?})"
+            ));
         }
-    })?;
-    if s.format != FORMAT {
-        return Err(format!(
-            "not an hmn top snapshot (format {:?}, expected {FORMAT:?})",
-            s.format
-        ));
+        None => {
+            return Err(format!(
+                "not an hmn top snapshot (no \"format\": \"{FORMAT}\")"
+            ));
+        }
     }
-    if s.version > VERSION {
-        return Err(format!(
-            "format version {} is newer than this hmn reads ({VERSION})",
-            s.version
-        ));
+    match head.version.as_ref().and_then(serde_json::Value::as_u64) {
+        Some(2) => serde_json::from_slice(line).map_err(|e| format!("not a snapshot: {e}")),
+        Some(0 | 1) => super::recording_v1::read(line),
+        Some(n) => Err(format!(
+            "format version {n} is newer than this hmn reads ({VERSION})"
+        )),
+        None => Err("not a snapshot: no format version".to_string()),
     }
-    Ok(s)
 }
 
 impl Recording {
@@ -322,9 +320,74 @@ mod tests {
         let (_d, p) = file(format!("{s}\n").as_bytes());
         let e = Recording::open(&p).unwrap_err().to_string();
         assert!(
-            e.ends_with("line 1: format version 9 is newer than this hmn reads (1)"),
+            e.ends_with("line 1: format version 9 is newer than this hmn reads (2)"),
             "{e}"
         );
+    }
+
+    /// The longest line a hostile `/proc` (and sysfs) can make: every text at its cap and made
+    /// of control characters (six bytes each in JSON), every list full, 64 rows, 16 devices.
+    #[test]
+    fn the_longest_line_stays_far_below_what_a_reader_reads() {
+        use super::super::snapshot::{
+            Ancestor, Bound, CMDLINE_MAX, Limits, ProcessRow, TEXT_MAX, cut,
+        };
+        use hypomnesis::{
+            Device, Field, MigDevice, MigMode, MigState, ProcessName, Source, Unknown,
+            UnknownReason, Vendor,
+        };
+        let evil = "\u{1}".repeat(5000);
+        let unknown = |n| {
+            let u = Unknown::new(Field::Name, UnknownReason::Unreadable, evil.clone());
+            vec![u; n]
+        };
+        let mut g = hypomnesis::test_helpers::GpuProcessBuilder::new(u32::MAX, u32::MAX).build();
+        g.name = Some(ProcessName::from_bytes(vec![0xff; 5000]));
+        for s in [&mut g.user, &mut g.device_uuid, &mut g.mig_uuid] {
+            *s = Some(evil.clone());
+        }
+        for i in 0..100 {
+            let usage = hypomnesis::EngineUsage::default();
+            g.engines.insert(format!("{i}{evil}"), usage);
+        }
+        g.drm_clients = vec![u64::MAX; 1000];
+        g.shared_with = vec![u32::MAX; 1000];
+        g.unknown = unknown(100);
+        let slurm = format!("/slurmstepd.scope/job_1/step_{evil}/task_0");
+        g.workload = hypomnesis::workload::classify(&slurm);
+        assert!(g.workload.is_some());
+        let mut row = ProcessRow::from_gpu(&g);
+        row.cmdline = Some(cut(evil.clone(), CMDLINE_MAX));
+        let mut d = Device::new(u32::MAX, Vendor::Other(evil.clone()), Source::Sysfs);
+        for s in [&mut d.name, &mut d.uuid, &mut d.driver, &mut d.error] {
+            *s = Some(evil.clone());
+        }
+        for i in 0..100 {
+            d.regions
+                .insert(format!("{i}{evil}"), hypomnesis::DeviceRegion::default());
+        }
+        d.unknown = unknown(100);
+        let mut mig = MigState::new(MigMode::Enabled, MigMode::Enabled);
+        let mut m = MigDevice::new(u32::MAX, u32::MAX);
+        m.name = Some(evil.clone());
+        m.unknown = unknown(100);
+        mig.instances = vec![m; 100];
+        d.mig = Some(mig);
+        let mut s = Snapshot::empty(u64::MAX, u64::MAX);
+        s.devices = vec![d.bounded(); 16];
+        s.processes = vec![row; 1000];
+        s.warnings = vec![evil.clone(); 100];
+        s.ancestors = vec![
+            Ancestor {
+                pid: u32::MAX,
+                ppid: Some(u32::MAX),
+                name: Some(cut(evil.clone(), TEXT_MAX)),
+            };
+            1000
+        ];
+        s.cap(Limits { max_processes: 64 });
+        let line = serde_json::to_vec(&s).unwrap();
+        assert!(line.len() < LINE_MAX / 2, "{}", line.len());
     }
 
     #[test]

@@ -76,7 +76,10 @@ impl Column {
             }
         }
         let lower = |s: Option<&str>| s.map(str::to_lowercase);
+        let name = |r: &ProcessRow| r.gpu.name.as_ref().map(|n| n.escaped().to_lowercase());
         let engine = |r: &ProcessRow| r.busiest_engine().map(|(_, v)| (v * 1000.0) as i64);
+        let (ra, rb) = (a, b);
+        let (a, b) = (&a.gpu, &b.gpu);
         let primary = match self {
             Column::Pid => known(Some(a.pid), Some(b.pid), descending),
             Column::User => known(
@@ -84,21 +87,13 @@ impl Column {
                 lower(b.user.as_deref()),
                 descending,
             ),
-            Column::Name => known(
-                lower(a.name.as_deref()),
-                lower(b.name.as_deref()),
-                descending,
-            ),
+            Column::Name => known(name(ra), name(rb), descending),
             Column::Device => known(Some(a.device_index), Some(b.device_index), descending),
-            Column::Kind => known(Some(&a.kind), Some(&b.kind), descending),
-            Column::Vram => known(a.vram_bytes, b.vram_bytes, descending),
-            Column::Rss => known(a.rss_bytes, b.rss_bytes, descending),
-            Column::Engine => known(engine(a), engine(b), descending),
-            Column::Workload => known(
-                a.workload.as_ref().map(|w| &w.name),
-                b.workload.as_ref().map(|w| &w.name),
-                descending,
-            ),
+            Column::Kind => known(Some(a.kind.as_str()), Some(b.kind.as_str()), descending),
+            Column::Vram => known(a.used_bytes, b.used_bytes, descending),
+            Column::Rss => known(ra.rss_bytes, rb.rss_bytes, descending),
+            Column::Engine => known(engine(ra), engine(rb), descending),
+            Column::Workload => known(ra.workload_label(), rb.workload_label(), descending),
         };
         primary
             .then(a.device_index.cmp(&b.device_index))
@@ -143,22 +138,22 @@ pub fn matches(r: &ProcessRow, filter: &str) -> bool {
     }
     let f = filter.to_lowercase();
     let has = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(&f));
-    has(r.name.as_deref())
-        || has(r.user.as_deref())
-        || r.pid.to_string().contains(&f)
+    has(r.gpu.name.as_ref().map(|n| n.escaped()).as_deref())
+        || has(r.gpu.user.as_deref())
+        || r.gpu.pid.to_string().contains(&f)
         || has(r.cmdline.as_deref())
-        || has(r.workload.as_ref().map(|w| w.name.as_str()))
-        || r.kind.contains(&f)
+        || has(r.workload_label().as_deref())
+        || r.gpu.kind.as_str().contains(&f)
 }
 
 fn line(s: &Snapshot, i: usize, prefix: String) -> Line {
     let r = &s.processes[i];
     Line {
-        pid: r.pid,
+        pid: r.gpu.pid,
         row: Some(i),
-        device: Some(r.device_index),
+        device: Some(r.gpu.device_index),
         start_time: r.start_time,
-        name: r.name_or_unknown().to_string(),
+        name: r.name_or_unknown(),
         prefix,
     }
 }
@@ -177,8 +172,8 @@ pub fn lines(s: &Snapshot, sort: Column, descending: bool, filter: &str, tree: b
     let mut rows_of: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     let mut parent: HashMap<u32, Option<u32>> = HashMap::new();
     for (i, r) in s.processes.iter().enumerate() {
-        rows_of.entry(r.pid).or_default().push(i);
-        parent.insert(r.pid, r.ppid);
+        rows_of.entry(r.gpu.pid).or_default().push(i);
+        parent.insert(r.gpu.pid, r.ppid);
     }
     let mut names: HashMap<u32, String> = HashMap::new();
     for a in &s.ancestors {
@@ -188,7 +183,7 @@ pub fn lines(s: &Snapshot, sort: Column, descending: bool, filter: &str, tree: b
     // Visible: the pids of matching rows and everything above them.
     let mut visible: BTreeSet<u32> = BTreeSet::new();
     for i in &idx {
-        let mut pid = Some(s.processes[*i].pid);
+        let mut pid = Some(s.processes[*i].gpu.pid);
         while let Some(p) = pid {
             if !parent.contains_key(&p) || !visible.insert(p) {
                 break;

@@ -1,21 +1,24 @@
-//! The snapshot: everything `hmn top` draws for one instant, as one serde value. `hmn record`
-//! writes one per line (JSON Lines) and `hmn top --replay` reads them back into the same view,
-//! so a recording shows exactly what the live view showed. The format is documented in
-//! `docs/top.md` (format `hmn-top`, version 1): field names follow `hmn --json` where the value
-//! is the same; unknown values are `null` (never 0), with `unknown` entries saying why.
+//! The snapshot: everything `hmn top` draws for one instant, as one serde value, made of the
+//! library's own types — the host's [`HostMemory`], each [`Device`] and each [`GpuProcess`] as
+//! `hmn --json` writes them — and what `top` adds per sample: when it was taken, each process's
+//! parent, start time, RSS and command line, the parents of GPU processes (for the tree view),
+//! what the cap left out. `hmn record` writes one per line (JSON Lines) and `hmn top --replay`
+//! reads them back into the same view, so a recording shows exactly what the live view showed.
+//! The format is documented in `docs/top.md` (format `hmn-top`, version 2; version-1 lines are
+//! read through `top::recording_v1`).
 //!
-//! A snapshot is bounded ([`Limits`]): at most `max_processes` rows (largest VRAM first; the
-//! line says how many were left out), command lines, names and warnings cut to fixed lengths.
+//! A snapshot is bounded ([`Limits`], [`Bound`]): at most `max_processes` rows (largest VRAM
+//! first; the line says how many were left out), command lines, names, warnings and lists cut
+//! to fixed lengths.
 
-use std::collections::BTreeMap;
-
-use hypomnesis::{Device, GpuProcess, HostMemory, ProcessRegions, RegionUsage, Unknown};
+use hypomnesis::workload::WorkloadInfo;
+use hypomnesis::{Device, GpuProcess, HostMemory, MigState, ProcessName, Unknown, Vendor};
 use serde::{Deserialize, Serialize};
 
 /// The `format` field of every line.
 pub const FORMAT: &str = "hmn-top";
 /// The version this build writes and the newest it reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Caps that bound the size of one snapshot (and so of one recorded line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,10 +31,18 @@ pub struct Limits {
 pub const CMDLINE_MAX: usize = 1024;
 /// Bytes of a name, user, warning or other free text kept.
 pub const TEXT_MAX: usize = 256;
-/// Warnings kept per snapshot.
+/// Warnings kept per snapshot (and `unknown` entries per record).
 pub const WARNINGS_MAX: usize = 16;
 /// Ancestor records kept per snapshot (the tree view's parents that hold no GPU memory).
 pub const ANCESTORS_MAX: usize = 512;
+/// Entries kept per list of a record: DRM clients, shared-with pids.
+pub const LIST_MAX: usize = 64;
+/// Parts kept per device: MIG devices of a GPU (NVIDIA's GPUs have at most 7), memory regions.
+pub const PARTS_MAX: usize = 16;
+/// `unknown` entries kept per MIG device.
+pub const MIG_UNKNOWN_MAX: usize = 4;
+/// Engine classes kept per row, and bytes of each class's name.
+pub const ENGINES_MAX: usize = 32;
 
 /// One instant: host memory, devices, GPU processes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,12 +58,12 @@ pub struct Snapshot {
     /// How long the collection took.
     pub collect_ms: u64,
     /// Host RAM and swap; `null` when `/proc/meminfo` could not be read (`host_error` says why).
-    pub host: Option<HostView>,
+    pub host: Option<HostMemory>,
     /// Why `host` is null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_error: Option<String>,
-    /// Every device, in index order.
-    pub devices: Vec<DeviceView>,
+    /// Every device, in index order (`hmn devices --json`'s records).
+    pub devices: Vec<Device>,
     /// One row per (process, device), largest VRAM first, at most the cap.
     pub processes: Vec<ProcessRow>,
     /// Rows found before the cap.
@@ -76,162 +87,25 @@ pub struct Snapshot {
     pub no_gpu: Option<String>,
 }
 
-/// Host RAM and swap, bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostView {
-    pub memory_total_bytes: u64,
-    pub memory_available_bytes: u64,
-    pub swap_total_bytes: Option<u64>,
-    pub swap_free_bytes: Option<u64>,
-}
-
-/// One device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceView {
-    pub index: u32,
-    pub name: Option<String>,
-    pub vendor: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pci_bus_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
-    pub source: String,
-    /// `power/runtime_status` (`active`, `suspended`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime_status: Option<String>,
-    /// Runtime-suspended: not read (reading would wake it).
-    #[serde(default)]
-    pub suspended: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integrated: Option<bool>,
-    pub memory: MemoryView,
-    /// Per-region totals (amdgpu `vram`, `visible_vram`, `gtt`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub regions: BTreeMap<String, RegionTotals>,
-    pub telemetry: TelemetryView,
-    /// The device exists but could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unknown: Vec<UnknownView>,
-}
-
-/// Device memory, bytes (`used + free + reserved = total` on NVIDIA R510+).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryView {
-    pub total_bytes: Option<u64>,
-    pub used_bytes: Option<u64>,
-    pub free_bytes: Option<u64>,
-    pub reserved_bytes: Option<u64>,
-}
-
-/// A device region's total and used bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegionTotals {
-    pub total_bytes: Option<u64>,
-    pub used_bytes: Option<u64>,
-}
-
-/// Utilization, temperature, power, clocks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct TelemetryView {
-    pub utilization_percent: Option<f64>,
-    pub memory_utilization_percent: Option<f64>,
-    pub temperature_celsius: Option<f64>,
-    pub power_watts: Option<f64>,
-    pub clock_graphics_mhz: Option<u32>,
-    pub clock_memory_mhz: Option<u32>,
-    pub clock_graphics_max_mhz: Option<u32>,
-    pub clock_memory_max_mhz: Option<u32>,
-}
-
-/// A value that is `null`, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnknownView {
-    pub field: String,
-    pub reason: String,
-    pub detail: String,
-}
-
-/// One process's use of one device.
+/// One process's use of one device: the library's row (`hmn ps --json`'s, flattened into this
+/// object) and what `top` reads from `/proc` beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessRow {
-    pub pid: u32,
+    /// The row as the library gives it (name, owner and workload read once per process).
+    #[serde(flatten)]
+    pub gpu: GpuProcess,
     /// Start time (clock ticks after boot): with `pid`, the process's identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<u64>,
+    /// The parent's pid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ppid: Option<u32>,
-    pub name: Option<String>,
-    pub user: Option<String>,
-    pub uid: Option<u32>,
-    pub device_index: u32,
-    /// `compute`, `graphics` or `compute+graphics`.
-    pub kind: String,
-    /// Device memory used on this device.
-    pub vram_bytes: Option<u64>,
     /// Host resident set size.
+    #[serde(default)]
     pub rss_bytes: Option<u64>,
-    /// Engine use per class, percent, over the last interval (DRM devices).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub engines: BTreeMap<String, f64>,
-    /// Memory per region (DRM devices).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regions: Option<RegionsView>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub drm_clients: Vec<u64>,
-    /// Lower pids whose shared DRM clients are counted on their row, not this one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shared_with: Vec<u32>,
-    /// The container, pod, Slurm job or systemd unit, from the process's cgroup
-    /// (`hypomnesis::workload`, as `hmn ps`'s WORKLOAD).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<WorkloadView>,
-    /// The MIG device the row runs in (index on its GPU) and its instance, `1g.10gb GI 1 CI 0`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mig_index: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mig: Option<String>,
     /// The command line, arguments separated by spaces (cut at [`CMDLINE_MAX`] bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmdline: Option<String>,
-    pub source: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unknown: Vec<UnknownView>,
-}
-
-/// A process's memory per region on one device.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegionsView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vram: Option<RegionUse>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gtt: Option<RegionUse>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<RegionUse>,
-}
-
-/// One region's figures, bytes (`hmn --json` names).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegionUse {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resident_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evicted_bytes: Option<u64>,
-}
-
-/// The workload a process belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkloadView {
-    /// `pod`, `container`, `unit` or `other`.
-    pub kind: String,
-    pub name: String,
 }
 
 /// A parent shown in the tree view that holds no GPU memory itself.
@@ -239,6 +113,7 @@ pub struct WorkloadView {
 pub struct Ancestor {
     pub pid: u32,
     pub ppid: Option<u32>,
+    /// Its name as shown (escaped for a terminal, cut at [`TEXT_MAX`] bytes).
     pub name: Option<String>,
 }
 
@@ -254,162 +129,183 @@ pub fn cut(mut s: String, max: usize) -> String {
     s
 }
 
-fn unknowns(u: &[Unknown]) -> Vec<UnknownView> {
-    u.iter()
-        .take(WARNINGS_MAX)
-        .map(|u| UnknownView {
-            field: u.field.to_string(),
-            reason: u.reason.as_str().to_string(),
-            detail: cut(u.detail.clone(), TEXT_MAX),
-        })
-        .collect()
-}
-
-impl From<&HostMemory> for HostView {
-    fn from(h: &HostMemory) -> Self {
-        HostView {
-            memory_total_bytes: h.memory_total_bytes,
-            memory_available_bytes: h.memory_available_bytes,
-            swap_total_bytes: h.swap_total_bytes,
-            swap_free_bytes: h.swap_free_bytes,
+/// The longest start of `name` whose escaped form (as shown) fits in `max` bytes; a character
+/// or an escape is never cut in two.
+pub fn cut_name(name: ProcessName, max: usize) -> ProcessName {
+    if name.escaped().len() <= max {
+        return name;
+    }
+    let (mut end, mut shown) = (0, 0);
+    for chunk in name.as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let w = ProcessName::escape_str(c.encode_utf8(&mut [0; 4])).len();
+            if shown + w > max {
+                return ProcessName::from(&name.as_bytes()[..end]);
+            }
+            (shown, end) = (shown + w, end + c.len_utf8());
+        }
+        for _ in chunk.invalid() {
+            if shown + 4 > max {
+                return ProcessName::from(&name.as_bytes()[..end]);
+            }
+            (shown, end) = (shown + 4, end + 1);
         }
     }
+    name
 }
 
-impl From<&Device> for DeviceView {
-    fn from(d: &Device) -> Self {
-        let t = &d.telemetry;
-        DeviceView {
-            index: d.index,
-            name: d.name.clone().map(|n| cut(n, TEXT_MAX)),
-            vendor: d.vendor.as_str().to_string(),
-            uuid: d.uuid.clone().map(|n| cut(n, TEXT_MAX)),
-            pci_bus_id: d.pci_bus_id.as_ref().map(ToString::to_string),
-            driver: d.driver.clone().map(|n| cut(n, TEXT_MAX)),
-            source: d.source.as_str().to_string(),
-            runtime_status: d.runtime_status.as_ref().map(ToString::to_string),
-            suspended: d.is_suspended(),
-            integrated: d.integrated,
-            memory: MemoryView {
-                total_bytes: d.memory.total_bytes,
-                used_bytes: d.memory.used_bytes,
-                free_bytes: d.memory.free_bytes,
-                reserved_bytes: d.memory.reserved_bytes,
-            },
-            regions: d
-                .regions
-                .iter()
-                .map(|(k, r)| {
-                    (
-                        cut(k.clone(), TEXT_MAX),
-                        RegionTotals {
-                            total_bytes: r.total_bytes,
-                            used_bytes: r.used_bytes,
-                        },
-                    )
-                })
-                .collect(),
-            telemetry: TelemetryView {
-                utilization_percent: t.utilization_percent,
-                memory_utilization_percent: t.memory_utilization_percent,
-                temperature_celsius: t.temperature_celsius,
-                power_watts: t.power_watts,
-                clock_graphics_mhz: t.clock_graphics_mhz,
-                clock_memory_mhz: t.clock_memory_mhz,
-                clock_graphics_max_mhz: t.clock_graphics_max_mhz,
-                clock_memory_max_mhz: t.clock_memory_max_mhz,
-            },
-            error: d.error.clone().map(|e| cut(e, TEXT_MAX)),
-            unknown: unknowns(&d.unknown),
+fn cut_opt(s: &mut Option<String>, max: usize) {
+    if let Some(v) = s.take() {
+        *s = Some(cut(v, max));
+    }
+}
+
+/// Keeps what one record of a snapshot may hold: its free text cut at [`TEXT_MAX`] bytes, its
+/// lists at [`LIST_MAX`] entries, its `unknown` entries at [`WARNINGS_MAX`].
+pub trait Bound {
+    #[must_use]
+    fn bounded(self) -> Self;
+}
+
+fn bound_unknown(u: &mut Vec<Unknown>, max: usize) {
+    u.truncate(max);
+    for e in u {
+        e.detail = cut(std::mem::take(&mut e.detail), TEXT_MAX);
+    }
+}
+
+fn bound_mig(m: &mut MigState) {
+    m.instances.truncate(PARTS_MAX);
+    for i in &mut m.instances {
+        for s in [
+            &mut i.parent_uuid,
+            &mut i.uuid,
+            &mut i.name,
+            &mut i.profile,
+            &mut i.gpu_instance_profile,
+        ] {
+            cut_opt(s, TEXT_MAX);
         }
+        bound_unknown(&mut i.unknown, MIG_UNKNOWN_MAX);
+    }
+    bound_unknown(&mut m.unknown, WARNINGS_MAX);
+}
+
+impl Bound for Device {
+    fn bounded(mut self) -> Device {
+        if let Vendor::Other(driver) = &mut self.vendor {
+            *driver = cut(std::mem::take(driver), TEXT_MAX);
+        }
+        for s in [
+            &mut self.name,
+            &mut self.uuid,
+            &mut self.driver,
+            &mut self.driver_version,
+            &mut self.pci_id,
+            &mut self.error,
+        ] {
+            cut_opt(s, TEXT_MAX);
+        }
+        self.regions = std::mem::take(&mut self.regions)
+            .into_iter()
+            .take(PARTS_MAX)
+            .map(|(k, r)| (cut(k, TEXT_MAX), r))
+            .collect();
+        if let Some(m) = self.mig.as_mut() {
+            bound_mig(m);
+        }
+        bound_unknown(&mut self.unknown, WARNINGS_MAX);
+        self
     }
 }
 
-fn region_use(r: Option<RegionUsage>) -> Option<RegionUse> {
-    r.map(|r| RegionUse {
-        total_bytes: r.total_bytes,
-        resident_bytes: r.resident_bytes,
-        shared_bytes: r.shared_bytes,
-        evicted_bytes: r.evicted_bytes,
-    })
-}
-
-fn regions_view(r: &ProcessRegions) -> RegionsView {
-    RegionsView {
-        vram: region_use(r.vram),
-        gtt: region_use(r.gtt),
-        system: region_use(r.system),
+impl Bound for WorkloadInfo {
+    fn bounded(mut self) -> WorkloadInfo {
+        for s in [
+            &mut self.container_id,
+            &mut self.pod_uid,
+            &mut self.slurm_step,
+            &mut self.unit,
+        ] {
+            cut_opt(s, TEXT_MAX);
+        }
+        self.cgroup = cut(std::mem::take(&mut self.cgroup), TEXT_MAX);
+        self
     }
 }
 
-/// A row's engine use: a DRM row's engine classes; an NVIDIA row's SM, encoder and decoder
-/// use from NVML's per-process samples (the memory controller is not an engine: `ps --util`
-/// shows it).
-fn engines(p: &GpuProcess) -> BTreeMap<String, f64> {
-    if let Some(u) = &p.utilization {
-        return [
-            ("sm", u.sm_percent),
-            ("encoder", u.encoder_percent),
-            ("decoder", u.decoder_percent),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), f64::from(v)))
-        .collect();
+impl Bound for GpuProcess {
+    fn bounded(mut self) -> GpuProcess {
+        self.name = self.name.map(|n| cut_name(n, TEXT_MAX));
+        for s in [&mut self.user, &mut self.device_uuid, &mut self.mig_uuid] {
+            cut_opt(s, TEXT_MAX);
+        }
+        self.engines = std::mem::take(&mut self.engines)
+            .into_iter()
+            .take(ENGINES_MAX)
+            .map(|(k, v)| (cut(k, ENGINES_MAX), v))
+            .collect();
+        self.drm_clients.truncate(LIST_MAX);
+        self.shared_with.truncate(LIST_MAX);
+        self.workload = self.workload.map(Bound::bounded);
+        bound_unknown(&mut self.unknown, WARNINGS_MAX);
+        self
     }
-    p.engines
-        .iter()
-        .take(32)
-        .map(|(k, v)| (cut(k.clone(), 32), v.busy_percent))
-        .collect()
 }
 
 impl ProcessRow {
-    /// A row from the library's, before the host figures are added.
+    /// A row from the library's (bounded), before the host figures are added.
     pub fn from_gpu(p: &GpuProcess) -> ProcessRow {
         ProcessRow {
-            pid: p.pid,
+            gpu: p.clone().bounded(),
             start_time: None,
             ppid: None,
-            name: p.name.clone().map(|n| cut(n.escaped(), TEXT_MAX)),
-            user: p.user.clone().map(|n| cut(n, TEXT_MAX)),
-            uid: p.uid,
-            device_index: p.device_index,
-            kind: p.kind.as_str().to_string(),
-            vram_bytes: p.used_bytes,
             rss_bytes: None,
-            engines: engines(p),
-            regions: p.regions.as_ref().map(regions_view),
-            drm_clients: p.drm_clients.iter().take(64).copied().collect(),
-            shared_with: p.shared_with.iter().take(64).copied().collect(),
-            workload: None,
-            mig_index: p.mig_index,
-            mig: None,
             cmdline: None,
-            source: p.source.as_str().to_string(),
-            unknown: unknowns(&p.unknown),
         }
     }
 
-    /// The busiest engine class, if any was measured.
-    pub fn busiest_engine(&self) -> Option<(&str, f64)> {
-        self.engines
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(k, v)| (k.as_str(), *v))
+    /// Engine use by class, percent, in name order: a DRM row's engine classes, or an NVIDIA
+    /// row's SM, encoder and decoder use from NVML's per-process samples (the memory
+    /// controller is not an engine: `ps --util` shows it).
+    pub fn engines(&self) -> Vec<(&str, f64)> {
+        match &self.gpu.utilization {
+            Some(u) => vec![
+                ("decoder", f64::from(u.decoder_percent)),
+                ("encoder", f64::from(u.encoder_percent)),
+                ("sm", f64::from(u.sm_percent)),
+            ],
+            None => {
+                let e = self.gpu.engines.iter();
+                e.map(|(k, v)| (k.as_str(), v.busy_percent)).collect()
+            }
+        }
     }
 
-    /// The name, or `?`.
-    pub fn name_or_unknown(&self) -> &str {
-        self.name.as_deref().unwrap_or("?")
+    /// The busiest engine class, if any was measured (the last in name order on a tie).
+    pub fn busiest_engine(&self) -> Option<(&str, f64)> {
+        self.engines()
+            .into_iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The name as shown (escaped), or `?`.
+    pub fn name_or_unknown(&self) -> String {
+        self.gpu.name_or_unknown()
     }
 
     /// The user name, else the numeric uid, else `?`.
     pub fn user_cell(&self) -> String {
-        match (&self.user, self.uid) {
+        match (&self.gpu.user, self.gpu.uid) {
             (Some(u), _) => u.clone(),
             (None, Some(uid)) => uid.to_string(),
             (None, None) => "?".to_string(),
         }
+    }
+
+    /// The WORKLOAD label (`hmn ps`'s), when the cgroup names one.
+    pub fn workload_label(&self) -> Option<String> {
+        self.gpu.workload.as_ref().map(WorkloadInfo::label)
     }
 }
 
@@ -440,8 +336,9 @@ impl Snapshot {
     /// recording how many were left out, and drops ancestors no kept row needs.
     pub fn cap(&mut self, limits: Limits) {
         self.processes.sort_by(|a, b| {
-            b.vram_bytes
-                .cmp(&a.vram_bytes)
+            let (a, b) = (&a.gpu, &b.gpu);
+            b.used_bytes
+                .cmp(&a.used_bytes)
                 .then(a.device_index.cmp(&b.device_index))
                 .then(a.pid.cmp(&b.pid))
         });
@@ -457,14 +354,22 @@ impl Snapshot {
     }
 
     /// The device with this index.
-    pub fn device(&self, index: u32) -> Option<&DeviceView> {
+    pub fn device(&self, index: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.index == index)
+    }
+
+    /// A row's MIG device and instance, `1g.10gb GI 1 CI 0` (as `hmn ps`'s MIG column), when
+    /// the row runs in one.
+    pub fn mig_cell(&self, r: &ProcessRow) -> Option<String> {
+        r.gpu.mig_index?;
+        Some(crate::ps::mig_cell_of(&r.gpu, &self.devices))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hypomnesis::test_helpers::GpuProcessBuilder;
 
     #[test]
     fn cut_respects_characters() {
@@ -473,23 +378,39 @@ mod tests {
         assert_eq!(cut("ab".into(), 3), "ab");
     }
 
-    fn row(pid: u32, vram: Option<u64>) -> ProcessRow {
-        let mut r = ProcessRow::from_gpu(
-            &hypomnesis::test_helpers::GpuProcessBuilder::new(pid, 0)
-                .used_bytes(vram)
-                .build(),
+    #[test]
+    fn cut_names_keep_whole_characters_and_escapes() {
+        let n = |b: &[u8]| ProcessName::from_bytes(b.to_vec());
+        assert_eq!(cut_name(n(b"python3"), 3).escaped(), "pyt");
+        assert_eq!(cut_name(n("ab€".as_bytes()), 3).escaped(), "ab");
+        assert_eq!(
+            cut_name(n(b"a\xffb"), 4).escaped(),
+            "a",
+            "never half an escape"
         );
+        assert_eq!(cut_name(n(b"a\xffb"), 5).escaped(), "a\\xff");
+        assert_eq!(cut_name(n(b"a\x1bb"), 6).escaped(), "a\\x1bb");
+        let long = n(&[b'x'; 1000]);
+        assert_eq!(cut_name(long, TEXT_MAX).len(), TEXT_MAX);
+    }
+
+    fn row(pid: u32, vram: Option<u64>) -> ProcessRow {
+        let mut r = ProcessRow::from_gpu(&GpuProcessBuilder::new(pid, 0).used_bytes(vram).build());
         r.cmdline = Some("x".repeat(10));
         r
     }
 
     #[test]
     fn an_nvidia_row_shows_its_sm_encoder_and_decoder_use() {
-        let mut g = hypomnesis::test_helpers::GpuProcessBuilder::new(9, 0).build();
+        let mut g = GpuProcessBuilder::new(9, 0).build();
         g.utilization = Some(hypomnesis::ProcessUtilization::new(37, 12, 5, 0, true, 0));
         let r = ProcessRow::from_gpu(&g);
         assert_eq!(r.busiest_engine(), Some(("sm", 37.0)));
-        assert_eq!(r.engines.len(), 3, "the memory controller is not an engine");
+        assert_eq!(
+            r.engines().len(),
+            3,
+            "the memory controller is not an engine"
+        );
         g.utilization = None;
         assert!(ProcessRow::from_gpu(&g).busiest_engine().is_none());
     }
@@ -505,7 +426,7 @@ mod tests {
         ];
         s.warnings = vec!["w".repeat(1000); 40];
         s.cap(Limits { max_processes: 2 });
-        let pids: Vec<u32> = s.processes.iter().map(|p| p.pid).collect();
+        let pids: Vec<u32> = s.processes.iter().map(|p| p.gpu.pid).collect();
         assert_eq!(pids, [3, 1]);
         assert_eq!((s.processes_total, s.processes_omitted), (4, 2));
         assert_eq!(s.warnings.len(), WARNINGS_MAX);
@@ -513,9 +434,27 @@ mod tests {
     }
 
     #[test]
+    fn records_are_bounded() {
+        let mut g = GpuProcessBuilder::new(1, 0).build();
+        g.user = Some("u".repeat(1000));
+        g.drm_clients = (0..1000).collect();
+        for i in 0..100 {
+            g.engines.insert(
+                format!("e{i:0>3}{}", "x".repeat(40)),
+                hypomnesis::EngineUsage::default(),
+            );
+        }
+        let r = ProcessRow::from_gpu(&g).gpu;
+        assert_eq!(r.user.map(|u| u.len()), Some(TEXT_MAX));
+        assert_eq!(r.drm_clients.len(), LIST_MAX);
+        assert_eq!(r.engines.len(), ENGINES_MAX);
+        assert!(r.engines.keys().all(|k| k.len() == ENGINES_MAX));
+    }
+
+    #[test]
     fn unknown_values_stay_null_in_json() {
         let s = serde_json::to_value(row(7, None)).unwrap();
-        assert_eq!(s["vram_bytes"], serde_json::Value::Null);
+        assert_eq!(s["used_bytes"], serde_json::Value::Null);
         assert_eq!(s["rss_bytes"], serde_json::Value::Null);
         let back: ProcessRow = serde_json::from_value(s).unwrap();
         assert_eq!(back, row(7, None));

@@ -8,8 +8,9 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::app::App;
 use super::rows::Column;
-use super::snapshot::{ProcessRow, RegionUse, Snapshot};
+use super::snapshot::{ProcessRow, Snapshot};
 use crate::format::{bytes, opt_bytes, sanitize};
+use hypomnesis::{EngineClass, ProcessKind, RegionUsage};
 
 /// Fixed widths of the columns other than NAME (which takes the rest).
 fn width_of(c: Column) -> usize {
@@ -60,30 +61,36 @@ pub fn fit(s: &str, w: usize, right_align: bool) -> String {
 /// The KIND cell: a letter per engine class the process used (`C` compute, `G` graphics, `V`
 /// video, `D` copy/DMA, `O` other, joined by `+`), `M` an MPS client, `MS` the MPS server, `-`
 /// idle, `?` unknown.
-fn kind_cell(kind: &str) -> String {
+fn kind_cell(kind: ProcessKind) -> String {
     match kind {
-        "mps" => return "M".to_string(),
-        "mps-server" => return "MS".to_string(),
-        "idle" => return "-".to_string(),
+        ProcessKind::Mps => return "M".to_string(),
+        ProcessKind::MpsServer => return "MS".to_string(),
         _ => {}
     }
-    let letters: Option<Vec<&str>> = kind
-        .split('+')
-        .map(|class| match class {
-            "compute" => Some("C"),
-            "graphics" => Some("G"),
-            "video" => Some("V"),
-            "copy" => Some("D"),
-            "other" => Some("O"),
-            _ => None,
+    let Some(set) = kind.engines() else {
+        return "?".to_string();
+    };
+    let letters: Vec<&str> = EngineClass::ALL
+        .iter()
+        .filter(|c| set.contains(**c))
+        .map(|c| match c {
+            EngineClass::Compute => "C",
+            EngineClass::Graphics => "G",
+            EngineClass::Video => "V",
+            EngineClass::Copy => "D",
+            _ => "O",
         })
         .collect();
-    letters.map_or_else(|| "?".to_string(), |l| l.join("+"))
+    if letters.is_empty() {
+        "-".to_string()
+    } else {
+        letters.join("+")
+    }
 }
 
 /// The VRAM cell: the bytes, `?` when unknown, or where a shared client is counted.
 fn vram_cell(r: &ProcessRow) -> String {
-    match (r.vram_bytes, r.shared_with.first()) {
+    match (r.gpu.used_bytes, r.gpu.shared_with.first()) {
         (Some(0), Some(owner)) => format!("sh {owner}"),
         (v, _) => opt_bytes(v),
     }
@@ -91,23 +98,20 @@ fn vram_cell(r: &ProcessRow) -> String {
 
 fn cell(r: &ProcessRow, c: Column) -> String {
     match c {
-        Column::Pid => r.pid.to_string(),
+        Column::Pid => r.gpu.pid.to_string(),
         Column::User => r.user_cell(),
-        Column::Name => r.name_or_unknown().to_string(),
-        Column::Device => match r.mig_index {
-            Some(m) => format!("{}/{m}", r.device_index),
-            None => r.device_index.to_string(),
+        Column::Name => r.name_or_unknown(),
+        Column::Device => match r.gpu.mig_index {
+            Some(m) => format!("{}/{m}", r.gpu.device_index),
+            None => r.gpu.device_index.to_string(),
         },
-        Column::Kind => kind_cell(&r.kind),
+        Column::Kind => kind_cell(r.gpu.kind),
         Column::Vram => vram_cell(r),
         Column::Rss => opt_bytes(r.rss_bytes),
         Column::Engine => r
             .busiest_engine()
             .map_or_else(|| "?".to_string(), |(k, v)| format!("{v:.0}% {k}")),
-        Column::Workload => r
-            .workload
-            .as_ref()
-            .map_or_else(|| "-".to_string(), |w| w.name.clone()),
+        Column::Workload => r.workload_label().unwrap_or_else(|| "-".to_string()),
     }
 }
 
@@ -214,7 +218,7 @@ pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
     }
 }
 
-fn region_text(name: &str, r: Option<RegionUse>) -> Option<String> {
+fn region_text(name: &str, r: Option<RegionUsage>) -> Option<String> {
     let r = r?;
     let mut parts = Vec::new();
     for (label, v) in [
@@ -244,7 +248,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
     };
     let mut out = vec![format!(
         "PID {}  {}  user {}{}",
-        r.pid,
+        r.gpu.pid,
         r.name_or_unknown(),
         r.user_cell(),
         r.ppid.map(|p| format!("  parent {p}")).unwrap_or_default()
@@ -253,32 +257,33 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
         "command: {}",
         r.cmdline.as_deref().unwrap_or("? (unreadable)")
     ));
-    out.push(match &r.workload {
-        Some(w) => format!("{}: {}", w.kind, w.name),
+    out.push(match &r.gpu.workload {
+        Some(w) => format!("{}: {}", w.kind, w.label()),
         None => "workload: - (none named by its cgroup, or no cgroup read)".to_string(),
     });
-    let devices: Vec<&ProcessRow> = s.processes.iter().filter(|p| p.pid == r.pid).collect();
+    let devices = s.processes.iter().filter(|p| p.gpu.pid == r.gpu.pid);
     for p in devices {
+        let g = &p.gpu;
         let name = s
-            .device(p.device_index)
+            .device(g.device_index)
             .and_then(|d| d.name.clone())
             .unwrap_or_else(|| "?".to_string());
         out.push(format!(
             "GPU{} {name}: VRAM {} ({}, {})",
-            p.device_index,
+            g.device_index,
             vram_cell(p),
-            p.kind,
-            p.source
+            g.kind,
+            g.source
         ));
-        if let Some(m) = &p.mig {
+        if let Some(m) = s.mig_cell(p) {
             out.push(format!(
                 "  MIG device {}: {m}",
-                p.mig_index.unwrap_or_default()
+                g.mig_index.unwrap_or_default()
             ));
         }
     }
     out.push(format!("host RSS {}", opt_bytes(r.rss_bytes)));
-    if let Some(reg) = &r.regions {
+    if let Some(reg) = &r.gpu.regions {
         out.push("regions:".to_string());
         out.extend(
             [
@@ -290,23 +295,23 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
             .flatten(),
         );
     }
-    if !r.engines.is_empty() {
-        let e: Vec<String> = r
-            .engines
+    let engines = r.engines();
+    if !engines.is_empty() {
+        let e: Vec<String> = engines
             .iter()
             .map(|(k, v)| format!("{k} {v:.0}%"))
             .collect();
         out.push(format!("engines: {}", e.join(", ")));
     }
-    if !r.drm_clients.is_empty() {
-        let c: Vec<String> = r.drm_clients.iter().map(ToString::to_string).collect();
+    if !r.gpu.drm_clients.is_empty() {
+        let c: Vec<String> = r.gpu.drm_clients.iter().map(ToString::to_string).collect();
         out.push(format!("DRM clients: {}", c.join(", ")));
     }
-    if !r.shared_with.is_empty() {
-        let c: Vec<String> = r.shared_with.iter().map(ToString::to_string).collect();
+    if !r.gpu.shared_with.is_empty() {
+        let c: Vec<String> = r.gpu.shared_with.iter().map(ToString::to_string).collect();
         out.push(format!("shared with: {} (counted there)", c.join(", ")));
     }
-    for u in &r.unknown {
+    for u in &r.gpu.unknown {
         out.push(format!("{} unknown ({}: {})", u.field, u.reason, u.detail));
     }
     out.into_iter().map(|l| sanitize(&l)).collect()
@@ -343,10 +348,14 @@ mod tests {
             ("unknown", "?"),
             ("mps", "M"),
             ("mps-server", "MS"),
-            ("graphics+warp", "?"),
+            ("compute+graphics+video+copy+other", "C+G+V+D+O"),
         ] {
-            assert_eq!(kind_cell(kind), cell, "{kind}");
+            assert_eq!(kind_cell(kind.parse().unwrap()), cell, "{kind}");
         }
+        assert!(
+            "graphics+warp".parse::<ProcessKind>().is_err(),
+            "no such kind reaches the table"
+        );
     }
 
     #[test]
@@ -357,7 +366,7 @@ mod tests {
         g.mig_index = Some(2);
         let mut r = ProcessRow::from_gpu(&g);
         assert_eq!(cell(&r, Column::Device), "1/2");
-        r.mig_index = None;
+        r.gpu.mig_index = None;
         assert_eq!(cell(&r, Column::Device), "1");
     }
 

@@ -21,7 +21,7 @@ use super::recording::{Recording, write_line};
 use super::snapshot::{Limits, Snapshot};
 use super::theme::Theme;
 
-fn opts(bed: &Sandbox) -> ProbeOptions {
+pub(super) fn opts(bed: &Sandbox) -> ProbeOptions {
     ProbeOptions::default()
         .roots(
             Roots::system()
@@ -32,7 +32,7 @@ fn opts(bed: &Sandbox) -> ProbeOptions {
         .nvidia_smi(bed.env.nvidia_smi.clone())
 }
 
-fn collector(bed: &Sandbox, max: usize) -> Collector {
+pub(super) fn collector(bed: &Sandbox, max: usize) -> Collector {
     Collector::new(
         opts(bed),
         CollectOptions {
@@ -72,7 +72,7 @@ fn nvidia_bed() -> Sandbox {
     bed
 }
 
-fn live() -> App {
+pub(super) fn live() -> App {
     App::new(
         Mode::Live {
             interval: Duration::from_secs(1),
@@ -93,11 +93,11 @@ fn screen(app: &mut App, w: u16, h: u16) -> (String, ratatui::buffer::Buffer) {
     (text, buf)
 }
 
-fn text(app: &mut App, w: u16, h: u16) -> String {
+pub(super) fn text(app: &mut App, w: u16, h: u16) -> String {
     screen(app, w, h).0
 }
 
-fn press(app: &mut App, code: KeyCode) {
+pub(super) fn press(app: &mut App, code: KeyCode) {
     app.key(KeyEvent {
         code,
         modifiers: KeyModifiers::NONE,
@@ -242,9 +242,8 @@ fn keys_sort_filter_tree_detail_and_help() {
     assert!(s.contains("Send SIGKILL to 4243 (pt_data_worker)?"), "{s}");
 }
 
-/// An amdgpu card with two clients sharing one DRM client, and a suspended xe card.
-fn drm_bed() -> Sandbox {
-    let bed = Sandbox::new();
+/// Adds an amdgpu card with two clients sharing one DRM client, and a suspended xe card.
+pub(super) fn add_drm(bed: Sandbox) -> Sandbox {
     bed.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 129))
         .gpu(FakeGpu::xe_dgpu("0000:04:00.0", 2, 130).suspended());
     let era_d = hmn_testbed::fdinfo_sample("amdgpu-eraD.txt")
@@ -253,6 +252,10 @@ fn drm_bed() -> Sandbox {
     bed.client(400, "blender", &[(5, "renderD129", &era_d)])
         .client(401, "blender", &[(5, "renderD129", &era_d)]);
     bed
+}
+
+fn drm_bed() -> Sandbox {
+    add_drm(Sandbox::new())
 }
 
 #[test]
@@ -408,7 +411,7 @@ fn a_fifo_command_line_never_blocks_the_collector() {
     std::fs::remove_file(&cmd).unwrap();
     nix::unistd::mkfifo(&cmd, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let s: Snapshot = collector(&bed, 100).sample(Duration::from_secs(1));
-    let xorg = s.processes.iter().find(|p| p.pid == 5000).unwrap();
+    let xorg = s.processes.iter().find(|p| p.gpu.pid == 5000).unwrap();
     assert_eq!(xorg.cmdline, None);
-    assert_eq!(xorg.name.as_deref(), Some("Xorg"));
+    assert_eq!(xorg.gpu.name, Some("Xorg".into()));
 }

@@ -14,9 +14,9 @@ use ratatui::widgets::Paragraph;
 use super::app::{App, Mode};
 use super::clock::{hms, seconds, utc};
 use super::recording::DevicePoint;
-use super::snapshot::{DeviceView, HostView};
 use super::theme::Theme;
 use crate::format::{bytes, opt_bytes, sanitize};
+use hypomnesis::{Device, HostMemory};
 
 /// A bar of `width` cells: `used` then `reserved` of `total`, the rest free.
 pub fn bar(
@@ -91,7 +91,7 @@ pub fn draw(f: &mut Frame<'_>, app: &mut App) {
     f.render_widget(Paragraph::new(host_line(app, area.width)), line(y));
     y += 1;
     let bottom = area.y + area.height;
-    let devices: Vec<DeviceView> = app
+    let devices: Vec<Device> = app
         .snap
         .as_ref()
         .map_or_else(Vec::new, |s| s.devices.clone());
@@ -173,7 +173,7 @@ fn host_line(app: &App, width: u16) -> Line<'static> {
             )
         }
     };
-    let host: Option<HostView> = app.snap.as_ref().and_then(|s| s.host);
+    let host: Option<HostMemory> = app.snap.as_ref().and_then(|s| s.host);
     let w = usize::from(width);
     let right_w = unicode_width::UnicodeWidthStr::width(right.as_str());
     // The widest left part that leaves room for the right one: bars shrink, then swap goes.
@@ -195,7 +195,7 @@ fn host_line(app: &App, width: u16) -> Line<'static> {
 
 fn host_spans(
     t: Theme,
-    host: Option<HostView>,
+    host: Option<HostMemory>,
     app: &App,
     bar_w: usize,
     swap: bool,
@@ -262,22 +262,23 @@ fn short(s: &str, max: usize) -> String {
     }
 }
 
-fn device_lines(app: &App, d: &DeviceView, width: usize, per: usize) -> Vec<Line<'static>> {
+fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'static>> {
     let t = app.theme;
     let name = d
         .name
         .clone()
         .or_else(|| {
-            d.driver
-                .clone()
-                .map(|dr| format!("{dr} {}", d.pci_bus_id.clone().unwrap_or_default()))
+            d.driver.clone().map(|dr| {
+                let bus = d.pci_bus_id.map(|p| p.to_string()).unwrap_or_default();
+                format!("{dr} {bus}")
+            })
         })
         .unwrap_or_else(|| "unknown GPU".to_string());
     let title = vec![
         Span::styled(format!("GPU{} ", d.index), t.header()),
         Span::raw(sanitize(&name)),
     ];
-    if d.suspended {
+    if d.is_suspended() {
         let mut l = title;
         l.push(Span::styled(
             "  suspended: not read (reading would wake it)",

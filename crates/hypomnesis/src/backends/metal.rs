@@ -17,8 +17,8 @@
 use objc2_metal::{MTLCreateSystemDefaultDevice, MTLDevice as _};
 
 use crate::types::{
-    Backend, BackendState, BackendStatus, Device, DeviceList, Source, Unknown, UnknownReason,
-    Vendor,
+    Backend, BackendState, BackendStatus, Device, DeviceList, Field, Source, Unknown,
+    UnknownReason, Vendor,
 };
 
 /// The probe's seam (`Probe::collect` on macOS): the Metal device, numbered after the devices
@@ -49,19 +49,19 @@ pub(crate) fn append_devices(list: &mut DeviceList) {
             // A discrete GPU on an Intel Mac: the budget is its VRAM working set.
             d.memory.total_bytes = Some(budget);
             d.unknown.push(Unknown::new(
-                "memory.used_bytes",
+                Field::MemoryUsedBytes,
                 UnknownReason::Unsupported,
                 "Metal reports no device-wide usage for a discrete GPU",
             ));
         }
         Err(e) => d.unknown.push(Unknown::new(
-            "memory.total_bytes",
+            Field::MemoryTotalBytes,
             UnknownReason::Unreadable,
             e.to_string(),
         )),
     }
     d.unknown.push(Unknown::new(
-        "memory.reserved_bytes",
+        Field::MemoryReservedBytes,
         UnknownReason::Unsupported,
         format!(
             "Metal has no carve-out (this process's own Metal allocations: {} bytes, \

@@ -4,6 +4,8 @@
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
+use crate::types::spelling::spelled;
+
 /// Which platform's checks apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -30,27 +32,17 @@ impl Platform {
     }
 }
 
-/// A check's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Status {
-    /// Nothing is missing because of it.
-    Ok,
-    /// Some figures are missing, approximate or hidden because of it.
-    Warn,
-    /// A backend cannot work: figures are missing.
-    Fail,
-}
-
-impl Status {
-    /// `ok`, `warn` or `fail`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-        }
+spelled! {
+    /// A check's verdict: `ok`, `warn` or `fail`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    #[non_exhaustive]
+    pub enum Status {
+        /// Nothing is missing because of it.
+        Ok = "ok",
+        /// Some figures are missing, approximate or hidden because of it.
+        Warn = "warn",
+        /// A backend cannot work: figures are missing.
+        Fail = "fail",
     }
 }
 

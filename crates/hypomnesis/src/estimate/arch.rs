@@ -5,6 +5,7 @@
 
 use super::layout::WeightsLayout;
 use super::runtime::KvDtype;
+use crate::types::spelling::spelled;
 
 /// Hard limit on layers (a config claiming more is refused).
 #[cfg(feature = "models")]
@@ -79,25 +80,22 @@ impl Layer {
     }
 }
 
-/// Where the KV head count of the layers came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum KvHeadsFrom {
-    /// The config or the GGUF metadata states it.
-    #[default]
-    Config,
-    /// The config omits it: the model type's default in its transformers config class.
-    ModelTypeDefault,
-    /// The config omits it and nothing better is known: the query head count (what vLLM and
-    /// transformers' `LlamaConfig` assume), with a warning.
-    AttentionHeads,
-    /// Read from the `k_proj` / `attn_k` tensor shapes.
-    Tensors,
+spelled! {
+    /// Where the KV head count of the layers came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum KvHeadsFrom {
+        /// The config or the GGUF metadata states it.
+        #[default]
+        Config = "config",
+        /// The config omits it: the model type's default in its transformers config class.
+        ModelTypeDefault = "model_type_default",
+        /// The config omits it and nothing better is known: the query head count (what vLLM
+        /// and transformers' `LlamaConfig` assume), with a warning.
+        AttentionHeads = "attention_heads",
+        /// Read from the `k_proj` / `attn_k` tensor shapes.
+        Tensors = "tensors",
+    }
 }
 
 /// What the estimators need to know about a model besides its weights.

@@ -11,6 +11,7 @@
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
 use super::runtime::{Runtime, Utilization};
+use crate::types::spelling::spelled;
 use crate::types::{Device, Unknown};
 
 #[cfg(feature = "serde")]
@@ -21,33 +22,21 @@ const GIB: u64 = 1 << 30;
 /// vLLM's default `gpu_memory_utilization`, 0.9, as a ratio.
 pub const VLLM_UTILIZATION: (u64, u64) = (9, 10);
 
-/// Where a budget comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum BudgetSource {
-    /// The device's free memory.
-    Free,
-    /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM that
-    /// reports no free memory of its own, or a CPU-only run.
-    HostAvailable,
-    /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that is
-    /// free, since vLLM then refuses to start.
-    VllmUtilization,
-    /// Given by the caller (planning for a device that is not here).
-    Given,
-}
-
-impl BudgetSource {
-    /// The canonical name, as serialised (`free`, `host_available`, `vllm_utilization`,
-    /// `given`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BudgetSource::Free => "free",
-            BudgetSource::HostAvailable => "host_available",
-            BudgetSource::VllmUtilization => "vllm_utilization",
-            BudgetSource::Given => "given",
-        }
+spelled! {
+    /// Where a budget comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum BudgetSource {
+        /// The device's free memory.
+        Free = "free",
+        /// The host's available RAM (`MemAvailable`): an integrated GPU sharing system RAM
+        /// that reports no free memory of its own, or a CPU-only run.
+        HostAvailable = "host_available",
+        /// vLLM's reservation, `gpu_memory_utilization` (0.9) × total; 0 when less than that
+        /// is free, since vLLM then refuses to start.
+        VllmUtilization = "vllm_utilization",
+        /// Given by the caller (planning for a device that is not here).
+        Given = "given",
     }
 }
 
@@ -78,7 +67,8 @@ pub enum NoBudget {
         error: String,
     },
     /// The device reports no free memory, and is not an integrated GPU whose host's available
-    /// RAM is known.
+    /// RAM is known (in llama.cpp's layer split, whatever the device: the split follows free
+    /// memory; see [`plan`](super::plan::plan)).
     #[error(
         "device {index} does not report its free memory: {}",
         .unknown.as_ref().map_or("not reported", |u| u.detail.as_str())
@@ -89,6 +79,18 @@ pub enum NoBudget {
         /// The device's record of why its memory is unknown, when it has one.
         unknown: Option<Unknown>,
     },
+}
+
+impl NoBudget {
+    /// [`NoBudget::UnknownFree`] for `device`, with its record of why its memory is unknown
+    /// (the first [`Unknown`] of a memory field, [`Field::is_memory`](crate::Field::is_memory)),
+    /// when it has one.
+    pub fn unknown_free(device: &Device) -> NoBudget {
+        NoBudget::UnknownFree {
+            index: device.index,
+            unknown: device.unknown.iter().find(|u| u.field.is_memory()).cloned(),
+        }
+    }
 }
 
 impl Budget {
@@ -171,14 +173,7 @@ impl Budget {
                 runtime,
                 util,
             )),
-            _ => Err(NoBudget::UnknownFree {
-                index: device.index,
-                unknown: device
-                    .unknown
-                    .iter()
-                    .find(|u| u.field.starts_with("memory"))
-                    .cloned(),
-            }),
+            _ => Err(NoBudget::unknown_free(device)),
         }
     }
 
@@ -237,7 +232,7 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceMemory, Source, UnknownReason, Vendor};
+    use crate::types::{DeviceMemory, Field, Source, UnknownReason, Vendor};
 
     const H100: u64 = 85_520_809_984;
 
@@ -350,12 +345,12 @@ mod tests {
             }
         );
         let why = Unknown::new(
-            "memory.free_bytes",
+            Field::MemoryFreeBytes,
             UnknownReason::DeviceError,
             "an internal driver error occurred",
         );
         d.unknown = vec![
-            Unknown::new("telemetry.power_watts", UnknownReason::Unsupported, "no"),
+            Unknown::new(Field::TelemetryPowerWatts, UnknownReason::Unsupported, "no"),
             why.clone(),
         ];
         let e = Budget::for_device(&d, None, Runtime::Generic).unwrap_err();

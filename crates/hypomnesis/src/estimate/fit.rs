@@ -227,18 +227,8 @@ fn vllm_components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::arch::{Layer, LayerKind};
     use crate::estimate::runtime::KvDtype;
-
-    fn llama_8b() -> ModelSpec {
-        let mut a = Architecture::new(vec![Layer::new(LayerKind::Full, 8, 128, 128); 32]);
-        a.hidden_size = Some(4096);
-        a.attention_heads = Some(32);
-        a.vocab_size = Some(128_256);
-        a.intermediate_size = Some(14336);
-        a.max_context = Some(131_072);
-        ModelSpec::new(16_060_522_496, Some(a))
-    }
+    use crate::estimate::test_models::llama_8b;
 
     fn find<'a>(e: &'a Estimate, name: &str) -> &'a Component {
         e.components.iter().find(|c| c.name == name).unwrap()
@@ -257,7 +247,7 @@ mod tests {
         let c =
             super::super::llama_cpp::compute(llama_8b().arch.as_ref().unwrap(), &p, true).unwrap();
         let act = find(&e, "activations");
-        assert_eq!(c.peak, "ffn");
+        assert_eq!(c.peak, crate::estimate::llama_graph::Phase::Ffn);
         assert_eq!(act.low_bytes, Some(c.device));
         assert_eq!(
             act.high_bytes,

@@ -15,26 +15,28 @@ use super::params::FitParams;
 use super::parts::Estimate;
 use super::runtime::Runtime;
 use super::vllm;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// The answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Fit {
-    /// Even the high end of the band fits.
-    Fits,
-    /// The low end fits, the high end does not.
-    Tight,
-    /// What is known fits, but a component could not be estimated (no architecture): not a
-    /// verdict of "fits".
-    Incomplete,
-    /// Not even the low end fits, or the runtime refuses to start.
-    DoesNotFit,
+spelled! {
+    /// The answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Fit {
+        /// Even the high end of the band fits.
+        Fits = "fits",
+        /// The low end fits, the high end does not.
+        Tight = "tight",
+        /// What is known fits, but a component could not be estimated (no architecture): not
+        /// a verdict of "fits".
+        Incomplete = "incomplete",
+        /// Not even the low end fits, or the runtime refuses to start.
+        DoesNotFit = "does_not_fit",
+    }
 }
 
 impl Fit {
@@ -305,15 +307,7 @@ pub fn largest_gpu_layers(model: &ModelSpec, p: FitParams, budget: &Budget) -> u
 mod tests {
     use super::*;
     use crate::estimate::kv::{Architecture, KvDtype, Layer, LayerKind};
-
-    fn llama_8b() -> ModelSpec {
-        let mut a = Architecture::new(vec![Layer::new(LayerKind::Full, 8, 128, 128); 32]);
-        a.hidden_size = Some(4096);
-        a.attention_heads = Some(32);
-        a.vocab_size = Some(128_256);
-        a.max_context = Some(131_072);
-        ModelSpec::new(16_060_522_496, Some(a))
-    }
+    use crate::estimate::test_models::llama_8b;
 
     #[test]
     fn verdicts_and_largest_context() {

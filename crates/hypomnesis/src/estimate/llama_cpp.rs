@@ -14,7 +14,7 @@
 //! Partial offload and the split across devices are in [`super::offload`].
 
 use super::arch::{Architecture, Layer, LayerKind};
-use super::llama_graph::{ALIGN_CPU, ALIGN_CUDA, CacheKind, Graph};
+use super::llama_graph::{ALIGN_CPU, ALIGN_CUDA, CacheKind, Graph, Phase};
 use super::params::FitParams;
 use super::runtime::{FlashAttn, KvDtype, LlamaApi};
 
@@ -241,8 +241,8 @@ pub struct Compute {
     /// The CPU backend's compute buffer (every layer on the CPU): the largest phase, within
     /// ±5 % of llama.cpp's own buffer on every measured configuration.
     pub cpu: u64,
-    /// The phase that sets it: `ffn`, `attention` or `output`.
-    pub peak: &'static str,
+    /// The phase that sets it.
+    pub peak: Phase,
     /// The CUDA device's compute buffer with every layer offloaded (derived from source, not
     /// measured).
     pub device: u64,

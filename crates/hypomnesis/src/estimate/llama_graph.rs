@@ -27,6 +27,8 @@
 //!
 //! `compute = max(FFN, ATTN, OUT)` ([`Graph::cpu`]).
 
+use crate::types::spelling::spelled;
+
 /// Alignment of CPU and `CUDA_Host` buffers (`TENSOR_ALIGNMENT`, `ggml-impl.h:44`).
 pub const ALIGN_CPU: u64 = 32;
 /// Alignment of CUDA device buffers (`ggml-cuda.cu:897-900`).
@@ -84,6 +86,20 @@ pub struct Graph {
     pub residual_first: bool,
 }
 
+spelled! {
+    /// The phase of the graph that sets a compute buffer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum Phase {
+        /// Gate, up and the GLU output live at once.
+        Ffn = "ffn",
+        /// The F32 scores without flash attention.
+        Attention = "attention",
+        /// The last hidden state and the logits.
+        Output = "output",
+    }
+}
+
 /// The phases of the CPU buffer and the one that sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phases {
@@ -105,15 +121,15 @@ impl Phases {
         self.ffn.max(self.attn).max(self.out)
     }
 
-    /// `ffn`, `attention` or `output`: the phase that sets the buffer.
-    pub fn peak(&self) -> &'static str {
+    /// The phase that sets the buffer.
+    pub fn peak(&self) -> Phase {
         let t = self.total();
         if t == self.out && self.out >= self.ffn {
-            "output"
+            Phase::Output
         } else if t == self.attn && self.attn > self.ffn {
-            "attention"
+            Phase::Attention
         } else {
-            "ffn"
+            Phase::Ffn
         }
     }
 }
@@ -346,7 +362,7 @@ mod tests {
             125_841_440,
             "llama.cpp's own buffer for this row"
         );
-        assert_eq!(p.peak(), "ffn");
+        assert_eq!(p.peak(), Phase::Ffn);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! | [`assume`] | [`Assumptions`]: what each estimate assumed, stated |
 //! | [`mod@judge`] | [`Verdict`] against a budget and the host, refusals, largest context / batch / `--gpu-layers` |
 //! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
+//! | [`mod@plan`] | [`plan()`]: where an estimate is judged over devices (one, the best, llama.cpp's layer split, vLLM tensor parallel, the CPU, a given budget), the chosen device and the overall verdict |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
 //! | `gguf`, `safetensors`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits |
 //! | `hub` | the same headers from a Hugging Face Hub or an `https://` URL, by range requests (feature `hub`) |
@@ -41,8 +42,11 @@ pub mod llama_graph;
 pub mod offload;
 pub mod params;
 mod parts;
+pub mod plan;
 pub mod runtime;
 pub mod split;
+#[cfg(test)]
+mod test_models;
 pub mod tracker;
 pub mod vllm;
 
@@ -74,6 +78,7 @@ pub use kv::{
     kv_cache_bytes, kv_cache_bytes_for,
 };
 pub use layout::WeightsLayout;
+pub use plan::{DeviceFit, NoAnswer, NoVerdict, Placement, Plan, Target, TargetKind, plan};
 pub use runtime::{FlashAttn, KvDtype, LlamaApi, ParamError, Runtime, Utilization};
 pub use split::TensorSplit;
 pub use tracker::{LimitExceeded, MemoryTracker};

@@ -138,7 +138,13 @@ pub(crate) fn assemble_safetensors(
 
 /// `name-00001-of-00003.safetensors` → (`name`, 3): transformers' shard names.
 pub(crate) fn shard_name(name: &str) -> Option<(&str, u32)> {
-    let stem = name.strip_suffix(".safetensors")?;
+    numbered_part(name, ".safetensors")
+}
+
+/// `<prefix>-NNNNN-of-NNNNN<ext>` → (prefix, total): one file of a set split for size (five
+/// digits each, as transformers and llama.cpp both write them; a total of 0 is no set).
+fn numbered_part<'a>(name: &'a str, ext: &str) -> Option<(&'a str, u32)> {
+    let stem = name.strip_suffix(ext)?;
     let (rest, total) = stem.rsplit_once("-of-")?;
     let (prefix, index) = rest.rsplit_once('-')?;
     let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
@@ -264,14 +270,7 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
 
 /// `name-00001-of-00003.gguf` → (`name`, 3): llama.cpp's split files.
 pub(crate) fn split_gguf(name: &str) -> Option<(&str, u32)> {
-    let stem = name.strip_suffix(".gguf")?;
-    let (rest, total) = stem.rsplit_once("-of-")?;
-    let (prefix, index) = rest.rsplit_once('-')?;
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(total) || !digits(index) {
-        return None;
-    }
-    total.parse().ok().filter(|n| *n > 0).map(|n| (prefix, n))
+    numbered_part(name, ".gguf")
 }
 
 /// Reads one GGUF header into the set's `budget`; `None` when the file was read already through

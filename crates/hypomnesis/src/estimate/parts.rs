@@ -3,6 +3,7 @@
 //! share. Public through `estimate::fit` (and the `estimate` root).
 
 use super::assume::Assumptions;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -10,17 +11,18 @@ use serde::Serialize;
 pub(crate) const MIB: u64 = 1 << 20;
 pub(crate) const GIB: u64 = 1 << 30;
 
-/// Which memory a component occupies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum Memory {
-    /// The device the budget is for (a GPU; the host itself for a CPU-only run).
-    #[default]
-    Device,
-    /// Host RAM beside a GPU (llama.cpp's CPU layers, host buffers), judged against the host's
-    /// available RAM.
-    Host,
+spelled! {
+    /// Which memory a component occupies.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum Memory {
+        /// The device the budget is for (a GPU; the host itself for a CPU-only run).
+        #[default]
+        Device = "device",
+        /// Host RAM beside a GPU (llama.cpp's CPU layers, host buffers), judged against the
+        /// host's available RAM.
+        Host = "host",
+    }
 }
 
 /// One line of the estimate.

@@ -5,89 +5,54 @@
 //! not have ([`ParamError`]).
 
 use crate::types::error::ParseError;
+use crate::types::spelling::spelled;
 
-#[cfg(feature = "serde")]
-use serde::Serialize;
-
-/// The KV cache's element type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KvDtype {
-    /// 4 bytes.
-    F32,
-    /// 2 bytes.
-    F16,
-    /// 2 bytes.
-    BF16,
-    /// 1 byte (vLLM `fp8`, `fp8_e4m3`, `fp8_e5m2`).
-    F8,
-    /// llama.cpp `q8_0`: 34 bytes per 32 elements.
-    Q8_0,
-    /// llama.cpp `q4_0`: 18 bytes per 32 elements.
-    Q4_0,
-    /// llama.cpp `q4_1`: 20 bytes per 32 elements.
-    Q4_1,
-    /// llama.cpp `q5_0`: 22 bytes per 32 elements.
-    Q5_0,
-    /// llama.cpp `q5_1`: 24 bytes per 32 elements.
-    Q5_1,
-    /// llama.cpp `iq4_nl`: 18 bytes per 32 elements.
-    Iq4Nl,
+spelled! {
+    /// The KV cache's element type. Spelled as llama.cpp does (`f32`, `f16`, `bf16`, `fp8`,
+    /// `q8_0`, …); [`KvDtype::parse`] also takes the other runtimes' names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum KvDtype {
+        /// 4 bytes.
+        F32 = "f32",
+        /// 2 bytes.
+        F16 = "f16",
+        /// 2 bytes.
+        BF16 = "bf16",
+        /// 1 byte (vLLM `fp8`, `fp8_e4m3`, `fp8_e5m2`).
+        F8 = "fp8",
+        /// llama.cpp `q8_0`: 34 bytes per 32 elements.
+        Q8_0 = "q8_0",
+        /// llama.cpp `q4_0`: 18 bytes per 32 elements.
+        Q4_0 = "q4_0",
+        /// llama.cpp `q4_1`: 20 bytes per 32 elements.
+        Q4_1 = "q4_1",
+        /// llama.cpp `q5_0`: 22 bytes per 32 elements.
+        Q5_0 = "q5_0",
+        /// llama.cpp `q5_1`: 24 bytes per 32 elements.
+        Q5_1 = "q5_1",
+        /// llama.cpp `iq4_nl`: 18 bytes per 32 elements.
+        Iq4Nl = "iq4_nl",
+    }
 }
-
-/// Every KV type, in the order the error messages list them.
-const ALL_KV: [KvDtype; 10] = [
-    KvDtype::F32,
-    KvDtype::F16,
-    KvDtype::BF16,
-    KvDtype::F8,
-    KvDtype::Q8_0,
-    KvDtype::Q4_0,
-    KvDtype::Q4_1,
-    KvDtype::Q5_0,
-    KvDtype::Q5_1,
-    KvDtype::Iq4Nl,
-];
 
 impl KvDtype {
     /// Parses `f32`, `f16`, `bf16`, `fp8`/`f8`/`fp8_e4m3`/`fp8_e5m2`, `q8_0`, `q4_0`, `q4_1`,
     /// `q5_0`, `q5_1`, `iq4_nl` (case-insensitive; vLLM's `auto`, `float16`, `bfloat16` too).
     pub fn parse(s: &str) -> Result<KvDtype, ParseError> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "f32" | "fp32" | "float32" => KvDtype::F32,
-            "f16" | "fp16" | "float16" | "half" => KvDtype::F16,
-            "bf16" | "bfloat16" | "auto" => KvDtype::BF16,
-            "f8" | "fp8" | "fp8_e4m3" | "fp8_e5m2" => KvDtype::F8,
-            "q8_0" => KvDtype::Q8_0,
-            "q4_0" => KvDtype::Q4_0,
-            "q4_1" => KvDtype::Q4_1,
-            "q5_0" => KvDtype::Q5_0,
-            "q5_1" => KvDtype::Q5_1,
-            "iq4_nl" => KvDtype::Iq4Nl,
-            other => {
-                return Err(ParseError::new(format!(
+        let lower = s.to_ascii_lowercase();
+        Ok(match lower.as_str() {
+            "fp32" | "float32" => KvDtype::F32,
+            "fp16" | "float16" | "half" => KvDtype::F16,
+            "bfloat16" | "auto" => KvDtype::BF16,
+            "f8" | "fp8_e4m3" | "fp8_e5m2" => KvDtype::F8,
+            other => other.parse().map_err(|_| {
+                ParseError::new(format!(
                     "unknown KV cache type {other:?} (expected f32, f16, bf16, fp8, q8_0, q4_0, \
                      q4_1, q5_0, q5_1 or iq4_nl)"
-                )));
-            }
+                ))
+            })?,
         })
-    }
-
-    /// The canonical name (`f32`, `f16`, `bf16`, `fp8`, `q8_0`, `q4_0`, `q4_1`, `q5_0`,
-    /// `q5_1`, `iq4_nl`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            KvDtype::F32 => "f32",
-            KvDtype::F16 => "f16",
-            KvDtype::BF16 => "bf16",
-            KvDtype::F8 => "fp8",
-            KvDtype::Q8_0 => "q8_0",
-            KvDtype::Q4_0 => "q4_0",
-            KvDtype::Q4_1 => "q4_1",
-            KvDtype::Q5_0 => "q5_0",
-            KvDtype::Q5_1 => "q5_1",
-            KvDtype::Iq4Nl => "iq4_nl",
-        }
     }
 
     /// `(bytes, elements)` of one block (ggml's type traits; 1 element for plain types).
@@ -131,7 +96,7 @@ impl KvDtype {
         if ok(self) {
             return Ok(());
         }
-        let accepted: Vec<&str> = ALL_KV
+        let accepted: Vec<&str> = KvDtype::ALL
             .iter()
             .filter(|d| ok(**d))
             .map(|d| d.as_str())
@@ -144,39 +109,34 @@ impl KvDtype {
     }
 }
 
-/// The runtime that will hold the model; it decides sliding-window caching, padding and
-/// overheads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Runtime {
-    /// PyTorch / transformers.
-    #[default]
-    Generic,
-    /// llama.cpp (and servers built on it).
-    LlamaCpp,
-    /// vLLM.
-    Vllm,
+spelled! {
+    /// The runtime that will hold the model; it decides sliding-window caching, padding and
+    /// overheads. Spelled `generic`, `llama.cpp`, `vllm`; [`Runtime::parse`] also takes other
+    /// names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum Runtime {
+        /// PyTorch / transformers.
+        #[default]
+        Generic = "generic",
+        /// llama.cpp (and servers built on it).
+        LlamaCpp = "llama.cpp",
+        /// vLLM.
+        Vllm = "vllm",
+    }
 }
 
 impl Runtime {
-    /// The canonical name (`generic`, `llama.cpp`, `vllm`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Runtime::Generic => "generic",
-            Runtime::LlamaCpp => "llama.cpp",
-            Runtime::Vllm => "vllm",
-        }
-    }
-
     /// Parses `generic`, `llama.cpp` (or `llamacpp`), `vllm`.
     pub fn parse(s: &str) -> Result<Runtime, ParseError> {
         match s.to_ascii_lowercase().as_str() {
-            "generic" | "pytorch" | "transformers" => Ok(Runtime::Generic),
-            "llama.cpp" | "llamacpp" | "llama-cpp" => Ok(Runtime::LlamaCpp),
-            "vllm" => Ok(Runtime::Vllm),
-            other => Err(ParseError::new(format!(
-                "unknown runtime {other:?} (expected generic, llama.cpp or vllm)"
-            ))),
+            "pytorch" | "transformers" => Ok(Runtime::Generic),
+            "llamacpp" | "llama-cpp" => Ok(Runtime::LlamaCpp),
+            other => other.parse().map_err(|_| {
+                ParseError::new(format!(
+                    "unknown runtime {other:?} (expected generic, llama.cpp or vllm)"
+                ))
+            }),
         }
     }
 
@@ -207,49 +167,44 @@ impl Runtime {
     }
 }
 
-/// Which of llama.cpp's callers sets the context parameters: they differ in the outputs the
-/// worst-case graph reserves, `swa_full`, flash attention and `n_batch` (ggml-org/llama.cpp
-/// `0c1e57098`; `docs/estimation.md`, "The tool families").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum LlamaApi {
-    /// llama-server and llama-cli (which starts the embedded server): outputs reserved for
-    /// the slots (`n_outputs_max = n_parallel`, `tools/server/server-context.cpp`), `swa_full`
-    /// off, flash attention `auto`, `n_batch` 2048.
-    #[default]
-    Server,
-    /// The C API's `llama_context_default_params()` as llama-cpp-python passes it: outputs
-    /// reserved for `n_batch` (`n_outputs_max = 0`, `llama-context.cpp:250`), **`swa_full`
-    /// on** (`llama-context.cpp:3788`), flash attention **off** unless asked
-    /// (llama-cpp-python's `flash_attn=False` → `DISABLED`; the C API's own default is
-    /// `auto`), `n_batch` 512 (llama-cpp-python; the C API's is 2048).
-    Library,
-    /// The tools built on `common` (llama-completion, llama-perplexity, llama-embedding,
-    /// llama-bench): outputs reserved for `n_batch` (`common/common.h:459`), `swa_full` off
-    /// (`common/common.h:574`), flash attention `auto`, `n_batch` 2048.
-    Common,
+spelled! {
+    /// Which of llama.cpp's callers sets the context parameters: they differ in the outputs the
+    /// worst-case graph reserves, `swa_full`, flash attention and `n_batch` (ggml-org/llama.cpp
+    /// `0c1e57098`; `docs/estimation.md`, "The tool families").
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum LlamaApi {
+        /// llama-server and llama-cli (which starts the embedded server): outputs reserved for
+        /// the slots (`n_outputs_max = n_parallel`, `tools/server/server-context.cpp`), `swa_full`
+        /// off, flash attention `auto`, `n_batch` 2048.
+        #[default]
+        Server = "server",
+        /// The C API's `llama_context_default_params()` as llama-cpp-python passes it: outputs
+        /// reserved for `n_batch` (`n_outputs_max = 0`, `llama-context.cpp:250`), **`swa_full`
+        /// on** (`llama-context.cpp:3788`), flash attention **off** unless asked
+        /// (llama-cpp-python's `flash_attn=False` → `DISABLED`; the C API's own default is
+        /// `auto`), `n_batch` 512 (llama-cpp-python; the C API's is 2048).
+        Library = "library",
+        /// The tools built on `common` (llama-completion, llama-perplexity, llama-embedding,
+        /// llama-bench): outputs reserved for `n_batch` (`common/common.h:459`), `swa_full` off
+        /// (`common/common.h:574`), flash attention `auto`, `n_batch` 2048.
+        Common = "common",
+    }
 }
 
 impl LlamaApi {
-    /// Parses `server`, `library`, `common`.
+    /// Parses `server`, `library`, `common` (also the tools' names: `llama-server`, `cli`,
+    /// `llama-cli`; `c`, `python`, `llama-cpp-python`; `bench`, `llama-bench`).
     pub fn parse(s: &str) -> Result<LlamaApi, ParseError> {
         match s.to_ascii_lowercase().as_str() {
-            "server" | "llama-server" | "cli" | "llama-cli" => Ok(LlamaApi::Server),
-            "library" | "c" | "python" | "llama-cpp-python" => Ok(LlamaApi::Library),
-            "common" | "bench" | "llama-bench" => Ok(LlamaApi::Common),
-            other => Err(ParseError::new(format!(
-                "unknown llama.cpp API {other:?} (expected server, library or common)"
-            ))),
-        }
-    }
-
-    /// `server`, `library`, `common`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            LlamaApi::Server => "server",
-            LlamaApi::Library => "library",
-            LlamaApi::Common => "common",
+            "llama-server" | "cli" | "llama-cli" => Ok(LlamaApi::Server),
+            "c" | "python" | "llama-cpp-python" => Ok(LlamaApi::Library),
+            "bench" | "llama-bench" => Ok(LlamaApi::Common),
+            other => other.parse().map_err(|_| {
+                ParseError::new(format!(
+                    "unknown llama.cpp API {other:?} (expected server, library or common)"
+                ))
+            }),
         }
     }
 
@@ -286,39 +241,32 @@ impl LlamaApi {
     }
 }
 
-/// Flash attention (`-fa on|off|auto` in llama.cpp; eager vs SDPA attention in PyTorch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum FlashAttn {
-    /// The runtime decides (llama.cpp's default since 2025).
-    #[default]
-    Auto,
-    /// Forced on.
-    On,
-    /// Forced off: the attention score matrix is materialised.
-    Off,
+spelled! {
+    /// Flash attention (`-fa on|off|auto` in llama.cpp; eager vs SDPA attention in PyTorch).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum FlashAttn {
+        /// The runtime decides (llama.cpp's default since 2025).
+        #[default]
+        Auto = "auto",
+        /// Forced on.
+        On = "on",
+        /// Forced off: the attention score matrix is materialised.
+        Off = "off",
+    }
 }
 
 impl FlashAttn {
     /// Parses `on`, `off`, `auto` (also `1`/`0`, `true`/`false`, `enabled`/`disabled`).
     pub fn parse(s: &str) -> Result<FlashAttn, ParseError> {
         match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(FlashAttn::Auto),
-            "on" | "1" | "true" | "enabled" => Ok(FlashAttn::On),
-            "off" | "0" | "false" | "disabled" => Ok(FlashAttn::Off),
-            other => Err(ParseError::new(format!(
-                "unknown flash attention setting {other:?} (expected on, off or auto)"
-            ))),
-        }
-    }
-
-    /// `auto`, `on`, `off`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FlashAttn::Auto => "auto",
-            FlashAttn::On => "on",
-            FlashAttn::Off => "off",
+            "1" | "true" | "enabled" => Ok(FlashAttn::On),
+            "0" | "false" | "disabled" => Ok(FlashAttn::Off),
+            other => other.parse().map_err(|_| {
+                ParseError::new(format!(
+                    "unknown flash attention setting {other:?} (expected on, off or auto)"
+                ))
+            }),
         }
     }
 }
@@ -463,11 +411,11 @@ mod tests {
 
     #[test]
     fn every_kv_type_parses_back_and_has_its_block_size() {
-        for d in ALL_KV {
+        for d in KvDtype::ALL.iter().copied() {
             assert_eq!(KvDtype::parse(d.as_str()).unwrap(), d);
         }
         // ggml type traits: bytes per 32 elements.
-        let per32: Vec<u64> = ALL_KV.iter().map(|d| d.bytes(32)).collect();
+        let per32: Vec<u64> = KvDtype::ALL.iter().map(|d| d.bytes(32)).collect();
         assert_eq!(per32, [128, 64, 64, 32, 34, 18, 20, 22, 24, 18]);
         assert_eq!(KvDtype::Q8_0.bytes(33), 68, "whole blocks");
         assert!(KvDtype::Q4_1.is_quantized() && !KvDtype::BF16.is_quantized());

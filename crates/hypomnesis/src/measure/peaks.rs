@@ -1,13 +1,15 @@
 //! The headline figures of a measured process tree — what `hmn run` prints — from a
 //! [`SamplerReport`] and what the caller learnt outside the sampler (the `ru_maxrss` of the
-//! children it waited for, the peak of a transient cgroup).
+//! children it waited for, the kernel's peak of a transient cgroup or a Windows Job object
+//! that held the tree).
 //!
-//! Each printed figure has one rule here, and only here:
+//! Each printed figure has one rule here, and only here, on every platform:
 //!
 //! | Figure | Rule |
 //! |---|---|
-//! | peak RAM (the headline) and where it comes from | [`peak_ram`] |
-//! | the largest single-process peak RSS (a floor for sampled sums) | [`largest_process_peak_rss`] |
+//! | peak RAM (the headline) and where it comes from: a cgroup's or a Job's peak, else sampled | [`peak_ram`] (the kernel's figure: [`KernelPeak`]) |
+//! | whether a transient cgroup's peak counts (the command joined the group) | [`cgroup_join`] |
+//! | the largest single-process peak RSS (a floor for every headline) | [`largest_process_peak_rss`] |
 //! | which sources the floor applies to | [`PeakRamSource::floored`] |
 //! | per device: peak VRAM, floored by the driver's per-process peak | [`device_peaks`] |
 //! | per device: whether the driver's accounting could give that floor | [`accounting_state`] |
@@ -17,66 +19,49 @@
 use crate::measure::sampler::SamplerReport;
 use crate::system::cgroup::CgroupVersion;
 use crate::types::accounting::DeviceAccounting;
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// How a headline peak RAM was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum PeakMethod {
-    /// The kernel's peak for a transient cgroup holding the whole tree.
-    Cgroup,
-    /// The kernel's peak for a Job object holding the whole tree (Windows).
-    Job,
-    /// The largest per-sample sum of the tree (PSS, else RSS), floored by the largest
-    /// single-process peak.
-    Sampled,
+spelled! {
+    /// How a headline peak RAM was obtained.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum PeakMethod {
+        /// The kernel's peak for a transient cgroup holding the whole tree.
+        Cgroup = "cgroup",
+        /// The kernel's peak for a Job object holding the whole tree (Windows).
+        Job = "job",
+        /// The largest per-sample sum of the tree (PSS, else RSS), floored by the largest
+        /// single-process peak.
+        Sampled = "sampled",
+    }
 }
 
-/// Where a headline peak RAM comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum PeakRamSource {
-    /// cgroup v2 `memory.peak` of a transient cgroup holding the tree.
-    #[cfg_attr(feature = "serde", serde(rename = "cgroup_v2_memory.peak"))]
-    CgroupV2MemoryPeak,
-    /// cgroup v1 `memory.max_usage_in_bytes` of a transient cgroup holding the tree.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "cgroup_v1_memory.max_usage_in_bytes")
-    )]
-    CgroupV1MaxUsage,
-    /// The largest sum of the tree's PSS (read about once a second): a page shared by forked
-    /// processes counts once.
-    #[cfg_attr(feature = "serde", serde(rename = "samples_pss"))]
-    SamplesPss,
-    /// The largest per-sample sum of the tree's RSS: a page shared between processes counts in
-    /// each.
-    #[cfg_attr(feature = "serde", serde(rename = "samples_rss"))]
-    SamplesRss,
-    /// Windows: `JOBOBJECT_EXTENDED_LIMIT_INFORMATION.PeakJobMemoryUsed` of a Job object holding
-    /// the tree — the peak of the tree's committed private memory together (not its working
-    /// sets), kept by the kernel continuously.
-    #[cfg_attr(feature = "serde", serde(rename = "windows_job_peak_memory_used"))]
-    JobPeakMemoryUsed,
+spelled! {
+    /// Where a headline peak RAM comes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum PeakRamSource {
+        /// cgroup v2 `memory.peak` of a transient cgroup holding the tree.
+        CgroupV2MemoryPeak = "cgroup_v2_memory.peak",
+        /// cgroup v1 `memory.max_usage_in_bytes` of a transient cgroup holding the tree.
+        CgroupV1MaxUsage = "cgroup_v1_memory.max_usage_in_bytes",
+        /// The largest sum of the tree's PSS (read about once a second): a page shared by
+        /// forked processes counts once.
+        SamplesPss = "samples_pss",
+        /// The largest per-sample sum of the tree's RSS: a page shared between processes
+        /// counts in each.
+        SamplesRss = "samples_rss",
+        /// Windows: `JOBOBJECT_EXTENDED_LIMIT_INFORMATION.PeakJobMemoryUsed` of a Job object
+        /// holding the tree — the peak of the tree's committed private memory together (not its
+        /// working sets), kept by the kernel continuously.
+        JobPeakMemoryUsed = "windows_job_peak_memory_used",
+    }
 }
 
 impl PeakRamSource {
-    /// The canonical name, as serialised (`cgroup_v2_memory.peak`,
-    /// `cgroup_v1_memory.max_usage_in_bytes`, `samples_pss`, `samples_rss`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PeakRamSource::CgroupV2MemoryPeak => "cgroup_v2_memory.peak",
-            PeakRamSource::CgroupV1MaxUsage => "cgroup_v1_memory.max_usage_in_bytes",
-            PeakRamSource::SamplesPss => "samples_pss",
-            PeakRamSource::SamplesRss => "samples_rss",
-            PeakRamSource::JobPeakMemoryUsed => "windows_job_peak_memory_used",
-        }
-    }
-
     /// The method: the kernel's cgroup peak, or sampled.
     pub const fn method(self) -> PeakMethod {
         match self {
@@ -154,27 +139,18 @@ impl Serialize for PeakRam {
     }
 }
 
-/// Whether a device's driver accounting gave a per-process peak (NVIDIA accounting mode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum AccountingState {
-    /// Accounting mode is on and every record could be read.
-    Enabled,
-    /// Accounting mode is off (the driver's default; root turns it on with `nvidia-smi -am 1`).
-    Disabled,
-    /// Unknown, unsupported, or the records could not all be read; a detail says why.
-    Unavailable,
-}
-
-impl AccountingState {
-    /// The canonical name, as serialised (`enabled`, `disabled`, `unavailable`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AccountingState::Enabled => "enabled",
-            AccountingState::Disabled => "disabled",
-            AccountingState::Unavailable => "unavailable",
-        }
+spelled! {
+    /// Whether a device's driver accounting gave a per-process peak (NVIDIA accounting mode).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum AccountingState {
+        /// Accounting mode is on and every record could be read.
+        Enabled = "enabled",
+        /// Accounting mode is off (the driver's default; root turns it on with
+        /// `nvidia-smi -am 1`).
+        Disabled = "disabled",
+        /// Unknown, unsupported, or the records could not all be read; a detail says why.
+        Unavailable = "unavailable",
     }
 }
 
@@ -204,6 +180,88 @@ pub struct DevicePeak {
     pub mig_devices: Vec<String>,
 }
 
+/// The kernel's own continuous peak for a container that held the command's whole tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelPeak {
+    /// A transient cgroup's peak (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`), when the
+    /// command joined it ([`cgroup_join`]).
+    Cgroup {
+        /// The peak.
+        bytes: u64,
+        /// Which file it was read from.
+        version: CgroupVersion,
+    },
+    /// A Windows Job object's `PeakJobMemoryUsed`: the tree's committed private memory.
+    Job {
+        /// The peak.
+        bytes: u64,
+    },
+}
+
+impl KernelPeak {
+    /// A transient cgroup's peak of `bytes`.
+    pub const fn cgroup(bytes: u64, version: CgroupVersion) -> KernelPeak {
+        KernelPeak::Cgroup { bytes, version }
+    }
+
+    /// A Windows Job object's peak of `bytes`.
+    pub const fn job(bytes: u64) -> KernelPeak {
+        KernelPeak::Job { bytes }
+    }
+
+    /// The figure.
+    pub const fn bytes(self) -> u64 {
+        match self {
+            KernelPeak::Cgroup { bytes, .. } | KernelPeak::Job { bytes } => bytes,
+        }
+    }
+
+    /// Where it comes from, as a headline source.
+    pub fn source(self) -> PeakRamSource {
+        match self {
+            KernelPeak::Cgroup { version, .. } => PeakRamSource::from(version),
+            KernelPeak::Job { .. } => PeakRamSource::JobPeakMemoryUsed,
+        }
+    }
+}
+
+/// How long a caller waits for a command to show up in its transient cgroup ([`cgroup_join`])
+/// before it samples instead.
+pub const CGROUP_JOIN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether a command joined its transient cgroup — whether the group's peak counts for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CgroupJoin {
+    /// It joined: the group's peak is the command's ([`KernelPeak::Cgroup`]).
+    Joined,
+    /// Not seen in the group yet: look again.
+    Waiting,
+    /// It did not join (or cannot be shown to have): the group's peak says nothing about the
+    /// command; remove the group and sample instead.
+    NotJoined,
+}
+
+/// Whether the command's transient cgroup counts, from one look: the command (its first pid)
+/// is `in_group`; it has `ended`; the bytes `charged` to the group so far (read once it has
+/// ended); and whether the wait ([`CGROUP_JOIN_WAIT`]) is `over`.
+///
+/// - in the group: joined;
+/// - ended before it was seen there, with something charged to the group: joined (only the
+///   command could have joined it);
+/// - ended with nothing charged, or the wait is over: not joined;
+/// - otherwise: waiting.
+pub fn cgroup_join(in_group: bool, ended: bool, charged: Option<u64>, over: bool) -> CgroupJoin {
+    if in_group || (ended && charged.is_some_and(|b| b > 0)) {
+        CgroupJoin::Joined
+    } else if ended || over {
+        CgroupJoin::NotJoined
+    } else {
+        CgroupJoin::Waiting
+    }
+}
+
 /// The headline figures of a tree: [`peak_ram`], [`largest_process_peak_rss`] and
 /// [`device_peaks`] applied to one report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,15 +278,15 @@ pub struct TreePeaks {
 
 impl TreePeaks {
     /// The figures of `report`, with `rusage_max_rss` (the largest `ru_maxrss` of the children
-    /// the caller waited for, in bytes) and the peak and version of a transient cgroup that
-    /// held the whole tree, when one did.
+    /// the caller waited for, in bytes) and the kernel's peak of a transient cgroup or a Job
+    /// object that held the whole tree, when one did.
     pub fn from_report(
         report: &SamplerReport,
         rusage_max_rss: Option<u64>,
-        cgroup: Option<(u64, CgroupVersion)>,
+        kernel: Option<KernelPeak>,
     ) -> TreePeaks {
         TreePeaks {
-            peak_ram: peak_ram(report, rusage_max_rss, cgroup),
+            peak_ram: peak_ram(report, rusage_max_rss, kernel),
             largest_process_peak_rss_bytes: largest_process_peak_rss(report, rusage_max_rss),
             devices: device_peaks(report),
         }
@@ -248,25 +306,26 @@ pub fn largest_process_peak_rss(
         .max()
 }
 
-/// The headline peak RAM of a tree.
+/// The headline peak RAM of a tree, on every platform.
 ///
-/// - With a transient cgroup that held the whole tree: the kernel's peak for it (cgroup v2
-///   `memory.peak`, v1 `memory.max_usage_in_bytes`).
+/// - With a container that held the whole tree, the kernel's peak for it ([`KernelPeak`]): a
+///   transient cgroup's (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`; Linux), a Job
+///   object's `PeakJobMemoryUsed` (Windows).
 /// - Otherwise the largest PSS sum when the sampler read one
 ///   ([`SamplerReport::peak_pss_sum_bytes`]): a page shared by forked processes counts once;
 ///   else the largest RSS sum ([`SamplerReport::peak_rss_bytes`]), which counts it in each.
 ///
-/// Each is floored by [`largest_process_peak_rss`], which catches spikes between samples and
-/// pages resident in a process but charged to another cgroup.
+/// Each is floored by [`largest_process_peak_rss`], which catches spikes between samples,
+/// pages resident in a process but charged to another cgroup, and a Job's mapped files.
 ///
 /// Which sources are floored is [`PeakRamSource::floored`].
 pub fn peak_ram(
     report: &SamplerReport,
     rusage_max_rss: Option<u64>,
-    cgroup: Option<(u64, CgroupVersion)>,
+    kernel: Option<KernelPeak>,
 ) -> PeakRam {
-    let (bytes, source) = match (cgroup, report.peak_pss_sum_bytes) {
-        (Some((peak, version)), _) => (peak, PeakRamSource::from(version)),
+    let (bytes, source) = match (kernel, report.peak_pss_sum_bytes) {
+        (Some(k), _) => (k.bytes(), k.source()),
         (None, Some(pss)) => (pss, PeakRamSource::SamplesPss),
         (None, None) => (report.peak_rss_bytes, PeakRamSource::SamplesRss),
     };
@@ -337,253 +396,4 @@ fn floored(bytes: u64, floor: Option<u64>) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::types::{Unknown, UnknownReason};
-
-    const MIB: u64 = 1 << 20;
-
-    /// A report with an RSS sum of 100 MiB, no PSS, and no per-process peak.
-    fn rss_only() -> SamplerReport {
-        SamplerReport {
-            samples: 3,
-            peak_rss_bytes: 100 * MIB,
-            ..SamplerReport::default()
-        }
-    }
-
-    fn accounting(index: u32, enabled: Option<bool>, unknown: Option<Unknown>) -> DeviceAccounting {
-        let mut a = DeviceAccounting::new(index);
-        a.enabled = enabled;
-        a.unknown = unknown;
-        a
-    }
-
-    #[test]
-    fn the_cgroup_peak_is_the_headline_floored_by_the_largest_process() {
-        let mut r = rss_only();
-        r.peak_pss_sum_bytes = Some(90 * MIB);
-        r.max_process_peak_rss_bytes = Some(30 * MIB);
-        let v2 = peak_ram(&r, Some(40 * MIB), Some((250 * MIB, CgroupVersion::V2)));
-        assert_eq!(
-            v2,
-            PeakRam::new(250 * MIB, PeakRamSource::CgroupV2MemoryPeak),
-            "above the floor: as it is"
-        );
-        assert_eq!(v2.method(), PeakMethod::Cgroup);
-        // The command mapped 300 MiB another group had brought into the page cache: in its
-        // RSS (ru_maxrss), not in the group's peak.
-        let v1 = peak_ram(&r, Some(300 * MIB), Some((50 * MIB, CgroupVersion::V1)));
-        assert_eq!(v1, PeakRam::new(300 * MIB, PeakRamSource::CgroupV1MaxUsage));
-        assert_eq!(v1.method(), PeakMethod::Cgroup);
-        r.max_process_peak_rss_bytes = Some(400 * MIB);
-        let hwm = peak_ram(&r, None, Some((50 * MIB, CgroupVersion::V2)));
-        assert_eq!(hwm.bytes, 400 * MIB, "VmHWM floors it too");
-    }
-
-    #[test]
-    fn without_a_cgroup_the_pss_sum_comes_before_the_rss_sum() {
-        let mut r = rss_only();
-        let rss = peak_ram(&r, None, None);
-        assert_eq!(rss, PeakRam::new(100 * MIB, PeakRamSource::SamplesRss));
-        assert_eq!(rss.method(), PeakMethod::Sampled);
-        r.peak_pss_sum_bytes = Some(60 * MIB);
-        let pss = peak_ram(&r, None, None);
-        assert_eq!(pss, PeakRam::new(60 * MIB, PeakRamSource::SamplesPss));
-        assert_eq!(pss.method(), PeakMethod::Sampled);
-    }
-
-    #[test]
-    fn sampled_sums_are_floored_by_the_largest_process_peak() {
-        let mut r = rss_only();
-        r.peak_pss_sum_bytes = Some(60 * MIB);
-        // VmHWM above the PSS sum: a spike between reads.
-        r.max_process_peak_rss_bytes = Some(80 * MIB);
-        assert_eq!(peak_ram(&r, None, None).bytes, 80 * MIB);
-        // ru_maxrss above both.
-        assert_eq!(peak_ram(&r, Some(120 * MIB), None).bytes, 120 * MIB);
-        // A floor below the sum changes nothing.
-        assert_eq!(peak_ram(&r, Some(10 * MIB), None).bytes, 80 * MIB);
-        // The RSS sum is floored too.
-        r.peak_pss_sum_bytes = None;
-        r.max_process_peak_rss_bytes = None;
-        let p = peak_ram(&r, Some(130 * MIB), None);
-        assert_eq!(p, PeakRam::new(130 * MIB, PeakRamSource::SamplesRss));
-    }
-
-    #[test]
-    fn the_largest_process_peak_is_vmhwm_or_ru_maxrss() {
-        let mut r = rss_only();
-        assert_eq!(largest_process_peak_rss(&r, None), None);
-        assert_eq!(largest_process_peak_rss(&r, Some(7)), Some(7));
-        r.max_process_peak_rss_bytes = Some(9);
-        assert_eq!(largest_process_peak_rss(&r, None), Some(9));
-        assert_eq!(largest_process_peak_rss(&r, Some(7)), Some(9));
-        assert_eq!(largest_process_peak_rss(&r, Some(11)), Some(11));
-    }
-
-    #[test]
-    fn every_source_is_floored() {
-        assert!(PeakRamSource::CgroupV2MemoryPeak.floored());
-        assert!(PeakRamSource::CgroupV1MaxUsage.floored());
-        assert!(PeakRamSource::SamplesPss.floored());
-        assert!(PeakRamSource::SamplesRss.floored());
-    }
-
-    #[test]
-    fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
-        let mut r = rss_only();
-        r.peak_vram_bytes.insert(1, 2 * MIB);
-        r.peak_vram_bytes.insert(0, 6 * MIB);
-        r.peak_device_used_bytes.insert(0, 20 * MIB);
-        r.max_process_peak_vram_bytes.insert(1, 5 * MIB);
-        r.vram_accounting.push(accounting(0, Some(false), None));
-        r.vram_accounting.push(accounting(1, Some(true), None));
-        let d = device_peaks(&r);
-        assert_eq!(d.len(), 2);
-        assert_eq!(d[0].index, 0, "in index order");
-        assert_eq!(d[0].peak_vram_bytes, 6 * MIB);
-        assert_eq!(d[0].sampled_peak_vram_bytes, 6 * MIB);
-        assert_eq!(d[0].largest_process_peak_vram_bytes, None);
-        assert_eq!(d[0].vram_accounting, AccountingState::Disabled);
-        assert_eq!(d[0].peak_device_used_bytes, Some(20 * MIB));
-        assert_eq!(d[1].peak_vram_bytes, 5 * MIB, "floored");
-        assert_eq!(d[1].sampled_peak_vram_bytes, 2 * MIB);
-        assert_eq!(d[1].largest_process_peak_vram_bytes, Some(5 * MIB));
-        assert_eq!(d[1].vram_accounting, AccountingState::Enabled);
-        assert_eq!(d[1].vram_accounting_detail, None);
-        assert_eq!(d[1].peak_device_used_bytes, None, "unknown is not 0");
-        // A per-process peak below the sampled sum changes nothing.
-        r.max_process_peak_vram_bytes.insert(0, MIB);
-        assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);
-    }
-
-    #[test]
-    fn accounting_states() {
-        let mut r = rss_only();
-        let denied = Unknown::new(
-            "accounting",
-            UnknownReason::PermissionDenied,
-            "nvmlDeviceGetAccountingMode: insufficient permissions",
-        );
-        r.vram_accounting.push(accounting(0, Some(true), None));
-        r.vram_accounting.push(accounting(1, Some(false), None));
-        r.vram_accounting
-            .push(accounting(2, None, Some(denied.clone())));
-        // On, but a record could not be read: incomplete.
-        r.vram_accounting
-            .push(accounting(3, Some(true), Some(denied.clone())));
-        r.vram_accounting.push(accounting(4, None, None));
-        assert_eq!(accounting_state(&r, 0), (AccountingState::Enabled, None));
-        assert_eq!(accounting_state(&r, 1), (AccountingState::Disabled, None));
-        for i in [2, 3] {
-            assert_eq!(
-                accounting_state(&r, i),
-                (AccountingState::Unavailable, Some(denied.to_string())),
-                "device {i}"
-            );
-        }
-        assert_eq!(
-            accounting_state(&r, 4),
-            (
-                AccountingState::Unavailable,
-                Some("the accounting records could not be read".to_string())
-            )
-        );
-        // A device without an entry (DRM): no such record.
-        assert_eq!(
-            accounting_state(&r, 9),
-            (
-                AccountingState::Unavailable,
-                Some("this device's driver keeps no per-process peak".to_string())
-            )
-        );
-    }
-
-    #[test]
-    fn tree_peaks_apply_every_rule() {
-        let mut r = rss_only();
-        r.max_process_peak_rss_bytes = Some(150 * MIB);
-        r.peak_vram_bytes.insert(0, 3 * MIB);
-        let t = TreePeaks::from_report(&r, Some(120 * MIB), None);
-        assert_eq!(
-            t.peak_ram,
-            PeakRam::new(150 * MIB, PeakRamSource::SamplesRss)
-        );
-        assert_eq!(t.largest_process_peak_rss_bytes, Some(150 * MIB));
-        assert_eq!(t.devices.len(), 1);
-        assert_eq!(t.devices[0].vram_accounting, AccountingState::Unavailable);
-        // A cgroup's peak is floored too: a page resident in a process but charged to another
-        // cgroup (a shared library first read elsewhere) is in its RSS, not in the group's.
-        let t = TreePeaks::from_report(&r, None, Some((70 * MIB, CgroupVersion::V2)));
-        assert_eq!(
-            t.peak_ram,
-            PeakRam::new(150 * MIB, PeakRamSource::CgroupV2MemoryPeak)
-        );
-        let t = TreePeaks::from_report(&r, Some(160 * MIB), Some((200 * MIB, CgroupVersion::V1)));
-        assert_eq!(
-            t.peak_ram,
-            PeakRam::new(200 * MIB, PeakRamSource::CgroupV1MaxUsage)
-        );
-        assert_eq!(t.largest_process_peak_rss_bytes, Some(160 * MIB));
-        let t = TreePeaks::from_report(&r, None, Some((70 * MIB, CgroupVersion::V2)));
-        assert_eq!(
-            t.largest_process_peak_rss_bytes,
-            Some(150 * MIB),
-            "still reported"
-        );
-    }
-
-    #[test]
-    fn names_are_the_json_contract() {
-        for (s, name) in [
-            (PeakRamSource::CgroupV2MemoryPeak, "cgroup_v2_memory.peak"),
-            (
-                PeakRamSource::CgroupV1MaxUsage,
-                "cgroup_v1_memory.max_usage_in_bytes",
-            ),
-            (PeakRamSource::SamplesPss, "samples_pss"),
-            (PeakRamSource::SamplesRss, "samples_rss"),
-        ] {
-            assert_eq!(s.as_str(), name);
-        }
-        for (s, name) in [
-            (AccountingState::Enabled, "enabled"),
-            (AccountingState::Disabled, "disabled"),
-            (AccountingState::Unavailable, "unavailable"),
-        ] {
-            assert_eq!(s.as_str(), name);
-        }
-    }
-
-    #[cfg(feature = "serde")]
-    #[test]
-    fn serialised_as_the_json_contract() {
-        fn json<T: Serialize>(v: &T) -> String {
-            serde_json::to_string(v).unwrap()
-        }
-        for s in [
-            PeakRamSource::CgroupV2MemoryPeak,
-            PeakRamSource::CgroupV1MaxUsage,
-            PeakRamSource::SamplesPss,
-            PeakRamSource::SamplesRss,
-        ] {
-            assert_eq!(json(&s), format!("\"{}\"", s.as_str()));
-        }
-        for s in [
-            AccountingState::Enabled,
-            AccountingState::Disabled,
-            AccountingState::Unavailable,
-        ] {
-            assert_eq!(json(&s), format!("\"{}\"", s.as_str()));
-        }
-        assert_eq!(
-            json(&PeakRam::new(5, PeakRamSource::SamplesPss)),
-            r#"{"bytes":5,"method":"sampled","source":"samples_pss"}"#
-        );
-        assert_eq!(
-            json(&PeakRam::new(7, PeakRamSource::CgroupV1MaxUsage)),
-            r#"{"bytes":7,"method":"cgroup","source":"cgroup_v1_memory.max_usage_in_bytes"}"#
-        );
-    }
-}
+mod tests;

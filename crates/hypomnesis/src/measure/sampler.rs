@@ -28,7 +28,7 @@ use crate::system::host::parse::{parse_smaps_rollup, parse_status};
 use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::system::roots::Roots;
 use crate::types::accounting::{DeviceAccounting, record_belongs};
-use crate::types::{ProcessName, ProcessUtilization, Telemetry};
+use crate::types::{Field, ProcessName, ProcessUtilization, Telemetry, VramSum};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -105,7 +105,8 @@ pub struct ProcessSample {
 pub struct DeviceSample {
     /// Device index.
     pub index: u32,
-    /// Device memory used by the target's processes.
+    /// Device memory used by the target's processes: their [`VramSum`]'s known bytes (an MPS
+    /// server counted once; a lower bound when a process's figure was unknown).
     pub tree_vram_bytes: u64,
     /// Device-wide used memory (all processes), when known.
     pub used_bytes: Option<u64>,
@@ -282,7 +283,7 @@ impl Sampler {
                 utilization: BTreeMap::new(),
             })
             .collect();
-        let mut tree_vram: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut tree_vram: BTreeMap<u32, VramSum> = BTreeMap::new();
         for row in &gpu.processes {
             let Some(&i) = pids.get(&row.pid) else {
                 continue;
@@ -294,15 +295,14 @@ impl Sampler {
                 let used = self.report.mig_devices.entry(row.device_index).or_default();
                 used.insert(m.clone());
             }
+            // The tree's sum is the library's (`VramSum`): an MPS server that may hold its
+            // clients' memory is not added again; an unknown figure is not 0.
+            tree_vram.entry(row.device_index).or_default().add(row);
             let Some(used) = row.used_bytes else {
                 continue;
             };
             if let Some(p) = processes.get_mut(i) {
                 *p.vram_bytes.entry(row.device_index).or_default() += used;
-            }
-            // An MPS server that may hold its clients' memory is not added to the tree's sum.
-            if !row.may_include_clients {
-                *tree_vram.entry(row.device_index).or_default() += used;
             }
         }
         let devices: Vec<DeviceSample> = gpu
@@ -310,7 +310,7 @@ impl Sampler {
             .iter()
             .map(|d| DeviceSample {
                 index: d.index,
-                tree_vram_bytes: tree_vram.get(&d.index).copied().unwrap_or(0),
+                tree_vram_bytes: tree_vram.get(&d.index).map_or(0, |s| s.known_bytes),
                 used_bytes: d.memory.used_bytes,
                 telemetry: d.telemetry,
             })
@@ -468,7 +468,7 @@ impl Sampler {
                 None if dev.enabled == Some(true) => {
                     dev.processes.clear();
                     dev.unknown = Some(Unknown::new(
-                        "accounting",
+                        Field::Accounting,
                         UnknownReason::Unsupported,
                         "no boot time in the proc root's stat: records cannot be matched to processes",
                     ));

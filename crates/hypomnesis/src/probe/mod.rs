@@ -23,8 +23,8 @@ use crate::system::roots::Roots;
 #[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
 use crate::types::error::Error;
 use crate::types::{
-    Backend, BackendState, BackendStatus, Device, DeviceList, GpuProcess, ProcessList, Source,
-    Unknown, UnknownReason, Warning,
+    Backend, BackendState, BackendStatus, Device, DeviceList, Field, GpuProcess, ProcessList,
+    Source, Unknown, UnknownReason, Warning,
 };
 
 mod options;
@@ -165,7 +165,7 @@ impl Probe {
                             }
                             // A MIG device that vanished or a slot that failed: one warning.
                             for u in dev.mig.iter().flat_map(|m| &m.unknown) {
-                                if u.field == "mig.instances" {
+                                if u.field == Field::MigInstances {
                                     list.warnings.push(Warning::device(index, u.detail.clone()));
                                 }
                             }
@@ -400,7 +400,7 @@ impl Probe {
         for row in rows.iter_mut() {
             if !crate::system::pidns::visible(view, row) {
                 row.unknown.push(Unknown::new(
-                    "name",
+                    Field::Name,
                     UnknownReason::OtherPidNamespace,
                     crate::system::pidns::not_visible_detail(row.pid, &roots.proc),
                 ));

@@ -33,6 +33,7 @@ use std::path::Path;
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
 use crate::system::workload::{self, WorkloadKind};
+use crate::types::spelling::spelled;
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -41,31 +42,21 @@ use serde::Serialize;
 /// fixed since Linux 3.8): `readlink /proc/<pid>/ns/pid` on the host gives `pid:[4026531836]`.
 pub const INIT_PID_NS_INODE: u64 = 0xEFFF_FFFC;
 
-/// Which PID namespace the proc root shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum ProcRootNamespace {
-    /// The host's (initial) namespace: NVML's pids are its pids.
-    Host,
-    /// An outer namespace of `hmn`'s own (the host's `/proc` mounted in a container, as a
-    /// rule): NVML's pids are taken to be its pids.
-    Ancestor,
-    /// A container's own namespace: NVML's host pids name no process in it (or a wrong one).
-    Container,
-    /// Nothing told; NVML rows are named as on a host.
-    Unknown,
-}
-
-impl ProcRootNamespace {
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ProcRootNamespace::Host => "host",
-            ProcRootNamespace::Ancestor => "ancestor",
-            ProcRootNamespace::Container => "container",
-            ProcRootNamespace::Unknown => "unknown",
-        }
+spelled! {
+    /// Which PID namespace the proc root shows.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ProcRootNamespace {
+        /// The host's (initial) namespace: NVML's pids are its pids.
+        Host = "host",
+        /// An outer namespace of `hmn`'s own (the host's `/proc` mounted in a container, as a
+        /// rule): NVML's pids are taken to be its pids.
+        Ancestor = "ancestor",
+        /// A container's own namespace: NVML's host pids name no process in it (or a wrong
+        /// one).
+        Container = "container",
+        /// Nothing told; NVML rows are named as on a host.
+        Unknown = "unknown",
     }
 }
 

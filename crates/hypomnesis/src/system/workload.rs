@@ -1,7 +1,7 @@
 //! Which workload a process belongs to, read from its cgroup path: a container (runtime and
 //! id: Docker, containerd, CRI-O, Podman), a Kubernetes pod (UID, and the container inside
 //! it), a Slurm job (and step), a systemd unit — one rule for `hmn ps`, `hmn watch` and
-//! `hmn serve` ([`crate::cgroup::Workload`] is the coarse key `serve` groups by).
+//! `hmn serve` (whose coarse key, [`Workload`], is [`WorkloadInfo::key`]).
 //!
 //! The classification ([`classify`]) is a pure function of the path, component by component:
 //!
@@ -25,7 +25,7 @@ use crate::system::cgroup::lines::{CgroupLine, parse_proc_cgroup, v2_path};
 use crate::system::fsread;
 use crate::system::roots::Roots;
 // The vocabulary (the data model's `GpuProcess::workload`), at this module's public path too.
-pub use crate::types::workload::{ContainerRuntime, WorkloadInfo, WorkloadKind};
+pub use crate::types::workload::{ContainerRuntime, Workload, WorkloadInfo, WorkloadKind};
 
 /// Classifies a cgroup path (pure; see the [module docs](self)). `None` for the root.
 ///

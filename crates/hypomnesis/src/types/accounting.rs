@@ -95,6 +95,7 @@ pub fn record_belongs(record_start_us: u64, process_start_us: u64, next_sample_u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Field;
 
     #[test]
     fn a_record_belongs_to_the_process_whose_lifetime_holds_it() {
@@ -119,7 +120,7 @@ mod tests {
         d.enabled = Some(true);
         assert!(d.complete());
         d.unknown = Some(Unknown::new(
-            "accounting",
+            Field::Accounting,
             crate::types::UnknownReason::DeviceError,
             "x",
         ));

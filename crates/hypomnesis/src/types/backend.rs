@@ -4,42 +4,26 @@
 #[cfg(feature = "serde")]
 use serde::Serialize;
 
-/// A GPU backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum Backend {
-    /// NVIDIA Management Library.
-    #[cfg_attr(feature = "serde", serde(rename = "NVML"))]
-    Nvml,
-    /// The `nvidia-smi` command, NVML's fallback.
-    #[cfg_attr(feature = "serde", serde(rename = "nvidia-smi"))]
-    NvidiaSmi,
-    /// DRM: AMD, Intel and other kernel GPU drivers (sysfs, fdinfo, KFD).
-    #[cfg_attr(feature = "serde", serde(rename = "DRM"))]
-    Drm,
-    /// Windows DXGI and PDH (WDDM adapters and their per-process counters).
-    #[cfg_attr(feature = "serde", serde(rename = "DXGI"))]
-    Dxgi,
-    /// macOS Metal.
-    #[cfg_attr(feature = "serde", serde(rename = "Metal"))]
-    Metal,
-}
+use super::spelling::spelled;
 
-impl Backend {
-    /// The name as shown and in JSON: `"NVML"`, `"nvidia-smi"`, `"DRM"`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Nvml => "NVML",
-            Backend::NvidiaSmi => "nvidia-smi",
-            Backend::Drm => "DRM",
-            Backend::Dxgi => "DXGI",
-            Backend::Metal => "Metal",
-        }
+spelled! {
+    /// A GPU backend. Spelled (as shown and in JSON) `NVML`, `nvidia-smi`, `DRM`, `DXGI`,
+    /// `Metal`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Backend {
+        /// NVIDIA Management Library.
+        Nvml = "NVML",
+        /// The `nvidia-smi` command, NVML's fallback.
+        NvidiaSmi = "nvidia-smi",
+        /// DRM: AMD, Intel and other kernel GPU drivers (sysfs, fdinfo, KFD).
+        Drm = "DRM",
+        /// Windows DXGI and PDH (WDDM adapters and their per-process counters).
+        Dxgi = "DXGI",
+        /// macOS Metal.
+        Metal = "Metal",
     }
 }
-
-spelled_as_str!(Backend);
 
 /// Compares with the name as shown (`backend == "NVML"`).
 impl PartialEq<&str> for Backend {

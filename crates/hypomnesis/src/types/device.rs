@@ -10,12 +10,12 @@ use super::usage::{DeviceMemory, DeviceRegion};
 use crate::types::pci::PciBusId;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Device telemetry: how busy, how hot, how much power. Each reading is `None` (with an
 /// [`Unknown`] entry on the device) where the driver does not provide it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Telemetry {
     /// Percent of the last sample period the GPU was busy (NVML utilization, amdgpu
@@ -43,7 +43,7 @@ pub struct Telemetry {
 
 /// One GPU (or accelerator).
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct Device {
     /// The device's index in `hmn`'s numbering: NVML devices first, in NVML order.
@@ -61,7 +61,10 @@ pub struct Device {
     /// The driver's version string.
     pub driver_version: Option<String>,
     /// PCI vendor and device id, `1002:73bf`.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pci_id: Option<String>,
     /// Runtime power state from sysfs `power/runtime_status` (`active`, `suspended`, …). A
     /// suspended device is not read (reading would wake it), so its memory is unknown.
@@ -71,20 +74,32 @@ pub struct Device {
     /// Device-wide memory.
     pub memory: DeviceMemory,
     /// Per-region totals where the driver exposes them (amdgpu: `vram`, `visible_vram`, `gtt`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "BTreeMap::is_empty")
+    )]
     pub regions: BTreeMap<String, DeviceRegion>,
     /// Utilization, temperature, power, clocks.
     pub telemetry: Telemetry,
     /// The backend that produced this record.
     pub source: Source,
     /// Fields that are `None`, with the reason.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub unknown: Vec<Unknown>,
     /// Set when the device exists but could not be read at all.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub error: Option<String>,
     /// MIG mode and MIG devices (NVIDIA GPUs that support MIG; absent elsewhere).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub mig: Option<MigState>,
 }
 
@@ -151,7 +166,7 @@ impl MigDevice {
         d.unknown = self
             .unknown
             .iter()
-            .filter(|u| u.field.starts_with("memory"))
+            .filter(|u| u.field.is_memory())
             .cloned()
             .collect();
         d

@@ -1,6 +1,11 @@
 //! What a process does on a GPU: [`ProcessKind`] (an NVIDIA row's lists, a DRM row's engine
 //! classes), [`EngineClass`] and [`EngineClasses`].
 
+use std::fmt;
+use std::str::FromStr;
+
+use super::spelling::{UnknownSpelling, spelled, text_serde};
+
 /// What kind of GPU context a process holds. NVIDIA rows are `compute`, `graphics` or
 /// `compute+graphics` (the NVML lists they are in); a DRM row is the set of engine classes
 /// its clients used ([`EngineClasses`]: `video`, `graphics+copy`, …, `idle` for none yet), and
@@ -91,22 +96,54 @@ impl ProcessKind {
     }
 }
 
-/// The engine classes DRM drivers name their engines by: what a client's work was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum EngineClass {
-    /// Compute queues (amdgpu `compute`, i915 `compute`, xe `ccs`, v3d `csd`).
-    Compute,
-    /// 3D / render (amdgpu `gfx`, i915 `render`, xe `rcs`, panfrost `fragment`,
-    /// `vertex-tiler`, v3d `bin`, `render`).
-    Graphics,
-    /// Video decode, encode and processing (amdgpu `dec`, `enc`, `jpeg`, `vpe`, i915 `video`,
-    /// `video-enhance`, xe `vcs`, `vecs`).
-    Video,
-    /// Copy / DMA (amdgpu `dma`, i915 `copy`, xe `bcs`, v3d `tfu`).
-    Copy,
-    /// An engine name this table does not know (msm's single `gpu`, v3d `cache_clean`, …).
-    Other,
+impl FromStr for ProcessKind {
+    type Err = UnknownSpelling;
+
+    /// The kind spelled `s`, as [`ProcessKind::as_str`] writes it (a set of engine classes is
+    /// normalised as [`ProcessKind::from_engines`] does).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "unknown" => ProcessKind::Unreported,
+            "mps" => ProcessKind::Mps,
+            "mps-server" => ProcessKind::MpsServer,
+            set => ProcessKind::from_engines(set.parse().map_err(|_| {
+                UnknownSpelling::new(
+                    "ProcessKind",
+                    set,
+                    "unknown, mps, mps-server, idle or a +-joined set of compute, graphics, \
+                     video, copy, other",
+                )
+            })?),
+        })
+    }
+}
+
+impl fmt::Display for ProcessKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+text_serde!(ProcessKind);
+
+spelled! {
+    /// The engine classes DRM drivers name their engines by: what a client's work was.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum EngineClass {
+        /// Compute queues (amdgpu `compute`, i915 `compute`, xe `ccs`, v3d `csd`).
+        Compute = "compute",
+        /// 3D / render (amdgpu `gfx`, i915 `render`, xe `rcs`, panfrost `fragment`,
+        /// `vertex-tiler`, v3d `bin`, `render`).
+        Graphics = "graphics",
+        /// Video decode, encode and processing (amdgpu `dec`, `enc`, `jpeg`, `vpe`, i915
+        /// `video`, `video-enhance`, xe `vcs`, `vecs`).
+        Video = "video",
+        /// Copy / DMA (amdgpu `dma`, i915 `copy`, xe `bcs`, v3d `tfu`).
+        Copy = "copy",
+        /// An engine name this table does not know (msm's single `gpu`, v3d `cache_clean`, …).
+        Other = "other",
+    }
 }
 
 impl EngineClass {
@@ -208,13 +245,32 @@ impl EngineClasses {
     }
 }
 
+impl FromStr for EngineClasses {
+    type Err = UnknownSpelling;
+
+    /// The set spelled `s` (`video`, `graphics+copy`, `idle`), as [`EngineClasses::as_str`]
+    /// writes it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        (0u8..32)
+            .map(EngineClasses::from_bits)
+            .find(|set| set.as_str() == s)
+            .ok_or_else(|| {
+                UnknownSpelling::new(
+                    "EngineClasses",
+                    s,
+                    "idle or a +-joined set of compute, graphics, video, copy, other",
+                )
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_engine_set_is_spelled_by_its_classes() {
-        let names = ["compute", "graphics", "video", "copy", "other"];
+        let names: Vec<&str> = EngineClass::ALL.iter().map(|c| c.as_str()).collect();
         for bits in 0u8..32 {
             let parts: Vec<&str> = (0..5)
                 .filter(|b| bits >> b & 1 == 1)

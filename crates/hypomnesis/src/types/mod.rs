@@ -7,27 +7,6 @@
 // Layer 0 (ARCHITECTURE.md "Layers"): the vocabulary every layer above uses. Imports nothing
 // else from this crate.
 
-/// `Display` as the value's `as_str` (and, for types listed after `serialize:`, `Serialize`
-/// too): one spelling for text and JSON.
-macro_rules! spelled_as_str {
-    ($($t:ty),* $(; serialize: $($s:ty),*)?) => {
-        $(impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        })*
-        $($(
-            spelled_as_str!($s);
-            #[cfg(feature = "serde")]
-            impl serde::Serialize for $s {
-                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                    s.serialize_str(self.as_str())
-                }
-            }
-        )*)?
-    };
-}
-
 // A façade: each file below defines its part of the model and imports its siblings directly
 // (never through this module); this module re-exports them as `hypomnesis::types::…`.
 // Public at the crate root (`hypomnesis::accounting`, `hypomnesis::pci`), documented there.
@@ -35,6 +14,7 @@ macro_rules! spelled_as_str {
 pub mod accounting;
 mod backend;
 mod device;
+mod field;
 // The truthful API's errors (public through the crate root's `error` module).
 pub(crate) mod error;
 mod kind;
@@ -46,11 +26,15 @@ pub mod pci;
 mod process;
 mod runtime;
 mod source;
+// `spelled!` and `text_serde!`: each contract value's one spelling (used by every layer).
+pub(crate) mod spelling;
+mod totals;
 mod usage;
 pub(crate) mod workload;
 
 pub use backend::{Backend, BackendState, BackendStatus};
 pub use device::{Device, Telemetry};
+pub use field::Field;
 pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons};
 pub use name::ProcessName;
@@ -60,9 +44,9 @@ pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization}
 pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};
+pub use spelling::UnknownSpelling;
+pub use totals::{Completeness, VramSum};
 pub use usage::{DeviceMemory, DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
-
-spelled_as_str!(Source; serialize: Vendor, RuntimeStatus, ProcessKind);
 
 #[cfg(test)]
 mod tests;

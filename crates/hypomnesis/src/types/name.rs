@@ -173,10 +173,12 @@ impl serde::Serialize for ProcessName {
     }
 }
 
-/// `#[serde(flatten, serialize_with = …)]` helpers: a name field written as `"name": …` and,
-/// for a name that is not valid UTF-8, `"name_bytes_hex": …` beside it.
+/// `#[serde(flatten, serialize_with = …, deserialize_with = …)]` helpers: a name field written
+/// as `"name": …` and, for a name that is not valid UTF-8, `"name_bytes_hex": …` beside it; read
+/// back from the exact bytes where `name_bytes_hex` is present, else from the text.
 #[cfg(feature = "serde")]
 pub(crate) mod serde_fields {
+    use serde::de::{Deserialize, Deserializer, Error as _};
     use serde::ser::{SerializeStruct, Serializer};
 
     use super::ProcessName;
@@ -203,6 +205,42 @@ pub(crate) mod serde_fields {
         s: S,
     ) -> Result<S::Ok, S::Error> {
         fields(name.as_ref(), s)
+    }
+
+    /// For `name: Option<ProcessName>`: the bytes of `name_bytes_hex` when present (two
+    /// lowercase or uppercase hex digits per byte), else the text of `name`.
+    pub(crate) fn optional_from<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ProcessName>, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Fields {
+            name: Option<String>,
+            #[serde(default)]
+            name_bytes_hex: Option<String>,
+        }
+        let f = Fields::deserialize(d)?;
+        match f.name_bytes_hex {
+            Some(hex) => from_hex(&hex)
+                .map(|b| Some(ProcessName::from_bytes(b)))
+                .ok_or_else(|| {
+                    D::Error::custom("name_bytes_hex is not an even number of hex digits")
+                }),
+            None => Ok(f.name.map(ProcessName::from)),
+        }
+    }
+
+    fn from_hex(hex: &str) -> Option<Vec<u8>> {
+        let digits = hex.as_bytes();
+        if !digits.len().is_multiple_of(2) {
+            return None;
+        }
+        digits
+            .chunks(2)
+            .map(|pair| {
+                let digit = |b: u8| char::from(b).to_digit(16);
+                u8::try_from(digit(pair[0])? * 16 + digit(pair[1])?).ok()
+            })
+            .collect()
     }
 }
 

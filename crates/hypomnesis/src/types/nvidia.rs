@@ -6,17 +6,20 @@ use super::source::Unknown;
 use super::usage::DeviceMemory;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// A MIG mode (`nvmlDeviceGetMigMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum MigMode {
-    /// The GPU is one device.
-    Disabled,
-    /// The GPU is partitioned into GPU instances.
-    Enabled,
+use super::spelling::spelled;
+
+spelled! {
+    /// A MIG mode (`nvmlDeviceGetMigMode`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum MigMode {
+        /// The GPU is one device.
+        Disabled = "disabled",
+        /// The GPU is partitioned into GPU instances.
+        Enabled = "enabled",
+    }
 }
 
 impl MigMode {
@@ -28,20 +31,12 @@ impl MigMode {
             MigMode::Disabled
         }
     }
-
-    /// The JSON spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            MigMode::Disabled => "disabled",
-            MigMode::Enabled => "enabled",
-        }
-    }
 }
 
 /// A GPU's MIG state: the mode now and after the next GPU reset, and its MIG devices. Present
 /// only on GPUs that support MIG (`Device::mig` is `None` elsewhere).
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct MigState {
     /// The mode in effect.
@@ -53,7 +48,10 @@ pub struct MigState {
     pub instances: Vec<MigDevice>,
     /// What could not be read about the instances (the enumeration itself, a slot, the
     /// privileged profile names), with the reason.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub unknown: Vec<Unknown>,
 }
 
@@ -86,7 +84,7 @@ impl MigState {
 
 /// Placement of a GPU instance: its first memory slice and how many it spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct MigPlacement {
     /// First slice.
@@ -108,7 +106,7 @@ impl MigPlacement {
 /// Memory belongs to the GPU instance: compute instances of one GPU instance show the same
 /// figures, which must not be added up.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct MigDevice {
     /// MIG device index on its GPU (`nvmlDeviceGetMigDeviceHandleByIndex`, `nvidia-smi -L`'s
@@ -128,7 +126,10 @@ pub struct MigDevice {
     /// Set when `profile` was derived from the instance's slices and memory (the name did not
     /// carry it): an approximation, since a profile's name does not always give its memory
     /// (`1g.18gb` holds 16 GiB on an H200).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "std::ops::Not::not")
+    )]
     pub profile_approximate: bool,
     /// The GPU instance's profile (`1g.10gb+me`, `3g.40gb`), read through the privileged
     /// GPU-instance calls: dcgm-exporter's `GPU_I_PROFILE`.
@@ -146,7 +147,10 @@ pub struct MigDevice {
     /// The GPU instance's memory (shared by its compute instances).
     pub memory: DeviceMemory,
     /// Fields that are `None`, with the reason.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub unknown: Vec<Unknown>,
 }
 
@@ -195,7 +199,7 @@ impl MigDevice {
 /// Under MIG the driver does not give this figure at all (the row's `utilization` is then
 /// `None` with an `unknown` entry), never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct ProcessUtilization {
     /// Streaming multiprocessors (compute and graphics kernels).

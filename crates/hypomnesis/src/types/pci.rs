@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::types::error::ParseError;
+use crate::types::spelling::text_serde;
 
 /// A PCI address (domain, bus, device, function).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -92,12 +93,7 @@ impl FromStr for PciBusId {
     }
 }
 
-#[cfg(feature = "serde")]
-impl serde::Serialize for PciBusId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+text_serde!(PciBusId);
 
 #[cfg(test)]
 mod tests {

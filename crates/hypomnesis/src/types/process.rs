@@ -10,11 +10,11 @@ use super::source::{Source, Unknown};
 use super::usage::{Engines, ProcessRegions};
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One process's use of one device: a row of `hmn ps`.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct GpuProcess {
     /// Process id (in the namespace of the proc root; NVML reports host PIDs).
@@ -24,7 +24,11 @@ pub struct GpuProcess {
     /// [`ProcessName`]).
     #[cfg_attr(
         feature = "serde",
-        serde(flatten, serialize_with = "crate::types::name::serde_fields::optional")
+        serde(
+            flatten,
+            serialize_with = "crate::types::name::serde_fields::optional",
+            deserialize_with = "crate::types::name::serde_fields::optional_from"
+        )
     )]
     pub name: Option<ProcessName>,
     /// Owner's user name (effective UID), when it resolves.
@@ -42,47 +46,86 @@ pub struct GpuProcess {
     /// The backend that produced this row.
     pub source: Source,
     /// MIG GPU instance, when the device is partitioned.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub gpu_instance_id: Option<u32>,
     /// MIG compute instance, when the device is partitioned.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub compute_instance_id: Option<u32>,
     /// Memory per region (DRM devices): `{"vram":{…},"gtt":{…},"system":{…}}`.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub regions: Option<ProcessRegions>,
     /// Engine use per class over the last sampling interval (DRM devices; needs two samples).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "BTreeMap::is_empty")
+    )]
     pub engines: Engines,
     /// MIG device index on the GPU, when the row is inside a MIG instance.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub mig_index: Option<u32>,
     /// The MIG device's `MIG-…` UUID, when the row is inside a MIG instance.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub mig_uuid: Option<String>,
     /// Engine use over the last sampling period (NVIDIA, `nvmlDeviceGetProcessUtilization`);
     /// `None` with an `unknown` entry where the driver does not give it (MIG, old GPUs).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub utilization: Option<ProcessUtilization>,
     /// An MPS server whose figure is at least its clients' sum: it may include their memory,
     /// so sums over rows leave it out (its clients are counted on their own rows).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "std::ops::Not::not")
+    )]
     pub may_include_clients: bool,
     /// DRM client ids this process holds on the device.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub drm_clients: Vec<u64>,
     /// Lower pids that share some of this process's DRM clients (fork, fd passing): those
     /// clients are counted on the owner's row only, so a sum over rows counts each client once.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub shared_with: Vec<u32>,
     /// Fields that are `None`, with the reason.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub unknown: Vec<Unknown>,
     /// The workload holding the process (container, pod, Slurm job, unit), from its cgroup.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub workload: Option<crate::types::workload::WorkloadInfo>,
     /// The process's pid in its own, innermost PID namespace (`NSpid`'s last entry), when
     /// that differs from `pid` (a process in a container, seen from outside).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub ns_pid: Option<u32>,
 }
 

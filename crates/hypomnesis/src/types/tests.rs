@@ -99,3 +99,97 @@ fn kinds_merge() {
     assert_eq!(Mps.as_str(), "mps");
     assert_eq!(MpsServer.as_str(), "mps-server");
 }
+
+/// What `hmn --json` and `hmn record` write reads back to the same value, and writes the same
+/// bytes again: every field, the open sets, a name that is not UTF-8, MIG state, regions,
+/// engines, utilization and workload.
+#[cfg(feature = "serde")]
+#[test]
+fn devices_and_processes_read_back_what_they_wrote() {
+    use std::collections::BTreeMap;
+
+    use super::workload::{ContainerRuntime, WorkloadInfo, WorkloadKind};
+
+    fn round_trip<T>(v: &T)
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let json = serde_json::to_string(v).unwrap();
+        let back: T = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, v, "{json}");
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+
+    let mut d = Device::new(3, Vendor::Other("panfrost".into()), Source::Sysfs);
+    d.name = Some("Mali-G610".into());
+    d.pci_bus_id = Some("0000:1a:00.0".parse().unwrap());
+    d.runtime_status = Some(RuntimeStatus::Other("frozen".into()));
+    d.integrated = Some(true);
+    d.memory = DeviceMemory::new(Some(8), None, Some(3), None);
+    d.regions = BTreeMap::from([("gtt".to_string(), DeviceRegion::new(Some(9), None))]);
+    d.telemetry.power_watts = Some(21.5);
+    d.unknown.push(Unknown::new(
+        Field::MemoryUsedBytes,
+        UnknownReason::Unsupported,
+        "no",
+    ));
+    round_trip(&d);
+    let mut nv = Device::new(0, Vendor::Nvidia, Source::Nvml);
+    let mut mig = MigState::new(MigMode::Enabled, MigMode::Enabled);
+    let mut m = MigDevice::new(1, 0);
+    m.profile = Some("1g.10gb".into());
+    m.placement = Some(MigPlacement::new(4, 1));
+    m.profile_approximate = true;
+    mig.instances.push(m);
+    mig.unknown.push(Unknown::new(
+        Field::MigInstancesGpuInstanceProfile,
+        UnknownReason::PermissionDenied,
+        "root",
+    ));
+    nv.mig = Some(mig);
+    round_trip(&nv);
+
+    let mut p = GpuProcess::new(7, 3, ProcessKind::Mps, Source::Nvml);
+    p.name = Some(ProcessName::from_bytes(b"gpu\xff\x1bjob".to_vec()));
+    p.used_bytes = Some(1 << 30);
+    p.utilization = Some(ProcessUtilization::new(37, 12, 5, 0, true, 99));
+    p.may_include_clients = true;
+    p.mig_index = Some(1);
+    p.shared_with = vec![5];
+    p.drm_clients = vec![185];
+    p.regions = Some(ProcessRegions {
+        gtt: Some(RegionUsage {
+            resident_bytes: Some(2),
+            evicted_bytes: Some(0),
+            ..RegionUsage::default()
+        }),
+        ..ProcessRegions::default()
+    });
+    p.engines
+        .insert("gfx".into(), EngineUsage { busy_percent: 12.5 });
+    p.workload = Some(WorkloadInfo {
+        kind: WorkloadKind::Container,
+        runtime: Some(ContainerRuntime::Docker),
+        container_id: Some("4e9a".into()),
+        pod_uid: None,
+        slurm_job: None,
+        slurm_step: None,
+        unit: Some("docker-4e9a.scope".into()),
+        cgroup: "/system.slice/docker-4e9a.scope".into(),
+    });
+    p.unknown.push(Unknown::new(
+        Field::Utilization,
+        UnknownReason::Unsupported,
+        "MIG",
+    ));
+    round_trip(&p);
+    p.name = None;
+    round_trip(&p);
+    p.name = Some("python3".into());
+    round_trip(&p);
+    // A hostile `name_bytes_hex` is refused, not guessed at.
+    let json = serde_json::to_string(&p)
+        .unwrap()
+        .replace(r#""name":"python3""#, r#""name":"x","name_bytes_hex":"+f""#);
+    assert!(serde_json::from_str::<GpuProcess>(&json).is_err());
+}

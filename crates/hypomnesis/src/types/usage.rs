@@ -6,31 +6,49 @@
 use std::collections::BTreeMap;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One region's figures for a process, in bytes; `None` where the driver does not say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct RegionUsage {
     /// All buffers created in the region, resident or not (`drm-total-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub total_bytes: Option<u64>,
     /// Buffers whose backing store is present in the region (`drm-resident-*`, or its
     /// deprecated alias `drm-memory-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub resident_bytes: Option<u64>,
     /// Buffers shared with another client (`drm-shared-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub shared_bytes: Option<u64>,
     /// Resident buffers the driver may discard (`drm-purgeable-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub purgeable_bytes: Option<u64>,
     /// Resident buffers busy on an engine (`drm-active-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub active_bytes: Option<u64>,
     /// Buffers evicted from the region (`drm-evicted-*`, `amd-evicted-*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub evicted_bytes: Option<u64>,
 }
 
@@ -61,18 +79,27 @@ impl RegionUsage {
 
 /// A process's memory on one device, per region.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct ProcessRegions {
     /// Device-local memory (amdgpu `vram`, i915 `local*`, xe `vram*`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub vram: Option<RegionUsage>,
     /// System memory mapped through the GPU's address translation (amdgpu/xe `gtt`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub gtt: Option<RegionUsage>,
     /// Other system memory (amdgpu `cpu`, i915 `system*`, xe `system`, stolen memory, and the
     /// generic `memory` region of msm, panfrost, v3d…).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub system: Option<RegionUsage>,
 }
 
@@ -115,7 +142,7 @@ impl ProcessRegions {
 
 /// One engine class's use by a process, over the interval between two samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct EngineUsage {
     /// Percent of the class's capacity this process kept busy (0–100 per engine class).
@@ -127,7 +154,7 @@ pub type Engines = BTreeMap<String, EngineUsage>;
 
 /// Device-wide figures of one memory region (amdgpu `mem_info_*`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct DeviceRegion {
     /// Size of the region.
@@ -153,7 +180,7 @@ impl DeviceRegion {
 /// only the v1 figures exist: `used` then includes the reservation and `reserved_bytes` is
 /// `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct DeviceMemory {
     /// Installed memory the driver reports.

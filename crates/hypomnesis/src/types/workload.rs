@@ -1,97 +1,91 @@
 //! What a workload is: [`WorkloadInfo`] (the kind, container runtime and id, pod UID, Slurm job
 //! and step, systemd unit of the cgroup a process sits in), [`WorkloadKind`] and
-//! [`ContainerRuntime`]. The data model's `GpuProcess::workload`; the rule that reads one from
+//! [`ContainerRuntime`], and the coarse key derived from it ([`Workload`], by
+//! [`WorkloadInfo::key`]). The data model's `GpuProcess::workload`; the rule that reads one from
 //! a cgroup path is `system::workload` (public as `hypomnesis::workload`).
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The container runtime named by a cgroup path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
-#[non_exhaustive]
-pub enum ContainerRuntime {
-    /// Docker (`docker-<id>.scope`, `/docker/<id>`).
-    #[cfg_attr(feature = "serde", serde(rename = "docker"))]
-    Docker,
-    /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "containerd"))]
-    Containerd,
-    /// CRI-O (`crio-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "cri-o"))]
-    CriO,
-    /// Podman (`libpod-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(rename = "podman"))]
-    Podman,
-}
+use super::spelling::spelled;
 
-impl ContainerRuntime {
-    /// The JSON spelling: `docker`, `containerd`, `cri-o`, `podman`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ContainerRuntime::Docker => "docker",
-            ContainerRuntime::Containerd => "containerd",
-            ContainerRuntime::CriO => "cri-o",
-            ContainerRuntime::Podman => "podman",
-        }
+spelled! {
+    /// The container runtime named by a cgroup path.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum ContainerRuntime {
+        /// Docker (`docker-<id>.scope`, `/docker/<id>`).
+        Docker = "docker",
+        /// containerd's CRI plugin (`cri-containerd-<id>.scope`).
+        Containerd = "containerd",
+        /// CRI-O (`crio-<id>.scope`).
+        CriO = "cri-o",
+        /// Podman (`libpod-<id>.scope`).
+        Podman = "podman",
     }
 }
 
-/// The most specific kind of workload a path names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize), serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum WorkloadKind {
-    /// A Kubernetes pod.
-    Pod,
-    /// A container outside Kubernetes.
-    Container,
-    /// A Slurm job.
-    Slurm,
-    /// A systemd unit.
-    Unit,
-    /// A cgroup with none of the above.
-    Other,
-}
-
-impl WorkloadKind {
-    /// The JSON spelling: `pod`, `container`, `slurm`, `unit`, `other`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Pod => "pod",
-            WorkloadKind::Container => "container",
-            WorkloadKind::Slurm => "slurm",
-            WorkloadKind::Unit => "unit",
-            WorkloadKind::Other => "other",
-        }
+spelled! {
+    /// The most specific kind of workload a path names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum WorkloadKind {
+        /// A Kubernetes pod.
+        Pod = "pod",
+        /// A container outside Kubernetes.
+        Container = "container",
+        /// A Slurm job.
+        Slurm = "slurm",
+        /// A systemd unit.
+        Unit = "unit",
+        /// A cgroup with none of the above.
+        Other = "other",
     }
 }
 
 /// Everything a cgroup path says about the workload holding a process. Fields that the path
 /// does not name are `None` (and omitted from JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct WorkloadInfo {
     /// The most specific kind found.
     pub kind: WorkloadKind,
     /// The container runtime, when the path names it.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub runtime: Option<ContainerRuntime>,
     /// The full container id (64 hex digits), innermost when containers nest.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub container_id: Option<String>,
     /// The Kubernetes pod UID, with dashes (`1f2e3d4c-5b6a-…`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pod_uid: Option<String>,
     /// The Slurm job id.
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_job: Option<u64>,
     /// The Slurm step (`0`, `batch`, `extern`, `interactive`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub slurm_step: Option<String>,
     /// The innermost systemd unit (`ollama.service`, `docker-<id>.scope`).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub unit: Option<String>,
     /// The cgroup path this was read from.
     pub cgroup: String,
@@ -134,5 +128,74 @@ impl WorkloadInfo {
     pub fn matches(&self, pattern: &str) -> bool {
         let p = pattern.to_lowercase();
         self.label().to_lowercase().contains(&p) || self.cgroup.to_lowercase().contains(&p)
+    }
+
+    /// The coarse key `hmn serve` groups device memory by: the kind and one name — the pod
+    /// UID, the container id's first 12 hex digits, the Slurm job id, the unit — or the path
+    /// where the kind has none.
+    pub fn key(&self) -> Workload {
+        let or_path = |v: Option<String>| v.unwrap_or_else(|| self.cgroup.clone());
+        match self.kind {
+            WorkloadKind::Pod => Workload::Pod(or_path(self.pod_uid.clone())),
+            WorkloadKind::Container => Workload::Container(or_path(
+                self.container_id
+                    .as_deref()
+                    .map(|id| id.get(..12).unwrap_or(id).to_string()),
+            )),
+            WorkloadKind::Slurm => {
+                Workload::SlurmJob(or_path(self.slurm_job.map(|j| j.to_string())))
+            }
+            WorkloadKind::Unit => Workload::Unit(or_path(self.unit.clone())),
+            WorkloadKind::Other => Workload::Other(self.cgroup.clone()),
+        }
+    }
+}
+
+/// A workload as one name of its kind: [`WorkloadInfo::key`], the coarse key `hmn serve`
+/// groups device memory by (its order ranks equal sums).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Workload {
+    /// A Kubernetes pod, by UID (`kubepods…pod<uid>…`).
+    Pod(String),
+    /// A container (Docker, containerd, CRI-O, Podman), by the first 12 hex digits of its id.
+    Container(String),
+    /// A systemd unit (`*.service`, `*.scope`).
+    Unit(String),
+    /// Anything else, by path.
+    Other(String),
+    /// A Slurm job, by id (`job_<n>` under Slurm's cgroup hierarchy).
+    SlurmJob(String),
+}
+
+impl Workload {
+    /// Its kind, spelled (`Display`, [`WorkloadKind::as_str`]) `pod`, `container`, `unit`,
+    /// `slurm` or `other`.
+    pub const fn kind(&self) -> WorkloadKind {
+        match self {
+            Workload::Pod(_) => WorkloadKind::Pod,
+            Workload::Container(_) => WorkloadKind::Container,
+            Workload::Unit(_) => WorkloadKind::Unit,
+            Workload::SlurmJob(_) => WorkloadKind::Slurm,
+            Workload::Other(_) => WorkloadKind::Other,
+        }
+    }
+
+    /// The pod UID, container id, unit name, job id or path.
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Pod(n)
+            | Workload::Container(n)
+            | Workload::Unit(n)
+            | Workload::SlurmJob(n)
+            | Workload::Other(n) => n,
+        }
+    }
+}
+
+impl From<&WorkloadInfo> for Workload {
+    /// [`WorkloadInfo::key`].
+    fn from(w: &WorkloadInfo) -> Workload {
+        w.key()
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use hmn_testbed::{FakeNvml, FakeSmi};
 use hypomnesis::host::{MemoryDetail, host_memory, process_memory};
 use hypomnesis::process::tree::{ProcessTable, read_stat};
-use hypomnesis::{Error, Probe, ProbeOptions, Roots, Source};
+use hypomnesis::{Error, Field, Probe, ProbeOptions, Roots, Source};
 
 const MIB: u64 = 1 << 20;
 
@@ -62,7 +62,10 @@ fn own_process_memory_follows_an_allocation() {
     if under_wine() {
         assert!(
             before.private_bytes.is_some()
-                || before.unknown.iter().any(|u| u.field == "private_bytes"),
+                || before
+                    .unknown
+                    .iter()
+                    .any(|u| u.field == Field::PrivateBytes),
             "unknown, not 0"
         );
     } else {
@@ -70,8 +73,8 @@ fn own_process_memory_follows_an_allocation() {
     }
     assert_eq!(before.swap_bytes, None, "unknown, not 0");
     assert_eq!(before.pss_bytes, None);
-    assert!(before.unknown.iter().any(|u| u.field == "swap_bytes"));
-    assert!(before.unknown.iter().any(|u| u.field == "pss_bytes"));
+    assert!(before.unknown.iter().any(|u| u.field == Field::SwapBytes));
+    assert!(before.unknown.iter().any(|u| u.field == Field::PssBytes));
     let hold = touched(96);
     let after = process_memory(&Roots::system(), me, MemoryDetail::Basic).unwrap();
     assert!(
@@ -365,7 +368,7 @@ fn dxgi_and_pdh_answer_without_inventing_figures() {
         assert!(d.memory.total_bytes.is_some_and(|t| t > 0));
         assert!(
             d.memory.used_bytes.is_some()
-                || d.unknown.iter().any(|u| u.field == "memory.used_bytes"),
+                || d.unknown.iter().any(|u| u.field == Field::MemoryUsedBytes),
             "{d:?}"
         );
     }

@@ -17,6 +17,8 @@
 
 use std::collections::BTreeMap;
 
+use super::driver::AMDGPU;
+
 /// Memory figures of one driver region (`drm-<kind>-<region>`), in bytes; `None` = not printed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RegionStats {
@@ -177,7 +179,7 @@ pub fn parse(text: &str) -> ClientStats {
         }
     }
     if legacy_amdgpu && c.driver.is_none() {
-        c.driver = Some("amdgpu".to_string());
+        c.driver = Some(AMDGPU.fdinfo_name.to_string());
     }
     c
 }

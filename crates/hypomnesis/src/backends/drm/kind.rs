@@ -8,22 +8,25 @@
 
 use std::collections::BTreeMap;
 
+use super::driver;
 use super::fdinfo::ClientStats;
 use super::model::SeenClient;
-use crate::types::{EngineClass, EngineClasses, ProcessKind};
+use crate::types::{EngineClasses, ProcessKind};
 
-/// The classes one client used, or `None` when it prints no engine counters.
+/// The classes one client used, or `None` when it prints no engine counters. An engine name is
+/// classed by its driver's entry in the table ([`driver::DrmDriver::engine_class`]).
 pub(crate) fn classes_of(stats: &ClientStats) -> Option<EngineClasses> {
     if stats.engines.is_empty() {
         return None;
     }
+    let drv = driver::by_fdinfo_name(stats.driver.as_deref());
     let mut set = EngineClasses::default();
     for (name, e) in &stats.engines {
         let used = e.busy_ns.is_some_and(|n| n > 0)
             || e.cycles.is_some_and(|n| n > 0)
             || e.instant_percent.is_some_and(|p| p > 0.0);
         if used {
-            set.insert(EngineClass::of(name));
+            set.insert(drv.engine_class(name));
         }
     }
     Some(set)

@@ -8,10 +8,11 @@
 //! - the previous engine counters of each client, so every query after the first reports
 //!   engine utilization over the interval since the one before.
 //!
-//! Submodules: [`fdinfo`] (parser), [`model`] (regions, de-duplication, utilization), [`kind`]
-//! (a row's engine classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm
-//! compute).
+//! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
+//! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
+//! classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
 
+pub(crate) mod driver;
 pub(crate) mod fdinfo;
 pub(crate) mod kfd;
 pub(crate) mod kind;
@@ -27,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
-use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use crate::types::{
+    Device, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning,
+};
 use model::{ClientKey, EngineSample, SeenClient};
 use scan::{FdIndex, FdinfoRead};
 use sysfs::Found;
@@ -112,7 +115,7 @@ impl DrmBackend {
             if dev.name.is_none() {
                 if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
                     dev.name = Some(name);
-                    dev.unknown.retain(|u| u.field != "name");
+                    dev.unknown.retain(|u| u.field != Field::Name);
                 }
             }
             out.push(dev);
@@ -245,7 +248,7 @@ impl DrmBackend {
                     row.used_bytes = Some(0);
                 } else {
                     row.unknown.push(Unknown::new(
-                        "used_bytes",
+                        Field::UsedBytes,
                         UnknownReason::Unsupported,
                         "the driver prints no memory stats for this client",
                     ));
@@ -270,8 +273,9 @@ impl DrmBackend {
             });
             row.used_bytes = None;
             row.regions = None;
-            row.unknown.retain(|u| u.field != "used_bytes");
-            row.unknown.push(Unknown::new("used_bytes", reason, detail));
+            row.unknown.retain(|u| u.field != Field::UsedBytes);
+            row.unknown
+                .push(Unknown::new(Field::UsedBytes, reason, detail));
         }
         self.merge_kfd(devs, &mut rows);
         DrmProcesses {
@@ -315,7 +319,7 @@ impl DrmBackend {
             if row.used_bytes.is_none_or(|u| bytes > u) {
                 row.used_bytes = Some(bytes);
                 row.source = Source::Kfd;
-                row.unknown.retain(|u| u.field != "used_bytes");
+                row.unknown.retain(|u| u.field != Field::UsedBytes);
             }
         }
     }

@@ -11,39 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::driver::{self, Bucket};
 use super::fdinfo::{ClientStats, EngineStats, RegionStats};
 use crate::types::{EngineUsage, Engines, ProcessRegions, RegionUsage};
-
-/// Where a driver region belongs in the one model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bucket {
-    Vram,
-    Gtt,
-    System,
-}
-
-/// Maps a driver's region name onto the model; `None` for on-chip pools that are not memory a
-/// process allocates (amdgpu `gds`, `gws`, `oa`, `doorbell`, `mmioremap`).
-///
-/// | Driver | vram | gtt | system |
-/// |---|---|---|---|
-/// | amdgpu | `vram` | `gtt` | `cpu` |
-/// | i915 | `local0`, `local1`… | — | `system0`, `stolen-system0`, `stolen-local0` |
-/// | xe | `vram0`, `vram1` | `gtt` | `system`, `stolen` |
-/// | msm, panfrost, panthor, v3d, amdxdna… | — | — | `memory` |
-pub(crate) fn bucket(region: &str) -> Option<Bucket> {
-    if region.starts_with("stolen") || region.starts_with("system") {
-        Some(Bucket::System)
-    } else if region.starts_with("vram") || region.starts_with("local") {
-        Some(Bucket::Vram)
-    } else {
-        match region {
-            "gtt" => Some(Bucket::Gtt),
-            "cpu" | "memory" => Some(Bucket::System),
-            _ => None,
-        }
-    }
-}
 
 fn usage(r: &RegionStats) -> RegionUsage {
     RegionUsage {
@@ -56,11 +26,13 @@ fn usage(r: &RegionStats) -> RegionUsage {
     }
 }
 
-/// A client's regions in the model (several driver regions of one bucket are added).
+/// A client's regions in the model, each driver region bucketed by its driver's entry in the
+/// table ([`driver::DrmDriver::bucket`]; several driver regions of one bucket are added).
 pub(crate) fn regions_of(c: &ClientStats) -> ProcessRegions {
+    let drv = driver::by_fdinfo_name(c.driver.as_deref());
     let mut p = ProcessRegions::default();
     for (name, stats) in &c.regions {
-        let slot = match bucket(name) {
+        let slot = match drv.bucket(name) {
             Some(Bucket::Vram) => &mut p.vram,
             Some(Bucket::Gtt) => &mut p.gtt,
             Some(Bucket::System) => &mut p.system,
@@ -233,24 +205,6 @@ mod tests {
     }
 
     const CLIENT_7: &str = "drm-driver:\tamdgpu\ndrm-client-id:\t7\ndrm-resident-vram:\t100 MiB\ndrm-resident-gtt:\t2 MiB\n";
-
-    #[test]
-    fn region_names_map_onto_the_model() {
-        for (name, b) in [
-            ("vram", Some(Bucket::Vram)),
-            ("vram1", Some(Bucket::Vram)),
-            ("local0", Some(Bucket::Vram)),
-            ("gtt", Some(Bucket::Gtt)),
-            ("cpu", Some(Bucket::System)),
-            ("system0", Some(Bucket::System)),
-            ("stolen-local0", Some(Bucket::System)),
-            ("memory", Some(Bucket::System)),
-            ("gds", None),
-            ("doorbell", None),
-        ] {
-            assert_eq!(bucket(name), b, "{name}");
-        }
-    }
 
     #[test]
     fn xe_vram0_and_vram1_add_up() {

@@ -12,8 +12,12 @@
 //!   device's DRM clients in fdinfo (each client counted once): dedicated = resident VRAM
 //!   (`drm-resident-vram*`, `drm-resident-local*`), shared = resident GTT and system memory
 //!   (`drm-resident-gtt`, `drm-resident-system*`); the limit is the VRAM size sysfs gives
-//!   (xe `tile*/physical_vram_size_bytes`, i915 `lmem_total_bytes`) — without one the device
-//!   is not measurable. Only the clients this user may read are summed.
+//!   (xe `tile*/physical_vram_size_bytes`, i915 `lmem_total_bytes`: non-mainline drivers only,
+//!   see `driver`'s module docs), the same files the device view reads
+//!   (`sysfs::vram_size_files`) — without one the device is not measurable. Only the clients
+//!   this user may read are summed.
+//!
+//! Which of these a driver gets is its entry's `spill` in the driver table (`driver`).
 //! - **Not measurable**: NVIDIA (its Linux driver has no system-memory fallback for VRAM and
 //!   reports no such figure), integrated GPUs (their memory is system memory), drivers that
 //!   report no VRAM.
@@ -24,16 +28,13 @@
 
 use std::path::PathBuf;
 
+use super::driver::{Bytes, Spill};
 use crate::backends::drm::sysfs::{self, Found};
 use crate::backends::drm::{DrmBackend, DrmDevices};
 use crate::backends::spill::{Reading, SpillSource};
 use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::RuntimeStatus;
-
-/// Why an NVIDIA GPU's spill is not measurable on Linux.
-pub(crate) const NVIDIA_REASON: &str = "NVIDIA on Linux: the driver has no system-memory fallback \
-     for VRAM (an allocation beyond VRAM fails) and reports no shared-memory figure";
 
 /// The source of DRM device `found` (index `index` in the probe's index space), or why its
 /// spill is not measurable.
@@ -63,89 +64,62 @@ pub(crate) fn any_measurable(roots: &Roots) -> bool {
 /// Which readings a DRM device offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Plan {
-    /// amdgpu: device-wide figures in sysfs.
-    AmdgpuSysfs,
-    /// xe or i915: sums over the device's fdinfo clients, the limit from these files (summed).
+    /// Device-wide figures in sysfs (amdgpu): the limit, dedicated and shared files.
+    DeviceWide {
+        limit: PathBuf,
+        dedicated: PathBuf,
+        shared: PathBuf,
+    },
+    /// Sums over the device's fdinfo clients, the limit from these files (summed).
     ClientSums { limit_files: Vec<PathBuf> },
 }
 
-const AMDGPU_FILES: [&str; 3] = [
-    "mem_info_vram_total",
-    "mem_info_vram_used",
-    "mem_info_gtt_used",
-];
-
-/// The plan for a found device, decided from which files exist (never from reading one), or why
-/// it is not measurable.
+/// The plan for a found device, from its driver's entry in the table and which files exist
+/// (never from reading one), or why it is not measurable.
 fn plan(roots: &Roots, f: &Found) -> Result<Plan, String> {
-    let driver = f.driver.as_deref().unwrap_or("unknown driver");
-    match driver {
-        "nvidia" => Err(NVIDIA_REASON.to_string()),
-        "amdgpu" => {
-            let missing: Vec<&str> = AMDGPU_FILES
+    let name = f.driver.as_deref().unwrap_or("unknown driver");
+    let drv = f.entry();
+    match drv.spill {
+        Spill::Never(why) => Err(why.to_string()),
+        Spill::DeviceWide {
+            limit,
+            dedicated,
+            shared,
+        } => {
+            let missing: Vec<&str> = [limit, dedicated, shared]
                 .into_iter()
+                .map(|Bytes(n)| n)
                 .filter(|n| !f.dir.join(n).exists())
                 .collect();
             if missing.is_empty() {
-                Ok(Plan::AmdgpuSysfs)
+                let at = |Bytes(n): Bytes| f.dir.join(n);
+                Ok(Plan::DeviceWide {
+                    limit: at(limit),
+                    dedicated: at(dedicated),
+                    shared: at(shared),
+                })
             } else {
-                Err(format!("amdgpu without {} in sysfs", missing.join(", ")))
+                Err(format!("{name} without {} in sysfs", missing.join(", ")))
             }
         }
-        "xe" | "i915" if f.is_intel_igpu() => Err(integrated(driver)),
-        "xe" | "i915" => {
-            let limit_files = vram_size_files(roots, f, driver);
+        _ if f.integrated() == Some(true) => Err(integrated(name)),
+        Spill::ClientSums => {
+            let limit_files = sysfs::vram_size_files(roots, f);
             if limit_files.is_empty() {
                 Err(format!(
-                    "{driver} exposes no VRAM size in sysfs, so the dedicated threshold cannot be computed"
+                    "{}, so the dedicated threshold cannot be computed",
+                    drv.vram_size.missing(name)
                 ))
             } else {
                 Ok(Plan::ClientSums { limit_files })
             }
         }
-        _ if f.pci.is_none() => Err(integrated(driver)),
-        _ => Err(format!("{driver} reports no VRAM figures")),
+        Spill::NoFigures => Err(format!("{name} reports no VRAM figures")),
     }
 }
 
 fn integrated(driver: &str) -> String {
     format!("{driver} is an integrated GPU: its memory is system memory, with no VRAM to overflow")
-}
-
-/// The sysfs files giving a discrete Intel GPU's VRAM size, when the kernel has them: xe's
-/// `tile*/physical_vram_size_bytes` (one per tile), i915's `lmem_total_bytes` (Intel's backport
-/// driver, on the card node).
-fn vram_size_files(roots: &Roots, f: &Found, driver: &str) -> Vec<PathBuf> {
-    match driver {
-        "xe" => {
-            let mut tiles: Vec<PathBuf> = fsread::list_dir(&f.dir)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.strip_prefix("tile"))
-                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .map(|t| t.join("physical_vram_size_bytes"))
-                .filter(|p| p.exists())
-                .collect();
-            tiles.sort();
-            tiles
-        }
-        _ => f
-            .card_node()
-            .map(|card| {
-                roots
-                    .sys
-                    .join("class/drm")
-                    .join(card)
-                    .join("lmem_total_bytes")
-            })
-            .filter(|p| p.exists())
-            .into_iter()
-            .collect(),
-    }
 }
 
 /// A DRM device's readings.
@@ -167,19 +141,20 @@ impl SpillSource for DrmSource {
             return None;
         }
         match &self.plan {
-            Plan::AmdgpuSysfs => {
-                let get = |name: &str| fsread::read_u64(&self.found.dir.join(name)).ok();
+            Plan::DeviceWide {
+                limit,
+                dedicated,
+                shared,
+            } => {
+                let get = |file: &PathBuf| fsread::read_u64(file).ok();
                 Some(Reading {
-                    dedicated_bytes: get("mem_info_vram_used")?,
-                    shared_bytes: get("mem_info_gtt_used")?,
-                    limit_bytes: get("mem_info_vram_total")?,
+                    dedicated_bytes: get(dedicated)?,
+                    shared_bytes: get(shared)?,
+                    limit_bytes: get(limit)?,
                 })
             }
             Plan::ClientSums { limit_files } => {
-                let mut limit_bytes = 0u64;
-                for file in limit_files {
-                    limit_bytes = limit_bytes.saturating_add(fsread::read_u64(file).ok()?);
-                }
+                let limit_bytes = sysfs::read_vram_size(limit_files)?;
                 let mut found = self.found.clone();
                 found.runtime_status = status;
                 let devices = DrmDevices {

@@ -1,5 +1,7 @@
 //! DRM devices from sysfs: discovery under `<sys>/class/drm` and `<sys>/class/accel`, and the
-//! device-wide memory and telemetry each driver exposes.
+//! device-wide memory, VRAM size and telemetry each driver exposes — which files those are is
+//! the driver's entry in the table ([`driver`]); this module reads them. The
+//! VRAM-size reader ([`vram_size_files`], [`read_vram_size`]) is spill's too.
 //!
 //! Nodes (`card1`, `renderD128`, `accel0`; never connectors like `card1-DP-1`) are resolved
 //! independently through their `device` link and grouped by the device they belong to, so a
@@ -12,21 +14,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::driver::{
+    self, Bytes, Clock, DeviceMemory, DrmDriver, SysfsMemory, Utilization, VramSize, no_vram_use,
+};
 use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, DeviceMemory, DeviceRegion, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
-    Vendor,
+    Device, DeviceMemory as Memory, DeviceRegion, Field, RuntimeStatus, Source, Telemetry, Unknown,
+    UnknownReason, Vendor,
 };
-
-/// Firmware framebuffers that register a DRM node but are not GPUs.
-const NOT_GPUS: [&str; 4] = [
-    "simple-framebuffer",
-    "simpledrm",
-    "efi-framebuffer",
-    "vesa-framebuffer",
-];
 
 /// A device found in sysfs, before it is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,14 +58,16 @@ impl Found {
         }
     }
 
-    /// For an i915 or xe device: whether it is the platform's integrated GPU, which sits at
-    /// 00:02.0.
-    pub(crate) fn is_intel_igpu(&self) -> bool {
-        self.pci
-            .is_some_and(|p| p.domain == 0 && p.bus == 0 && p.device == 2)
+    /// Its driver's entry in the table ([`driver::GENERIC`] when unlisted).
+    pub(crate) fn entry(&self) -> &'static DrmDriver {
+        driver::by_sysfs_name(self.driver.as_deref())
     }
 
-    /// The card node (`cardN`), where per-card attributes such as i915 frequencies live.
+    /// Whether it is integrated (its memory is system memory), when its driver's test can tell.
+    pub(crate) fn integrated(&self) -> Option<bool> {
+        self.entry().integrated(self.pci)
+    }
+
     /// The PCI identity to look a name up by (cached kernel values: reading them never wakes
     /// a suspended device).
     pub(crate) fn pci_identity(&self) -> Option<crate::system::pci_ids::PciIdentity> {
@@ -82,6 +81,7 @@ impl Found {
         ))
     }
 
+    /// The card node (`cardN`), where per-card attributes such as i915 frequencies live.
     pub(crate) fn card_node(&self) -> Option<&str> {
         self.nodes
             .iter()
@@ -125,7 +125,7 @@ pub(crate) fn discover(roots: &Roots) -> Vec<Found> {
     }
     let mut found: Vec<Found> = by_dir
         .into_values()
-        .filter(|f| !f.driver.as_deref().is_some_and(|d| NOT_GPUS.contains(&d)))
+        .filter(|f| driver::is_gpu(f.driver.as_deref()))
         .collect();
     for f in &mut found {
         f.nodes.sort();
@@ -181,7 +181,8 @@ fn driver_version(roots: &Roots, driver: &str) -> Option<String> {
         .or_else(|| fsread::read_trimmed(&roots.proc.join("sys/kernel/osrelease")).ok())
 }
 
-/// Reads a found device into a [`Device`] with the given index.
+/// Reads a found device into a [`Device`] with the given index: the figures its driver's
+/// entry in the table ([`driver`]) names.
 pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&str>) -> Device {
     let mut d = Device::new(index, f.vendor(), Source::Sysfs);
     d.pci_bus_id = f.pci;
@@ -191,14 +192,8 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         (Some(v), Some(p)) => Some(format!("{v:04x}:{p:04x}")),
         _ => None,
     };
-    let memory_fields = [
-        "memory.total_bytes",
-        "memory.used_bytes",
-        "memory.free_bytes",
-        "memory.reserved_bytes",
-    ];
     if f.suspended() {
-        for field in memory_fields.iter().chain(&["name", "telemetry"]) {
+        for field in MEMORY_FIELDS.iter().chain(&[Field::Name, Field::Telemetry]) {
             d.unknown.push(Unknown::new(
                 *field,
                 UnknownReason::Suspended,
@@ -216,139 +211,198 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         .filter(|n| !n.is_empty());
     if d.name.is_none() {
         d.unknown.push(Unknown::new(
-            "name",
+            Field::Name,
             UnknownReason::Unsupported,
             "sysfs has no product name",
         ));
     }
-    let hwmon = hwmon_dir(&f.dir);
-    match f.driver.as_deref() {
-        Some("amdgpu") => amdgpu(f, hwmon.as_deref(), &mut d),
-        Some(drv @ ("i915" | "xe")) => intel(roots, f, drv, hwmon.as_deref(), &mut d),
-        drv => {
-            let detail = match (drv, nvml_reason) {
-                (Some("nvidia"), Some(r)) => {
-                    format!("NVIDIA memory is read through NVML, which is unavailable: {r}")
-                }
-                (Some(drv), _) if f.pci.is_none() => {
-                    d.integrated = Some(true);
-                    format!("{drv} is an integrated GPU: its memory is shared system memory")
-                }
-                (drv, _) => format!(
-                    "{} exposes no device memory in sysfs",
-                    drv.unwrap_or("this driver")
-                ),
-            };
-            for field in memory_fields {
-                d.unknown.push(Unknown::new(
-                    field,
-                    UnknownReason::Unsupported,
-                    detail.clone(),
-                ));
-            }
-            d.telemetry = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
-        }
+    let drv = f.entry();
+    match drv.memory {
+        DeviceMemory::Sysfs(files) => sysfs_memory(f, files, &mut d),
+        DeviceMemory::Nvml | DeviceMemory::None => other_memory(roots, f, nvml_reason, &mut d),
     }
+    let hwmon = hwmon_dir(&f.dir);
+    let mut t = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
+    let get = |name: &str| fsread::read_u64(&f.dir.join(name)).ok();
+    match drv.utilization {
+        Utilization::Files { gpu, memory } => {
+            t.utilization_percent = get(gpu).map(|v| v as f64);
+            t.memory_utilization_percent = get(memory).map(|v| v as f64);
+            for (field, v) in [
+                (Field::TelemetryUtilizationPercent, t.utilization_percent),
+                (
+                    Field::TelemetryMemoryUtilizationPercent,
+                    t.memory_utilization_percent,
+                ),
+            ] {
+                if v.is_none() {
+                    d.unknown.push(Unknown::new(
+                        field,
+                        UnknownReason::Unsupported,
+                        "not exposed by this ASIC",
+                    ));
+                }
+            }
+        }
+        Utilization::NoCounter => d.unknown.push(Unknown::new(
+            Field::TelemetryUtilizationPercent,
+            UnknownReason::Unsupported,
+            format!(
+                "{} has no device-wide busy counter in sysfs; see per-process engines",
+                f.driver.as_deref().unwrap_or_default()
+            ),
+        )),
+        Utilization::NotRead => {}
+    }
+    let mhz = match drv.clock {
+        Clock::Hwmon => None,
+        Clock::Device(file) => Some(get(file)),
+        Clock::CardNode(files) => Some(f.card_node().and_then(|card| {
+            let base = roots.sys.join("class/drm").join(card);
+            files
+                .iter()
+                .find_map(|file| fsread::read_u64(&base.join(file)).ok())
+        })),
+    };
+    if let Some(mhz) = mhz {
+        t.clock_graphics_mhz = mhz.and_then(|v| u32::try_from(v).ok());
+    }
+    d.telemetry = t;
     d
 }
 
-fn amdgpu(f: &Found, hwmon: Option<&Path>, d: &mut Device) {
-    let dir = &f.dir;
-    let get = |name: &str| fsread::read_u64(&dir.join(name)).ok();
-    let (total, used) = (get("mem_info_vram_total"), get("mem_info_vram_used"));
+/// A device's memory figures, in [`Memory::new`]'s order (total, used, free, reserved).
+const MEMORY_FIELDS: [Field; 4] = [
+    Field::MemoryTotalBytes,
+    Field::MemoryUsedBytes,
+    Field::MemoryFreeBytes,
+    Field::MemoryReservedBytes,
+];
+
+/// Device memory from the driver's sysfs files (amdgpu).
+fn sysfs_memory(f: &Found, files: &SysfsMemory, d: &mut Device) {
+    let get = |file: Bytes| fsread::read_u64(&f.dir.join(file.0)).ok();
+    let (total, used) = (get(files.total), get(files.used));
     let free = total.zip(used).map(|(t, u)| t.saturating_sub(u));
-    d.memory = DeviceMemory::new(total, used, free, None);
-    for (field, v) in [
-        ("memory.total_bytes", total),
-        ("memory.used_bytes", used),
-        ("memory.free_bytes", free),
-    ] {
+    d.memory = Memory::new(total, used, free, None);
+    for (field, v) in MEMORY_FIELDS.into_iter().zip([total, used, free]) {
         if v.is_none() {
             d.unknown.push(Unknown::new(
                 field,
                 UnknownReason::Unsupported,
-                "mem_info_vram_* not readable",
+                files.unreadable,
             ));
         }
     }
     d.unknown.push(Unknown::new(
-        "memory.reserved_bytes",
+        Field::MemoryReservedBytes,
         UnknownReason::Unsupported,
-        "amdgpu does not expose its reservation",
+        files.reserved,
     ));
-    for (region, prefix) in [
-        ("vram", "mem_info_vram"),
-        ("visible_vram", "mem_info_vis_vram"),
-        ("gtt", "mem_info_gtt"),
-    ] {
-        let r = DeviceRegion::new(
-            get(&format!("{prefix}_total")),
-            get(&format!("{prefix}_used")),
-        );
+    for (region, total, used) in files.regions {
+        let r = DeviceRegion::new(get(*total), get(*used));
         if r.total_bytes.is_some() || r.used_bytes.is_some() {
-            d.regions.insert(region.to_string(), r);
+            d.regions.insert((*region).to_string(), r);
         }
     }
-    let mut t = hwmon_telemetry(hwmon, &mut d.unknown);
-    t.utilization_percent = get("gpu_busy_percent").map(|v| v as f64);
-    t.memory_utilization_percent = get("mem_busy_percent").map(|v| v as f64);
-    for (field, v) in [
-        ("telemetry.utilization_percent", t.utilization_percent),
-        (
-            "telemetry.memory_utilization_percent",
-            t.memory_utilization_percent,
-        ),
-    ] {
-        if v.is_none() {
-            d.unknown.push(Unknown::new(
-                field,
-                UnknownReason::Unsupported,
-                "not exposed by this ASIC",
-            ));
-        }
-    }
-    d.telemetry = t;
 }
 
-fn intel(roots: &Roots, f: &Found, driver: &str, hwmon: Option<&Path>, d: &mut Device) {
-    let integrated = f.is_intel_igpu();
-    d.integrated = Some(integrated);
-    let detail = if integrated {
-        "integrated GPU: its memory is shared system memory".to_string()
-    } else {
-        format!(
-            "{driver} exposes no device-memory totals in sysfs (only through its memory-region query ioctl)"
-        )
-    };
-    for field in [
-        "memory.total_bytes",
-        "memory.used_bytes",
-        "memory.free_bytes",
-        "memory.reserved_bytes",
-    ] {
+/// A device whose sysfs gives no memory figures, at most a VRAM size: integrated (its memory
+/// is system memory), NVIDIA (NVML's), a VRAM size where a non-mainline driver exposes one,
+/// or none.
+fn other_memory(roots: &Roots, f: &Found, nvml_reason: Option<&str>, d: &mut Device) {
+    let drv = f.entry();
+    let name = f.driver.as_deref();
+    if let (DeviceMemory::Nvml, Some(r)) = (drv.memory, nvml_reason) {
+        let detail = format!("NVIDIA memory is read through NVML, which is unavailable: {r}");
+        return unknown(d, &MEMORY_FIELDS, detail);
+    }
+    let integrated = f.integrated();
+    d.integrated = integrated;
+    if integrated == Some(true) {
+        let detail = drv.integrated_memory_detail(name.unwrap_or("unknown driver"));
+        return unknown(d, &MEMORY_FIELDS, detail);
+    }
+    let name = name.unwrap_or("this driver");
+    if drv.vram_size == VramSize::None {
+        return unknown(
+            d,
+            &MEMORY_FIELDS,
+            format!("{name} exposes no device memory in sysfs"),
+        );
+    }
+    let files = vram_size_files(roots, f);
+    d.memory.total_bytes = read_vram_size(&files);
+    if d.memory.total_bytes.is_none() {
+        let detail = if files.is_empty() {
+            drv.vram_size.missing(name)
+        } else {
+            format!("{} not readable", display_paths(&files))
+        };
+        unknown(d, &MEMORY_FIELDS[..1], detail);
+    }
+    unknown(d, &MEMORY_FIELDS[1..], no_vram_use(name));
+}
+
+/// Marks `fields` unknown (unsupported) for one reason.
+fn unknown(d: &mut Device, fields: &[Field], detail: String) {
+    for field in fields {
         d.unknown.push(Unknown::new(
-            field,
+            *field,
             UnknownReason::Unsupported,
             detail.clone(),
         ));
     }
-    let mut t = hwmon_telemetry(hwmon, &mut d.unknown);
-    let freq = match driver {
-        "xe" => fsread::read_u64(&f.dir.join("tile0/gt0/freq0/act_freq")).ok(),
-        _ => f.card_node().and_then(|card| {
-            let base = roots.sys.join("class/drm").join(card);
-            fsread::read_u64(&base.join("gt_act_freq_mhz"))
-                .ok()
-                .or_else(|| fsread::read_u64(&base.join("gt_cur_freq_mhz")).ok())
-        }),
+}
+
+/// The paths, comma-separated.
+fn display_paths(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The files giving a found device's VRAM size, as its driver's entry names them, those that
+/// exist (deciding from existence never wakes the device): one per tile (xe, non-mainline),
+/// one on the card node (i915, Intel's backport), the device's own (amdgpu).
+pub(crate) fn vram_size_files(roots: &Roots, f: &Found) -> Vec<PathBuf> {
+    let files: Vec<PathBuf> = match f.entry().vram_size {
+        VramSize::None => Vec::new(),
+        VramSize::Device(file) => vec![f.dir.join(file.0)],
+        VramSize::PerTile { file, .. } => {
+            let mut tiles: Vec<PathBuf> = fsread::list_dir(&f.dir)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.strip_prefix("tile"))
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .map(|t| t.join(file.0))
+                .collect();
+            tiles.sort();
+            tiles
+        }
+        VramSize::CardNode(file) => f
+            .card_node()
+            .map(|card| roots.sys.join("class/drm").join(card).join(file.0))
+            .into_iter()
+            .collect(),
     };
-    t.clock_graphics_mhz = freq.and_then(|v| u32::try_from(v).ok());
-    d.unknown.push(Unknown::new(
-        "telemetry.utilization_percent",
-        UnknownReason::Unsupported,
-        format!("{driver} has no device-wide busy counter in sysfs; see per-process engines"),
-    ));
-    d.telemetry = t;
+    files.into_iter().filter(|p| p.exists()).collect()
+}
+
+/// The VRAM size from `files` (summed), `None` when there are none or one cannot be read.
+pub(crate) fn read_vram_size(files: &[PathBuf]) -> Option<u64> {
+    if files.is_empty() {
+        return None;
+    }
+    files.iter().try_fold(0u64, |sum, file| {
+        Some(sum.saturating_add(fsread::read_u64(file).ok()?))
+    })
 }
 
 /// The first `hwmon/hwmonN` directory of a device (the number is not stable).
@@ -363,7 +417,7 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     let mut t = Telemetry::default();
     let Some(h) = hwmon else {
         unknown.push(Unknown::new(
-            "telemetry",
+            Field::Telemetry,
             UnknownReason::Unsupported,
             "no hwmon for this device",
         ));
@@ -383,10 +437,10 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
     t.clock_memory_mhz = mhz(get("freq2_input"));
     for (field, missing) in [
         (
-            "telemetry.temperature_celsius",
+            Field::TelemetryTemperatureCelsius,
             t.temperature_celsius.is_none(),
         ),
-        ("telemetry.power_watts", t.power_watts.is_none()),
+        (Field::TelemetryPowerWatts, t.power_watts.is_none()),
     ] {
         if missing {
             unknown.push(Unknown::new(

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::{GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use crate::types::{Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
 
 /// The byte the process buffer is pre-filled with before the driver writes into it.
 pub(crate) const SENTINEL: u8 = 0xAA;
@@ -147,7 +147,7 @@ pub(crate) fn to_row(
         (raw.compute_instance_id != NO_INSTANCE).then_some(raw.compute_instance_id);
     match (raw.used, device_total) {
         (VALUE_NOT_AVAILABLE, _) => row.unknown.push(Unknown::new(
-            "used_bytes",
+            Field::UsedBytes,
             UnknownReason::DriverSentinel,
             "NVML reported NVML_VALUE_NOT_AVAILABLE (usual under MIG without privileges and on WDDM)",
         )),
@@ -160,7 +160,7 @@ pub(crate) fn to_row(
                 ),
             ));
             row.unknown.push(Unknown::new(
-                "used_bytes",
+                Field::UsedBytes,
                 UnknownReason::Implausible,
                 format!("NVML reported {used} bytes, above the device total of {total}"),
             ));
@@ -186,7 +186,7 @@ pub(crate) fn merge_rows(rows: Vec<GpuProcess>) -> Vec<GpuProcess> {
                     (Some(a), Some(b)) => existing.used_bytes = Some(a.max(b)),
                     (None, Some(b)) => {
                         existing.used_bytes = Some(b);
-                        existing.unknown.retain(|u| u.field != "used_bytes");
+                        existing.unknown.retain(|u| u.field != Field::UsedBytes);
                     }
                     (_, None) => {}
                 }

@@ -17,7 +17,9 @@ use nvml_wrapper::error::NvmlError;
 use super::convert::{describe, reason_of};
 use super::ffi::{self, memory};
 use super::ffi_mig::{self, ProfileEntry};
-use crate::types::{Device, MigDevice, MigMode, MigPlacement, MigState, Unknown, UnknownReason};
+use crate::types::{
+    Device, Field, MigDevice, MigMode, MigPlacement, MigState, Unknown, UnknownReason,
+};
 
 /// The most MIG device slots looked at (an H100 has 7; the driver's maximum is clamped).
 const MAX_SLOTS: u32 = 64;
@@ -91,7 +93,7 @@ pub(crate) fn state(
         Err(NvmlError::NotSupported) => return Ok(None),
         Err(e @ (NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound)) => {
             return Err(Unknown::new(
-                "mig",
+                Field::Mig,
                 UnknownReason::Unsupported,
                 format!(
                     "MIG: not supported by this driver's NVML (nvmlDeviceGetMigMode: {})",
@@ -99,7 +101,7 @@ pub(crate) fn state(
                 ),
             ));
         }
-        Err(e) => return Err(Unknown::new("mig", reason_of(&e), describe(&e))),
+        Err(e) => return Err(Unknown::new(Field::Mig, reason_of(&e), describe(&e))),
     };
     let mut st = MigState::new(
         MigMode::from_nvml(mode.current),
@@ -112,7 +114,7 @@ pub(crate) fn state(
         Ok(n) => n.min(MAX_SLOTS),
         Err(e) => {
             st.unknown.push(Unknown::new(
-                "mig.instances",
+                Field::MigInstances,
                 reason_of(&e),
                 format!("nvmlDeviceGetMaxMigDeviceCount: {}", describe(&e)),
             ));
@@ -124,14 +126,14 @@ pub(crate) fn state(
             Ok(h) => match instance(lib, &h, slot, parent) {
                 Ok(m) => st.instances.push(m),
                 Err(why) => st.unknown.push(Unknown::new(
-                    "mig.instances",
+                    Field::MigInstances,
                     UnknownReason::DeviceError,
                     why,
                 )),
             },
             Err(NvmlError::NotFound | NvmlError::InvalidArg | NvmlError::NotSupported) => {}
             Err(e) => st.unknown.push(Unknown::new(
-                "mig.instances",
+                Field::MigInstances,
                 reason_of(&e),
                 format!("MIG device {slot}: {}", describe(&e)),
             )),
@@ -167,7 +169,7 @@ fn instance(
         Err(e) if gone(&e) => return Err(vanished(&m, "nvmlDeviceGetUUID", &e)),
         Err(e) => m
             .unknown
-            .push(Unknown::new("uuid", reason_of(&e), describe(&e))),
+            .push(Unknown::new(Field::Uuid, reason_of(&e), describe(&e))),
     }
     match ffi::device_name(lib, h) {
         Ok(n) => {
@@ -177,13 +179,13 @@ fn instance(
         Err(e) if gone(&e) => return Err(vanished(&m, "nvmlDeviceGetName", &e)),
         Err(e) => m
             .unknown
-            .push(Unknown::new("name", reason_of(&e), describe(&e))),
+            .push(Unknown::new(Field::Name, reason_of(&e), describe(&e))),
     }
     for (gpu, field, call) in [
-        (true, "gpu_instance_id", "nvmlDeviceGetGpuInstanceId"),
+        (true, Field::GpuInstanceId, "nvmlDeviceGetGpuInstanceId"),
         (
             false,
-            "compute_instance_id",
+            Field::ComputeInstanceId,
             "nvmlDeviceGetComputeInstanceId",
         ),
     ] {
@@ -201,9 +203,9 @@ fn instance(
         Err(e) if gone(&e) => return Err(vanished(&m, "nvmlDeviceGetMemoryInfo", &e)),
         Err(e) => {
             for field in [
-                "memory.total_bytes",
-                "memory.used_bytes",
-                "memory.free_bytes",
+                Field::MemoryTotalBytes,
+                Field::MemoryUsedBytes,
+                Field::MemoryFreeBytes,
             ] {
                 m.unknown
                     .push(Unknown::new(field, reason_of(&e), describe(&e)));
@@ -220,14 +222,14 @@ fn instance(
         }
         Err(e) if gone(&e) => return Err(vanished(&m, "nvmlDeviceGetAttributes_v2", &e)),
         Err(e) => m.unknown.push(Unknown::new(
-            "multiprocessor_count",
+            Field::MultiprocessorCount,
             reason_of(&e),
             describe(&e),
         )),
     }
     if m.profile.is_none() {
         m.unknown.push(Unknown::new(
-            "profile",
+            Field::Profile,
             UnknownReason::Unsupported,
             "neither the MIG device's name nor its attributes give its profile",
         ));
@@ -260,7 +262,7 @@ fn enrich(
                     ref other => format!("nvmlDeviceGetGpuInstanceById: {}", describe(other)),
                 };
                 refused.get_or_insert_with(|| {
-                    Unknown::new("mig.instances.gpu_instance_profile", reason_of(&e), why)
+                    Unknown::new(Field::MigInstancesGpuInstanceProfile, reason_of(&e), why)
                 });
                 continue;
             }
@@ -274,13 +276,13 @@ fn enrich(
                     name: Some(name), ..
                 }) => m.gpu_instance_profile = Some(strip_mig_prefix(name).to_string()),
                 Some(_) => m.unknown.push(Unknown::new(
-                    "gpu_instance_profile",
+                    Field::GpuInstanceProfile,
                     UnknownReason::Unsupported,
                     "this driver's profile table has no names (no \
                      nvmlDeviceGetGpuInstanceProfileInfoV, before R470)",
                 )),
                 None => m.unknown.push(Unknown::new(
-                    "gpu_instance_profile",
+                    Field::GpuInstanceProfile,
                     UnknownReason::Unsupported,
                     format!(
                         "profile id {} is not in the GPU's profile table",
@@ -289,7 +291,7 @@ fn enrich(
                 )),
             },
             Err(e) => m.unknown.push(Unknown::new(
-                "gpu_instance_profile",
+                Field::GpuInstanceProfile,
                 reason_of(e),
                 format!("GPU-instance profiles: {}", describe(e)),
             )),

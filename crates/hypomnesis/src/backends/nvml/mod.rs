@@ -39,7 +39,7 @@ use crate::types::Source;
 use crate::types::accounting::{AccountedProcess, DeviceAccounting};
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    Device, Field, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor, Warning,
 };
 
 pub(crate) use convert::{call_failure, describe, reason_of};
@@ -133,16 +133,18 @@ impl NvmlBackend {
         dev.driver = Some("nvidia".to_string());
         match &self.driver_version {
             Ok(v) => dev.driver_version = Some(v.clone()),
-            Err(e) => dev
-                .unknown
-                .push(Unknown::new("driver_version", reason_of(e), describe(e))),
+            Err(e) => dev.unknown.push(Unknown::new(
+                Field::DriverVersion,
+                reason_of(e),
+                describe(e),
+            )),
         }
         let handle = match self.nvml.device_by_index(index) {
             Ok(h) => h,
             Err(e) => {
                 dev.error = Some(format!("NVML refused the device handle: {}", describe(&e)));
                 let reason = reason_of(&e);
-                for field in ["name", "uuid", "pci_bus_id", "memory"] {
+                for field in [Field::Name, Field::Uuid, Field::PciBusId, Field::Memory] {
                     dev.unknown.push(Unknown::new(field, reason, describe(&e)));
                 }
                 return dev;
@@ -153,18 +155,18 @@ impl NvmlBackend {
             Ok(n) => dev.name = Some(n),
             Err(e) => dev
                 .unknown
-                .push(Unknown::new("name", reason_of(&e), describe(&e))),
+                .push(Unknown::new(Field::Name, reason_of(&e), describe(&e))),
         }
         match handle.uuid() {
             Ok(u) => dev.uuid = Some(u),
             Err(e) => dev
                 .unknown
-                .push(Unknown::new("uuid", reason_of(&e), describe(&e))),
+                .push(Unknown::new(Field::Uuid, reason_of(&e), describe(&e))),
         }
         match pci_bus_id(lib, &handle) {
             Ok(p) => dev.pci_bus_id = Some(p),
             Err(e) => dev.unknown.push(Unknown::new(
-                "pci_bus_id",
+                Field::PciBusId,
                 e.unknown_reason(),
                 e.to_string(),
             )),
@@ -173,7 +175,7 @@ impl NvmlBackend {
             Ok(m) => {
                 if m.reserved_bytes.is_none() {
                     dev.unknown.push(Unknown::new(
-                        "memory.reserved_bytes",
+                        Field::MemoryReservedBytes,
                         UnknownReason::Unsupported,
                         "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation",
                     ));
@@ -182,10 +184,10 @@ impl NvmlBackend {
             }
             Err(e) => {
                 for field in [
-                    "memory.total_bytes",
-                    "memory.used_bytes",
-                    "memory.free_bytes",
-                    "memory.reserved_bytes",
+                    Field::MemoryTotalBytes,
+                    Field::MemoryUsedBytes,
+                    Field::MemoryFreeBytes,
+                    Field::MemoryReservedBytes,
                 ] {
                     dev.unknown
                         .push(Unknown::new(field, reason_of(&e), describe(&e)));
@@ -200,7 +202,7 @@ impl NvmlBackend {
         if dev.mig_enabled() {
             // The whole-GPU figures need privileges under MIG: say where the rest is.
             for u in &mut dev.unknown {
-                if u.field.starts_with("memory.") && u.reason == UnknownReason::PermissionDenied {
+                if u.field.is_memory() && u.reason == UnknownReason::PermissionDenied {
                     u.detail = "MIG enabled: the whole-GPU figure needs privileges; each MIG \
                         device's memory is under mig.instances"
                         .to_string();
@@ -231,8 +233,8 @@ impl NvmlBackend {
             }
         };
         if let Some(st) = device.mig.as_ref().filter(|m| m.enabled()) {
-            let enumerated =
-                st.unknown.iter().all(|u| u.field != "mig.instances") || !st.instances.is_empty();
+            let enumerated = st.unknown.iter().all(|u| u.field != Field::MigInstances)
+                || !st.instances.is_empty();
             if enumerated {
                 let mut got = self.mig_processes(&handle, device, st, warnings);
                 util::attach(&mut got.rows, &util::Outcome::Unknown(util::mig_unknown()));
@@ -336,7 +338,7 @@ impl NvmlBackend {
                 }
             }
             Err(e) => util::Outcome::Unknown(Unknown::new(
-                "utilization",
+                Field::Utilization,
                 reason_of(&e),
                 format!("nvmlDeviceGetProcessUtilization: {}", describe(&e)),
             )),
@@ -372,7 +374,8 @@ impl NvmlBackend {
     /// without a record is skipped). A failing call stops the queries and is kept as the reason.
     pub(crate) fn accounting(&self, index: u32, pids: &[u32]) -> DeviceAccounting {
         let mut out = DeviceAccounting::new(index);
-        let unknown = |e: &NvmlError| Some(Unknown::new("accounting", reason_of(e), describe(e)));
+        let unknown =
+            |e: &NvmlError| Some(Unknown::new(Field::Accounting, reason_of(e), describe(e)));
         let handle = match self.nvml.device_by_index(index) {
             Ok(h) => h,
             Err(e) => {
@@ -382,7 +385,7 @@ impl NvmlBackend {
         };
         if handle.mig_mode().is_ok_and(|m| m.current == 1) {
             out.unknown = Some(Unknown::new(
-                "accounting",
+                Field::Accounting,
                 UnknownReason::Unsupported,
                 "accounting is not supported on MIG-enabled GPUs (the driver keeps it off)",
             ));
@@ -449,7 +452,7 @@ fn pci_bus_id(
 /// Utilization, temperature, power, energy and clocks; each failure is one unknown field.
 fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> Telemetry {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-    let mut keep = |fields: &[&'static str], r: Result<(), NvmlError>| {
+    let mut keep = |fields: &[Field], r: Result<(), NvmlError>| {
         if let Err(e) = r {
             for field in fields {
                 unknown.push(Unknown::new(*field, reason_of(&e), describe(&e)));
@@ -459,8 +462,8 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
     let mut t = Telemetry::default();
     keep(
         &[
-            "telemetry.utilization_percent",
-            "telemetry.memory_utilization_percent",
+            Field::TelemetryUtilizationPercent,
+            Field::TelemetryMemoryUtilizationPercent,
         ],
         handle.utilization_rates().map(|u| {
             t.utilization_percent = Some(f64::from(u.gpu));
@@ -468,50 +471,50 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
         }),
     );
     keep(
-        &["telemetry.temperature_celsius"],
+        &[Field::TelemetryTemperatureCelsius],
         handle
             .temperature(TemperatureSensor::Gpu)
             .map(|c| t.temperature_celsius = Some(f64::from(c))),
     );
     keep(
-        &["telemetry.power_watts"],
+        &[Field::TelemetryPowerWatts],
         handle
             .power_usage()
             .map(|mw| t.power_watts = Some(f64::from(mw) / 1000.0)),
     );
     keep(
-        &["telemetry.energy_joules"],
+        &[Field::TelemetryEnergyJoules],
         handle
             .total_energy_consumption()
             .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
     );
     for (field, clock, max, slot) in [
         (
-            "telemetry.clock_graphics_mhz",
+            Field::TelemetryClockGraphicsMhz,
             Clock::Graphics,
             false,
             &mut t.clock_graphics_mhz,
         ),
         (
-            "telemetry.clock_sm_mhz",
+            Field::TelemetryClockSmMhz,
             Clock::SM,
             false,
             &mut t.clock_sm_mhz,
         ),
         (
-            "telemetry.clock_memory_mhz",
+            Field::TelemetryClockMemoryMhz,
             Clock::Memory,
             false,
             &mut t.clock_memory_mhz,
         ),
         (
-            "telemetry.clock_graphics_max_mhz",
+            Field::TelemetryClockGraphicsMaxMhz,
             Clock::Graphics,
             true,
             &mut t.clock_graphics_max_mhz,
         ),
         (
-            "telemetry.clock_memory_max_mhz",
+            Field::TelemetryClockMemoryMaxMhz,
             Clock::Memory,
             true,
             &mut t.clock_memory_max_mhz,

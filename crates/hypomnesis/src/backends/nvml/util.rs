@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::{GpuProcess, ProcessUtilization, Unknown, UnknownReason};
+use crate::types::{Field, GpuProcess, ProcessUtilization, Unknown, UnknownReason};
 
 /// The window of a device's first query: the last second.
 pub(crate) const FIRST_WINDOW_US: u64 = 1_000_000;
@@ -106,7 +106,7 @@ pub(crate) fn attach(rows: &mut [GpuProcess], outcome: &Outcome) {
                     )),
                     None if bad.contains(&row.pid) => {
                         row.unknown.push(Unknown::new(
-                            "utilization",
+                            Field::Utilization,
                             UnknownReason::Implausible,
                             "the driver's only sample for this process was above 100 %",
                         ));
@@ -122,7 +122,7 @@ pub(crate) fn attach(rows: &mut [GpuProcess], outcome: &Outcome) {
 /// The reason rows of a GPU in MIG mode have no utilization.
 pub(crate) fn mig_unknown() -> Unknown {
     Unknown::new(
-        "utilization",
+        Field::Utilization,
         UnknownReason::Unsupported,
         "NVML does not give per-process utilization on MIG-enabled GPUs",
     )
@@ -199,7 +199,7 @@ mod tests {
         let mut r = rows(&[1, 2]);
         attach(&mut r, &Outcome::Unknown(mig_unknown()));
         assert!(r.iter().all(|p| p.utilization.is_none()
-            && p.unknown[0].field == "utilization"
+            && p.unknown[0].field == Field::Utilization
             && p.unknown[0].reason == UnknownReason::Unsupported));
     }
 

@@ -33,9 +33,10 @@ use std::time::Duration;
 
 use crate::backends::error::BackendError;
 use crate::types::{
-    Device, DeviceMemory, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor, Warning,
+    Device, DeviceMemory, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor,
+    Warning,
 };
-use parse::{APP_FIELDS, Field, GPU_FIELDS, SmiApp, SmiGpu};
+use parse::{APP_FIELDS, Field as Reading, GPU_FIELDS, SmiApp, SmiGpu};
 
 /// The binary looked up on `PATH` when no path is given.
 pub const DEFAULT_BINARY: &str = "nvidia-smi";
@@ -209,7 +210,7 @@ impl Smi {
     }
 }
 
-fn store<T>(value: Field<T>, field: &'static str, unknown: &mut Vec<Unknown>) -> Option<T> {
+fn store<T>(value: Reading<T>, field: Field, unknown: &mut Vec<Unknown>) -> Option<T> {
     match value {
         Ok(v) => Some(v),
         Err((reason, detail)) => {
@@ -222,16 +223,16 @@ fn store<T>(value: Field<T>, field: &'static str, unknown: &mut Vec<Unknown>) ->
 fn to_device(g: SmiGpu) -> Device {
     let mut d = Device::new(g.index, Vendor::Nvidia, Source::NvidiaSmi);
     let u = &mut d.unknown;
-    d.name = store(g.name, "name", u);
-    d.uuid = store(g.uuid, "uuid", u);
-    d.pci_bus_id = store(g.pci_bus_id, "pci_bus_id", u);
-    d.driver_version = store(g.driver_version, "driver_version", u);
+    d.name = store(g.name, Field::Name, u);
+    d.uuid = store(g.uuid, Field::Uuid, u);
+    d.pci_bus_id = store(g.pci_bus_id, Field::PciBusId, u);
+    d.driver_version = store(g.driver_version, Field::DriverVersion, u);
     d.driver = Some("nvidia".to_string());
     let reserved = match g.reserved {
-        Some(r) => store(r, "memory.reserved_bytes", u),
+        Some(r) => store(r, Field::MemoryReservedBytes, u),
         None => {
             u.push(Unknown::new(
-                "memory.reserved_bytes",
+                Field::MemoryReservedBytes,
                 UnknownReason::Unsupported,
                 "this nvidia-smi has no memory.reserved field (driver older than R510)",
             ));
@@ -239,9 +240,9 @@ fn to_device(g: SmiGpu) -> Device {
         }
     };
     d.memory = DeviceMemory::new(
-        store(g.total, "memory.total_bytes", u),
-        store(g.used, "memory.used_bytes", u),
-        store(g.free, "memory.free_bytes", u),
+        store(g.total, Field::MemoryTotalBytes, u),
+        store(g.used, Field::MemoryUsedBytes, u),
+        store(g.free, Field::MemoryFreeBytes, u),
         reserved,
     );
     d
@@ -266,12 +267,12 @@ fn to_row(app: SmiApp, device: &Device, warnings: &mut Vec<Warning>) -> GpuProce
                 ),
             ));
             row.unknown.push(Unknown::new(
-                "used_bytes",
+                Field::UsedBytes,
                 UnknownReason::Implausible,
                 format!("nvidia-smi reported {used} bytes, above the device total of {total}"),
             ));
         }
-        (used, _) => row.used_bytes = store(used, "used_bytes", &mut row.unknown),
+        (used, _) => row.used_bytes = store(used, Field::UsedBytes, &mut row.unknown),
     }
     row
 }

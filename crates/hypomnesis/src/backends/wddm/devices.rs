@@ -11,7 +11,9 @@
 //!   free = total − used when both are known.
 
 use super::{Adapter, CounterSample, ProcessRow, adapter_reading};
-use crate::types::{Device, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor};
+use crate::types::{
+    Device, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor,
+};
 
 /// PCI vendor ids DXGI reports.
 pub(crate) fn vendor_of(id: u32) -> Vendor {
@@ -69,19 +71,19 @@ pub(crate) fn devices(
             }
             Err(e) => {
                 d.unknown.push(Unknown::new(
-                    "memory.used_bytes",
+                    Field::MemoryUsedBytes,
                     UnknownReason::Unreadable,
                     e.clone(),
                 ));
                 d.unknown.push(Unknown::new(
-                    "memory.free_bytes",
+                    Field::MemoryFreeBytes,
                     UnknownReason::Unreadable,
                     e,
                 ));
             }
         }
         d.unknown.push(Unknown::new(
-            "memory.reserved_bytes",
+            Field::MemoryReservedBytes,
             UnknownReason::Unsupported,
             "DXGI reports no reserved carve-out",
         ));
@@ -165,7 +167,7 @@ mod tests {
         assert!(
             nv.unknown
                 .iter()
-                .any(|u| u.field == "memory.used_bytes" && u.detail.contains("PdhOpenQueryW"))
+                .any(|u| u.field == Field::MemoryUsedBytes && u.detail.contains("PdhOpenQueryW"))
         );
     }
 

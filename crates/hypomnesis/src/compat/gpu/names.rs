@@ -5,13 +5,13 @@
 //!   thread id, whose directory the kernel also serves, reads as no); any other failure →
 //!   unknown.
 //! - Name: `<proc>/<pid>/comm`; a comm of exactly 15 bytes (the kernel's cut) is extended to
-//!   the executable's file name, or else `argv[0]`'s base name, when that name continues it.
+//!   the executable's file name, or else `argv[0]`'s base name, when that name continues it:
+//!   the crate's one name rule (`system::process::name_from`), asked to try the executable
+//!   first.
 
 use crate::system::fsread::{self, Cap};
+use crate::system::process::{NameSource, process_name_from};
 use crate::system::roots::Roots;
-
-/// The kernel's cut of `comm` (16 bytes with the NUL).
-const COMM_MAX: usize = 15;
 
 /// Whether `pid` is a running process (not a thread of one); `None` when `/proc` cannot tell.
 pub(crate) fn exists(roots: &Roots, pid: u32) -> Option<bool> {
@@ -39,41 +39,10 @@ pub(crate) fn tgid_of(status: &str) -> Option<u32> {
 /// `pid`'s name (see the module docs), lossy UTF-8 as upstream's `String`; `None` when its
 /// `comm` cannot be read or is empty.
 pub(crate) fn name_of(roots: &Roots, pid: u32) -> Option<String> {
-    #[cfg(any(windows, target_os = "macos"))]
-    if roots.is_system() {
-        return crate::system::process::native::process_name(pid)
-            .ok()
-            .flatten();
-    }
-    let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM).ok()?;
-    let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
-    if comm.is_empty() {
-        return None;
-    }
-    if comm.len() < COMM_MAX {
-        return Some(String::from_utf8_lossy(comm).into_owned());
-    }
-    let exe = std::fs::read_link(roots.pid_file(pid, "exe"))
+    process_name_from(roots, pid, NameSource::ExecutableThenArgv0)
         .ok()
-        .and_then(|p| Some(p.file_name()?.as_encoded_bytes().to_vec()));
-    let cmdline = fsread::read_prefix(&roots.pid_file(pid, "cmdline"), Cap::CMDLINE_PREFIX)
-        .unwrap_or_default();
-    Some(extended(comm, exe.as_deref(), &cmdline))
-}
-
-/// A cut `comm` extended by the executable's file name (without the kernel's ` (deleted)`
-/// mark) or, failing that, by `argv[0]`'s base name, whichever first continues it (pure; bytes
-/// in, lossy UTF-8 out).
-pub(crate) fn extended(comm: &[u8], exe: Option<&[u8]>, cmdline: &[u8]) -> String {
-    let exe = exe.map(|e| e.strip_suffix(b" (deleted)").unwrap_or(e));
-    match exe {
-        Some(e) if e.len() > comm.len() && e.starts_with(comm) => {
-            String::from_utf8_lossy(e).into_owned()
-        }
-        _ => crate::system::process::display_name(comm, cmdline)
-            .to_string_lossy()
-            .into_owned(),
-    }
+        .flatten()
+        .map(|n| n.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]
@@ -86,34 +55,6 @@ mod tests {
         assert_eq!(tgid_of(status), Some(4242));
         assert_eq!(tgid_of("Name:\tx\n"), None);
         assert_eq!(tgid_of("Tgid:\tnot-a-number\n"), None);
-    }
-
-    #[test]
-    fn a_cut_comm_is_extended_by_the_executable_first() {
-        let comm = b"integration-0a1";
-        assert_eq!(
-            extended(comm, Some(b"integration-0a1b2c3d4e5f6789"), b"/x/other\0"),
-            "integration-0a1b2c3d4e5f6789"
-        );
-        assert_eq!(
-            extended(comm, Some(b"integration-0a1b2c (deleted)"), b""),
-            "integration-0a1b2c"
-        );
-        // The executable does not continue the comm: argv[0] may.
-        assert_eq!(
-            extended(
-                b"python3.11-conf",
-                Some(b"python3.11"),
-                b"/usr/bin/python3.11-config\0--libs\0"
-            ),
-            "python3.11-config"
-        );
-        // Neither continues it (a thread-renamed process): the comm stands.
-        assert_eq!(
-            extended(b"pt_main_thread1", Some(b"python3"), b"python3\0"),
-            "pt_main_thread1"
-        );
-        assert_eq!(extended(b"abcdefghijklmno", None, b""), "abcdefghijklmno");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::values::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo};
 use crate::backends::smi::compat::{SmiComputeApp, SmiMemory};
-use crate::types::{Device, GpuProcess, Source};
+use crate::types::{Device, Field, GpuProcess, Source};
 
 /// The upstream source for a truthful one: the DRM sources (sysfs, fdinfo, KFD) are all `Drm`.
 pub(crate) const fn source_of(source: Source) -> GpuQuerySource {
@@ -21,7 +21,7 @@ pub(crate) const fn source_of(source: Source) -> GpuQuerySource {
 }
 
 /// Why `field` of `dev` is missing: the device's error, its `Unknown` entry, or plainly absent.
-fn missing(dev: &Device, field: &str) -> String {
+fn missing(dev: &Device, field: Field) -> String {
     dev.unknown
         .iter()
         .find(|u| u.field == field)
@@ -38,11 +38,11 @@ pub(crate) fn device_info(dev: &Device) -> Result<GpuDeviceInfo, String> {
     let total = dev
         .memory
         .total_bytes
-        .ok_or_else(|| missing(dev, "memory.total_bytes"))?;
+        .ok_or_else(|| missing(dev, Field::MemoryTotalBytes))?;
     let free = dev
         .memory
         .free_bytes
-        .ok_or_else(|| missing(dev, "memory.free_bytes"))?;
+        .ok_or_else(|| missing(dev, Field::MemoryFreeBytes))?;
     let used = total
         .checked_sub(free)
         .ok_or_else(|| format!("free memory {free} exceeds the total {total}"))?;
@@ -189,7 +189,7 @@ mod tests {
     fn a_device_without_known_memory_is_not_converted() {
         let mut d = nvml_device(DeviceMemory::new(None, None, Some(GIB), None));
         d.unknown.push(Unknown::new(
-            "memory.total_bytes",
+            Field::MemoryTotalBytes,
             UnknownReason::Suspended,
             "runtime-suspended; not woken",
         ));

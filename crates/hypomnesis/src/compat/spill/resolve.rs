@@ -3,7 +3,8 @@
 //! spill is not measurable, and whether any device is (platform seams). The sources
 //! themselves are `backends::drm::spill` (DRM) and `backends::wddm` (PDH).
 
-use crate::backends::drm::spill::{NVIDIA_REASON, drm_source};
+use crate::backends::drm::driver::NVIDIA_REASON;
+use crate::backends::drm::spill::drm_source;
 use crate::backends::spill::SpillSource;
 use crate::probe::Probe;
 use crate::system::roots::Roots;

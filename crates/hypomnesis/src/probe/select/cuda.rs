@@ -19,32 +19,24 @@
 //!   device, or a GPU in MIG mode (which stands for its first MIG device), only the first such
 //!   is kept.
 
+use crate::types::spelling::spelled;
 use crate::types::{Device, Source, Vendor};
 
 use super::selector::{DeviceSelector, SelectError, Selected, resolve_named};
 
-/// `CUDA_DEVICE_ORDER`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub enum CudaDeviceOrder {
-    /// The default: CUDA's "fastest first" heuristic.
-    #[cfg_attr(feature = "serde", serde(rename = "FASTEST_FIRST"))]
-    FastestFirst,
-    /// By PCI bus id.
-    #[cfg_attr(feature = "serde", serde(rename = "PCI_BUS_ID"))]
-    PciBusId,
+spelled! {
+    /// `CUDA_DEVICE_ORDER`, spelled as the variable's values.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum CudaDeviceOrder {
+        /// The default: CUDA's "fastest first" heuristic.
+        FastestFirst = "FASTEST_FIRST",
+        /// By PCI bus id.
+        PciBusId = "PCI_BUS_ID",
+    }
 }
 
 impl CudaDeviceOrder {
-    /// The variable's spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CudaDeviceOrder::FastestFirst => "FASTEST_FIRST",
-            CudaDeviceOrder::PciBusId => "PCI_BUS_ID",
-        }
-    }
-
     /// The order a `CUDA_DEVICE_ORDER` value asks for (unset or empty: the default), and a note
     /// when the value is not one CUDA knows (the default is then assumed).
     pub fn from_env(value: Option<&str>) -> (CudaDeviceOrder, Option<String>) {
@@ -61,22 +53,19 @@ impl CudaDeviceOrder {
     }
 }
 
-/// What the order shown rests on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum OrderBasis {
-    /// `CUDA_DEVICE_ORDER=PCI_BUS_ID`: exact.
-    PciBusId,
-    /// `FASTEST_FIRST` with every GPU the same model: PCI order (ties broken by bus id).
-    SameModel,
-    /// `FASTEST_FIRST` with different models: CUDA's heuristic is not documented; PCI order
-    /// is a guess.
-    Guess,
+spelled! {
+    /// What the order shown rests on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum OrderBasis {
+        /// `CUDA_DEVICE_ORDER=PCI_BUS_ID`: exact.
+        PciBusId = "pci_bus_id",
+        /// `FASTEST_FIRST` with every GPU the same model: PCI order (ties broken by bus id).
+        SameModel = "same_model",
+        /// `FASTEST_FIRST` with different models: CUDA's heuristic is not documented; PCI
+        /// order is a guess.
+        Guess = "guess",
+    }
 }
 
 impl OrderBasis {

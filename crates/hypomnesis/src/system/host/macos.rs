@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use super::memory::{HostMemory, MemoryDetail, ProcessMemory};
 use crate::types::error::Error;
-use crate::types::{Unknown, UnknownReason};
+use crate::types::{Field, Unknown, UnknownReason};
 
 /// `proc_pid_rusage(pid, RUSAGE_INFO_V4)`.
 pub(crate) fn rusage_v4(pid: u32) -> Result<libc::rusage_info_v4, Error> {
@@ -114,13 +114,13 @@ pub(crate) fn host_memory() -> Result<HostMemory, Error> {
 pub(crate) fn process_memory(pid: u32, detail: MemoryDetail) -> Result<ProcessMemory, Error> {
     let ri = rusage_v4(pid)?;
     let mut unknown = vec![Unknown::new(
-        "swap_bytes",
+        Field::SwapBytes,
         UnknownReason::Unsupported,
         "macOS gives no per-process swap figure",
     )];
     if detail == MemoryDetail::WithPss {
         unknown.push(Unknown::new(
-            "pss_bytes",
+            Field::PssBytes,
             UnknownReason::Unsupported,
             "macOS has no proportional set size",
         ));

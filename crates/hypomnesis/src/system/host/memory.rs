@@ -5,11 +5,11 @@
 use crate::types::Unknown;
 
 #[cfg(feature = "serde")]
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The machine's RAM, from `/proc/meminfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(Serialize))]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
 pub struct HostMemory {
     /// `MemTotal`: usable RAM.

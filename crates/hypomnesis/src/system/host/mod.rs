@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::{Roots, SystemInfo};
 use crate::types::error::Error;
-use crate::types::{Unknown, UnknownReason};
+use crate::types::{Field, Unknown, UnknownReason};
 
 pub use memory::{HostMemory, MemoryDetail, ProcessMemory};
 
@@ -94,7 +94,7 @@ pub fn process_memory(
     };
     if mem.rss_bytes.is_none() {
         mem.unknown.push(Unknown::new(
-            "rss_bytes",
+            Field::RssBytes,
             UnknownReason::Unsupported,
             "no VmRSS line (kernel thread, or the process is exiting)",
         ));
@@ -105,20 +105,20 @@ pub fn process_memory(
                 mem.pss_bytes = r.pss_bytes;
                 if r.pss_bytes.is_none() {
                     mem.unknown.push(Unknown::new(
-                        "pss_bytes",
+                        Field::PssBytes,
                         UnknownReason::Unsupported,
                         "smaps_rollup has no Pss line",
                     ));
                 }
             }
             Err(Error::PermissionDenied { path }) => mem.unknown.push(Unknown::new(
-                "pss_bytes",
+                Field::PssBytes,
                 UnknownReason::PermissionDenied,
                 format!("{} needs ptrace access to the process", path.display()),
             )),
             Err(e @ Error::NotFound { .. }) if !roots.pid_dir(pid).exists() => return Err(e),
             Err(Error::NotFound { .. }) => mem.unknown.push(Unknown::new(
-                "pss_bytes",
+                Field::PssBytes,
                 UnknownReason::Unsupported,
                 "no smaps_rollup (Linux older than 4.14)",
             )),

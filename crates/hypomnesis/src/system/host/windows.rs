@@ -26,7 +26,7 @@ use windows::Win32::System::Threading::{
 
 use super::memory::{HostMemory, MemoryDetail, ProcessMemory};
 use crate::types::error::Error;
-use crate::types::{Unknown, UnknownReason};
+use crate::types::{Field, Unknown, UnknownReason};
 
 /// Win32 `ERROR_INVALID_PARAMETER`: what `OpenProcess` answers for a pid that does not exist.
 const ERROR_INVALID_PARAMETER: i32 = 87;
@@ -118,7 +118,7 @@ pub(crate) fn process_memory(pid: u32, detail: MemoryDetail) -> Result<ProcessMe
     let h = ProcessHandle::open(pid)?;
     let c = counters(h.raw(), pid)?;
     let mut unknown = vec![Unknown::new(
-        "swap_bytes",
+        Field::SwapBytes,
         UnknownReason::Unsupported,
         "Windows gives no per-process swap figure (private_bytes is the commit charge)",
     )];
@@ -127,14 +127,14 @@ pub(crate) fn process_memory(pid: u32, detail: MemoryDetail) -> Result<ProcessMe
     let private = Some(c.PrivateUsage as u64).filter(|b| *b > 0);
     if private.is_none() {
         unknown.push(Unknown::new(
-            "private_bytes",
+            Field::PrivateBytes,
             UnknownReason::Unsupported,
             "the system reported 0 private bytes (counter not kept, as under Wine)",
         ));
     }
     if detail == MemoryDetail::WithPss {
         unknown.push(Unknown::new(
-            "pss_bytes",
+            Field::PssBytes,
             UnknownReason::Unsupported,
             "Windows has no proportional set size",
         ));

@@ -3,13 +3,16 @@
 //!
 //! `comm` is cut by the kernel at 15 bytes (`TASK_COMM_LEN` − 1). When a name is exactly that
 //! long, the basename of `argv[0]` is used instead if it extends the cut name (so
-//! `pt_main_thread` stays itself, but `python3.11-confi` becomes `python3.11-config`). The owner
-//! is the effective UID from `status` (what `ps -o user` shows), resolved to a user name through
-//! the C library (so LDAP/SSSD users resolve too); a UID without a name stays numeric.
+//! `pt_main_thread` stays itself, but `python3.11-confi` becomes `python3.11-config`); the
+//! upstream-compatible API asks the executable's file name first (`NameSource`), one rule
+//! (`name_from`) either way. The owner is the effective UID from `status` (what `ps -o user`
+//! shows), resolved to a user name through the C library (so LDAP/SSSD users resolve too); a UID
+//! without a name stays numeric.
 //!
 //! A name is bytes ([`ProcessName`]): `comm` and `argv[0]` need not be UTF-8, and a process is
 //! never left out — nor its owner unknown — because of its name.
 
+mod cmdline;
 mod read;
 mod stat;
 pub mod table;
@@ -36,6 +39,7 @@ use crate::system::host::parse;
 use crate::system::roots::Roots;
 pub use crate::types::ProcessName;
 use crate::types::error::Error;
+pub use cmdline::{cmdline_args, read_cmdline};
 
 /// The kernel's limit on `comm` (16 bytes including the terminating NUL).
 const COMM_MAX: usize = 15;
@@ -57,16 +61,35 @@ pub struct ProcessIdentity {
 
 /// Picks the display name from `comm` and the raw `cmdline` bytes (pure; bytes in, bytes out).
 pub fn display_name(comm: &[u8], cmdline: &[u8]) -> ProcessName {
+    name_from(comm, None, cmdline)
+}
+
+/// The name rule (pure): `comm`, unless it is cut (15 bytes or more) and a longer name
+/// continues it — the executable's file name when given (without the kernel's ` (deleted)`
+/// mark), else `argv[0]`'s basename.
+pub(crate) fn name_from(comm: &[u8], exe: Option<&[u8]>, cmdline: &[u8]) -> ProcessName {
     if comm.len() < COMM_MAX {
         return ProcessName::from(comm);
     }
-    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    let exe = exe.map(|e| e.strip_suffix(b" (deleted)").unwrap_or(e));
+    let argv0 = cmdline::argv0(cmdline);
     let base = argv0.rsplit(|b| *b == b'/').next().unwrap_or_default();
-    if base.len() > comm.len() && base.starts_with(comm) {
-        ProcessName::from(base)
-    } else {
-        ProcessName::from(comm)
-    }
+    let continues = |n: &&[u8]| n.len() > comm.len() && n.starts_with(comm);
+    ProcessName::from(
+        exe.filter(continues)
+            .or(Some(base).filter(continues))
+            .unwrap_or(comm),
+    )
+}
+
+/// Where a cut `comm` may find the rest of a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameSource {
+    /// `argv[0]`'s basename (this crate's rule).
+    Argv0,
+    /// The executable's file name first, then `argv[0]`'s basename (upstream hypomnesis 0.2's
+    /// documented rule, `compat::gpu::names`).
+    ExecutableThenArgv0,
 }
 
 /// Reads a process's name. `Ok(None)` when `comm` exists but is empty.
@@ -75,6 +98,18 @@ pub fn display_name(comm: &[u8], cmdline: &[u8]) -> ProcessName {
 /// [`Error::NotFound`] when the process does not exist, [`Error::PermissionDenied`] when its
 /// files are hidden from this user.
 pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<ProcessName>, Error> {
+    process_name_from(roots, pid, NameSource::Argv0)
+}
+
+/// Reads a process's name by [`name_from`], a cut `comm` extended from `source`.
+///
+/// # Errors
+/// As [`process_name`].
+pub(crate) fn process_name_from(
+    roots: &Roots,
+    pid: u32,
+    source: NameSource,
+) -> Result<Option<ProcessName>, Error> {
     #[cfg(any(windows, target_os = "macos"))]
     if roots.is_system() {
         return native::process_name(pid).map(|n| n.map(ProcessName::from_bytes));
@@ -87,14 +122,15 @@ pub fn process_name(roots: &Roots, pid: u32) -> Result<Option<ProcessName>, Erro
     if comm.len() < COMM_MAX {
         return Ok(Some(ProcessName::from(comm)));
     }
-    // Only the start of the command line is read (it can be hundreds of MB); an argv[0] cut
-    // by that limit is not used, as its basename would be wrong.
-    let mut cmdline = fsread::read_prefix(&roots.pid_file(pid, "cmdline"), Cap::CMDLINE_PREFIX)
-        .unwrap_or_default();
-    if cmdline.len() as u64 >= Cap::CMDLINE_PREFIX.limit() && !cmdline.contains(&0) {
-        cmdline.clear();
-    }
-    Ok(Some(display_name(comm, &cmdline)))
+    // Asking for a link's text, not reading a file: `fsread` leaves it to the caller.
+    let exe = match source {
+        NameSource::Argv0 => None,
+        NameSource::ExecutableThenArgv0 => std::fs::read_link(roots.pid_file(pid, "exe"))
+            .ok()
+            .and_then(|p| Some(p.file_name()?.as_encoded_bytes().to_vec())),
+    };
+    let cmdline = cmdline::read_for_argv0(roots, pid);
+    Ok(Some(name_from(comm, exe.as_deref(), &cmdline)))
 }
 
 /// Resolves pids to [`ProcessIdentity`], caching UID → user name lookups for one listing.
@@ -186,6 +222,55 @@ mod tests {
             "pt_main_thread1"
         );
         assert_eq!(display_name(b"abcdefghijklmno", b""), "abcdefghijklmno");
+    }
+
+    #[test]
+    fn a_cut_comm_is_extended_by_the_executable_first() {
+        let comm = b"integration-0a1";
+        assert_eq!(
+            name_from(comm, Some(b"integration-0a1b2c3d4e5f6789"), b"/x/other\0"),
+            "integration-0a1b2c3d4e5f6789"
+        );
+        assert_eq!(
+            name_from(comm, Some(b"integration-0a1b2c (deleted)"), b""),
+            "integration-0a1b2c"
+        );
+        // The executable does not continue the comm: argv[0] may.
+        assert_eq!(
+            name_from(
+                b"python3.11-conf",
+                Some(b"python3.11"),
+                b"/usr/bin/python3.11-config\0--libs\0"
+            ),
+            "python3.11-config"
+        );
+        // Neither continues it (a thread-renamed process): the comm stands.
+        assert_eq!(
+            name_from(b"pt_main_thread1", Some(b"python3"), b"python3\0"),
+            "pt_main_thread1"
+        );
+        assert_eq!(name_from(b"abcdefghijklmno", None, b""), "abcdefghijklmno");
+    }
+
+    #[test]
+    fn the_upstream_rule_asks_the_executable_and_ours_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("11");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("comm"), "integration-0a1\n").unwrap();
+        std::fs::write(d.join("cmdline"), b"/x/other\0").unwrap();
+        hmn_testbed::symlink("/t/integration-0a1b2c3d", d.join("exe")).unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let name = |source| process_name_from(&roots, 11, source).unwrap().unwrap();
+        assert_eq!(
+            name(NameSource::ExecutableThenArgv0),
+            "integration-0a1b2c3d"
+        );
+        assert_eq!(name(NameSource::Argv0), "integration-0a1");
+        assert_eq!(
+            process_name(&roots, 11).unwrap().unwrap(),
+            "integration-0a1"
+        );
     }
 
     #[test]

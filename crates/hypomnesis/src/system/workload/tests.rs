@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::system::cgroup::parse_proc_cgroup;
+use crate::types::workload::Workload;
 
 const ID: &str = "4e9a6f0b6d7c1f1a0e8c8f5a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
 const ID2: &str = "9c0f2ab3d1e4c5b6a7980f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4";
@@ -341,4 +342,68 @@ fn a_process_workload_from_its_file() {
         Some("docker:4e9a6f0b6d7c")
     );
     assert_eq!(of_process(&roots, 8), None, "no such process");
+}
+
+#[test]
+fn a_process_workload_key_from_its_cgroup_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = Roots::system().with_proc(dir.path());
+    let write = |pid: u32, text: &str| {
+        std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
+        std::fs::write(dir.path().join(format!("{pid}/cgroup")), text).unwrap();
+    };
+    write(10, "0::/system.slice/ollama.service\n");
+    // Hybrid host: the v2 line is the root, the v1 memory controller names the group.
+    write(11, "12:memory:/system.slice/vllm.service\n0::/\n");
+    write(12, "0::/\n");
+    assert_eq!(
+        of_process(&roots, 10).map(|w| w.key()),
+        Some(Workload::Unit("ollama.service".into()))
+    );
+    assert_eq!(
+        of_process(&roots, 11).map(|w| w.key()),
+        Some(Workload::Unit("vllm.service".into()))
+    );
+    assert_eq!(of_process(&roots, 12).map(|w| w.key()), None);
+    assert_eq!(
+        of_process(&roots, 13).map(|w| w.key()),
+        None,
+        "no such process"
+    );
+}
+
+#[test]
+fn coarse_keys_from_paths() {
+    let key = |path: &str| classify(path).unwrap().key();
+    let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        key(&format!("/docker/{id}")),
+        Workload::Container("0123456789ab".into())
+    );
+    assert_eq!(
+        key(&format!("/system.slice/docker-{id}.scope")),
+        Workload::Container("0123456789ab".into())
+    );
+    assert_eq!(
+        key(&format!("/machine.slice/libpod-{id}.scope/container")),
+        Workload::Container("0123456789ab".into())
+    );
+    assert_eq!(
+        key("/kubepods/besteffort/pod1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718/abc"),
+        Workload::Pod("1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718".into())
+    );
+    assert_eq!(
+        key("/user.slice/user-1000.slice/session-2.scope"),
+        Workload::Unit("session-2.scope".into())
+    );
+    assert_eq!(classify("/"), None, "the root is no workload");
+    assert_eq!(
+        key("/podcast/x"),
+        Workload::Other("/podcast/x".into()),
+        "not a pod uid"
+    );
+    assert_eq!(classify(""), None);
+    let job = key("/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0");
+    assert_eq!(job, Workload::SlurmJob("4242".into()));
+    assert_eq!((job.kind().as_str(), job.name()), ("slurm", "4242"));
 }

@@ -1,0 +1,79 @@
+"""Step 5 of bench/device/run-all.sh: whole-process wall time of hmn against nvidia-smi and an
+nvidia-ml-py one-shot, run round-robin (so drift hits every command alike) RUNS times each, or
+until the whole loop has used BUDGET_S seconds. hyperfine is not assumed on the device.
+
+    timing.py RESULT RUNS BUDGET_S HMN
+
+RESULT (JSON): per command the runs, median/min/mean seconds and exit statuses, and the ratios
+of the medians named in RATIOS (each command against its baselines, in the same run).
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+ONESHOT = ("import pynvml as n\nn.nvmlInit()\nfor i in range(n.nvmlDeviceGetCount()):\n"
+           "    h = n.nvmlDeviceGetHandleByIndex(i)\n    n.nvmlDeviceGetMemoryInfo(h)\n"
+           "    n.nvmlDeviceGetComputeRunningProcesses(h)\nn.nvmlShutdown()\n")
+
+
+def commands(hmn):
+    """The commands timed: hmn's two views, their nvidia-smi and nvidia-ml-py counterparts, and
+    the floors (hmn --version: process start; python3 -c pass: the interpreter's start)."""
+    return {
+        "hmn_json": [hmn, "--json"],
+        "hmn_ps_json": [hmn, "ps", "--json"],
+        "smi_query_gpu": ["nvidia-smi", "--query-gpu=index,memory.total,memory.used,memory.free,"
+                          "memory.reserved", "--format=csv,noheader,nounits"],
+        "smi_query_apps": ["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                           "--format=csv,noheader,nounits"],
+        "pynvml_oneshot": ["python3", "-c", ONESHOT],
+        "hmn_version": [hmn, "--version"],
+        "python_empty": ["python3", "-c", "pass"],
+    }
+
+
+RATIOS = [("hmn_json", "smi_query_gpu"), ("hmn_json", "pynvml_oneshot"),
+          ("hmn_ps_json", "smi_query_apps"), ("hmn_ps_json", "pynvml_oneshot"),
+          ("pynvml_oneshot", "python_empty")]
+
+
+def main(result, runs, budget, hmn):
+    cmds = {name: {"argv": argv, "seconds": [], "rcs": []} for name, argv in commands(hmn).items()}
+    start = time.time()
+    for _ in range(runs):
+        if time.time() - start > budget:
+            break
+        for c in cmds.values():
+            t = time.perf_counter()
+            try:
+                rc = subprocess.run(c["argv"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    timeout=30).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+            except OSError as e:
+                rc = f"not-run: {e}"
+            c["seconds"].append(time.perf_counter() - t)
+            c["rcs"].append(rc)
+    out = {"runs_asked": runs, "budget_s": budget, "loop_s": round(time.time() - start, 2),
+           "commands": {}, "ratios": {}}
+    for name, c in cmds.items():
+        s = c["seconds"]
+        out["commands"][name] = {
+            "argv": c["argv"], "runs": len(s), "rcs": sorted(set(map(str, c["rcs"]))),
+            "median_s": statistics.median(s) if s else None, "min_s": min(s) if s else None,
+            "mean_s": statistics.fmean(s) if s else None}
+    for a, b in RATIOS:
+        ma = out["commands"].get(a, {}).get("median_s")
+        mb = out["commands"].get(b, {}).get("median_s")
+        if ma and mb:
+            out["ratios"][f"{a}/{b}"] = round(ma / mb, 3)
+    with open(result, "w") as f:
+        json.dump(out, f, indent=1)
+    print(json.dumps(out["ratios"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4])

@@ -1,0 +1,329 @@
+use super::*;
+use crate::types::{Field, Unknown, UnknownReason};
+
+const MIB: u64 = 1 << 20;
+
+/// A report with an RSS sum of 100 MiB, no PSS, and no per-process peak.
+fn rss_only() -> SamplerReport {
+    SamplerReport {
+        samples: 3,
+        peak_rss_bytes: 100 * MIB,
+        ..SamplerReport::default()
+    }
+}
+
+fn accounting(index: u32, enabled: Option<bool>, unknown: Option<Unknown>) -> DeviceAccounting {
+    let mut a = DeviceAccounting::new(index);
+    a.enabled = enabled;
+    a.unknown = unknown;
+    a
+}
+
+#[test]
+fn the_cgroup_peak_is_the_headline_floored_by_the_largest_process() {
+    let mut r = rss_only();
+    r.peak_pss_sum_bytes = Some(90 * MIB);
+    r.max_process_peak_rss_bytes = Some(30 * MIB);
+    let v2 = peak_ram(
+        &r,
+        Some(40 * MIB),
+        Some(KernelPeak::cgroup(250 * MIB, CgroupVersion::V2)),
+    );
+    assert_eq!(
+        v2,
+        PeakRam::new(250 * MIB, PeakRamSource::CgroupV2MemoryPeak),
+        "above the floor: as it is"
+    );
+    assert_eq!(v2.method(), PeakMethod::Cgroup);
+    // The command mapped 300 MiB another group had brought into the page cache: in its
+    // RSS (ru_maxrss), not in the group's peak.
+    let v1 = peak_ram(
+        &r,
+        Some(300 * MIB),
+        Some(KernelPeak::cgroup(50 * MIB, CgroupVersion::V1)),
+    );
+    assert_eq!(v1, PeakRam::new(300 * MIB, PeakRamSource::CgroupV1MaxUsage));
+    assert_eq!(v1.method(), PeakMethod::Cgroup);
+    r.max_process_peak_rss_bytes = Some(400 * MIB);
+    let hwm = peak_ram(
+        &r,
+        None,
+        Some(KernelPeak::cgroup(50 * MIB, CgroupVersion::V2)),
+    );
+    assert_eq!(hwm.bytes, 400 * MIB, "VmHWM floors it too");
+}
+
+#[test]
+fn without_a_cgroup_the_pss_sum_comes_before_the_rss_sum() {
+    let mut r = rss_only();
+    let rss = peak_ram(&r, None, None);
+    assert_eq!(rss, PeakRam::new(100 * MIB, PeakRamSource::SamplesRss));
+    assert_eq!(rss.method(), PeakMethod::Sampled);
+    r.peak_pss_sum_bytes = Some(60 * MIB);
+    let pss = peak_ram(&r, None, None);
+    assert_eq!(pss, PeakRam::new(60 * MIB, PeakRamSource::SamplesPss));
+    assert_eq!(pss.method(), PeakMethod::Sampled);
+}
+
+#[test]
+fn sampled_sums_are_floored_by_the_largest_process_peak() {
+    let mut r = rss_only();
+    r.peak_pss_sum_bytes = Some(60 * MIB);
+    // VmHWM above the PSS sum: a spike between reads.
+    r.max_process_peak_rss_bytes = Some(80 * MIB);
+    assert_eq!(peak_ram(&r, None, None).bytes, 80 * MIB);
+    // ru_maxrss above both.
+    assert_eq!(peak_ram(&r, Some(120 * MIB), None).bytes, 120 * MIB);
+    // A floor below the sum changes nothing.
+    assert_eq!(peak_ram(&r, Some(10 * MIB), None).bytes, 80 * MIB);
+    // The RSS sum is floored too.
+    r.peak_pss_sum_bytes = None;
+    r.max_process_peak_rss_bytes = None;
+    let p = peak_ram(&r, Some(130 * MIB), None);
+    assert_eq!(p, PeakRam::new(130 * MIB, PeakRamSource::SamplesRss));
+}
+
+#[test]
+fn the_largest_process_peak_is_vmhwm_or_ru_maxrss() {
+    let mut r = rss_only();
+    assert_eq!(largest_process_peak_rss(&r, None), None);
+    assert_eq!(largest_process_peak_rss(&r, Some(7)), Some(7));
+    r.max_process_peak_rss_bytes = Some(9);
+    assert_eq!(largest_process_peak_rss(&r, None), Some(9));
+    assert_eq!(largest_process_peak_rss(&r, Some(7)), Some(9));
+    assert_eq!(largest_process_peak_rss(&r, Some(11)), Some(11));
+}
+
+#[test]
+fn every_source_is_floored() {
+    assert!(PeakRamSource::CgroupV2MemoryPeak.floored());
+    assert!(PeakRamSource::CgroupV1MaxUsage.floored());
+    assert!(PeakRamSource::SamplesPss.floored());
+    assert!(PeakRamSource::SamplesRss.floored());
+    assert!(PeakRamSource::JobPeakMemoryUsed.floored());
+}
+
+/// Windows: the Job's peak is committed private memory, which leaves out the mapped files a
+/// working set holds; it is the headline, floored like every other (issue 21: `hmn run` once
+/// put it in place unfloored).
+#[test]
+fn a_windows_job_peak_is_the_headline_floored_by_the_largest_process() {
+    let mut r = rss_only();
+    r.peak_pss_sum_bytes = Some(90 * MIB);
+    let job = peak_ram(&r, None, Some(KernelPeak::job(250 * MIB)));
+    assert_eq!(
+        job,
+        PeakRam::new(250 * MIB, PeakRamSource::JobPeakMemoryUsed)
+    );
+    assert_eq!(job.method(), PeakMethod::Job);
+    // A process's working set (ru_maxrss here, VmHWM elsewhere) held a 300 MiB mapped model.
+    let floored = peak_ram(&r, Some(300 * MIB), Some(KernelPeak::job(250 * MIB)));
+    assert_eq!(
+        floored,
+        PeakRam::new(300 * MIB, PeakRamSource::JobPeakMemoryUsed)
+    );
+    r.max_process_peak_rss_bytes = Some(400 * MIB);
+    let t = TreePeaks::from_report(&r, None, Some(KernelPeak::job(250 * MIB)));
+    assert_eq!(
+        t.peak_ram,
+        PeakRam::new(400 * MIB, PeakRamSource::JobPeakMemoryUsed)
+    );
+    assert_eq!(KernelPeak::job(5).bytes(), 5);
+    assert_eq!(
+        KernelPeak::cgroup(5, CgroupVersion::V1).source(),
+        PeakRamSource::CgroupV1MaxUsage
+    );
+}
+
+#[test]
+fn a_cgroup_counts_only_when_the_command_joined_it() {
+    use CgroupJoin::{Joined, NotJoined, Waiting};
+    // Seen in the group: joined, whatever else.
+    assert_eq!(cgroup_join(true, false, None, false), Joined);
+    assert_eq!(cgroup_join(true, true, Some(0), true), Joined);
+    // Not seen yet, still running, time left: look again.
+    assert_eq!(cgroup_join(false, false, None, false), Waiting);
+    // Ended before it was seen: it joined if anything was charged to the group.
+    assert_eq!(cgroup_join(false, true, Some(4096), false), Joined);
+    assert_eq!(cgroup_join(false, true, Some(0), false), NotJoined);
+    assert_eq!(
+        cgroup_join(false, true, None, false),
+        NotJoined,
+        "an unreadable charge is not a charge"
+    );
+    // Still running, never seen, the wait over: sample instead.
+    assert_eq!(cgroup_join(false, false, None, true), NotJoined);
+}
+
+#[test]
+fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
+    let mut r = rss_only();
+    r.peak_vram_bytes.insert(1, 2 * MIB);
+    r.peak_vram_bytes.insert(0, 6 * MIB);
+    r.peak_device_used_bytes.insert(0, 20 * MIB);
+    r.max_process_peak_vram_bytes.insert(1, 5 * MIB);
+    r.vram_accounting.push(accounting(0, Some(false), None));
+    r.vram_accounting.push(accounting(1, Some(true), None));
+    let d = device_peaks(&r);
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].index, 0, "in index order");
+    assert_eq!(d[0].peak_vram_bytes, 6 * MIB);
+    assert_eq!(d[0].sampled_peak_vram_bytes, 6 * MIB);
+    assert_eq!(d[0].largest_process_peak_vram_bytes, None);
+    assert_eq!(d[0].vram_accounting, AccountingState::Disabled);
+    assert_eq!(d[0].peak_device_used_bytes, Some(20 * MIB));
+    assert_eq!(d[1].peak_vram_bytes, 5 * MIB, "floored");
+    assert_eq!(d[1].sampled_peak_vram_bytes, 2 * MIB);
+    assert_eq!(d[1].largest_process_peak_vram_bytes, Some(5 * MIB));
+    assert_eq!(d[1].vram_accounting, AccountingState::Enabled);
+    assert_eq!(d[1].vram_accounting_detail, None);
+    assert_eq!(d[1].peak_device_used_bytes, None, "unknown is not 0");
+    // A per-process peak below the sampled sum changes nothing.
+    r.max_process_peak_vram_bytes.insert(0, MIB);
+    assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);
+}
+
+#[test]
+fn accounting_states() {
+    let mut r = rss_only();
+    let denied = Unknown::new(
+        Field::Accounting,
+        UnknownReason::PermissionDenied,
+        "nvmlDeviceGetAccountingMode: insufficient permissions",
+    );
+    r.vram_accounting.push(accounting(0, Some(true), None));
+    r.vram_accounting.push(accounting(1, Some(false), None));
+    r.vram_accounting
+        .push(accounting(2, None, Some(denied.clone())));
+    // On, but a record could not be read: incomplete.
+    r.vram_accounting
+        .push(accounting(3, Some(true), Some(denied.clone())));
+    r.vram_accounting.push(accounting(4, None, None));
+    assert_eq!(accounting_state(&r, 0), (AccountingState::Enabled, None));
+    assert_eq!(accounting_state(&r, 1), (AccountingState::Disabled, None));
+    for i in [2, 3] {
+        assert_eq!(
+            accounting_state(&r, i),
+            (AccountingState::Unavailable, Some(denied.to_string())),
+            "device {i}"
+        );
+    }
+    assert_eq!(
+        accounting_state(&r, 4),
+        (
+            AccountingState::Unavailable,
+            Some("the accounting records could not be read".to_string())
+        )
+    );
+    // A device without an entry (DRM): no such record.
+    assert_eq!(
+        accounting_state(&r, 9),
+        (
+            AccountingState::Unavailable,
+            Some("this device's driver keeps no per-process peak".to_string())
+        )
+    );
+}
+
+#[test]
+fn tree_peaks_apply_every_rule() {
+    let mut r = rss_only();
+    r.max_process_peak_rss_bytes = Some(150 * MIB);
+    r.peak_vram_bytes.insert(0, 3 * MIB);
+    let t = TreePeaks::from_report(&r, Some(120 * MIB), None);
+    assert_eq!(
+        t.peak_ram,
+        PeakRam::new(150 * MIB, PeakRamSource::SamplesRss)
+    );
+    assert_eq!(t.largest_process_peak_rss_bytes, Some(150 * MIB));
+    assert_eq!(t.devices.len(), 1);
+    assert_eq!(t.devices[0].vram_accounting, AccountingState::Unavailable);
+    // A cgroup's peak is floored too: a page resident in a process but charged to another
+    // cgroup (a shared library first read elsewhere) is in its RSS, not in the group's.
+    let t = TreePeaks::from_report(
+        &r,
+        None,
+        Some(KernelPeak::cgroup(70 * MIB, CgroupVersion::V2)),
+    );
+    assert_eq!(
+        t.peak_ram,
+        PeakRam::new(150 * MIB, PeakRamSource::CgroupV2MemoryPeak)
+    );
+    let t = TreePeaks::from_report(
+        &r,
+        Some(160 * MIB),
+        Some(KernelPeak::cgroup(200 * MIB, CgroupVersion::V1)),
+    );
+    assert_eq!(
+        t.peak_ram,
+        PeakRam::new(200 * MIB, PeakRamSource::CgroupV1MaxUsage)
+    );
+    assert_eq!(t.largest_process_peak_rss_bytes, Some(160 * MIB));
+    let t = TreePeaks::from_report(
+        &r,
+        None,
+        Some(KernelPeak::cgroup(70 * MIB, CgroupVersion::V2)),
+    );
+    assert_eq!(
+        t.largest_process_peak_rss_bytes,
+        Some(150 * MIB),
+        "still reported"
+    );
+}
+
+#[test]
+fn names_are_the_json_contract() {
+    for (s, name) in [
+        (PeakRamSource::CgroupV2MemoryPeak, "cgroup_v2_memory.peak"),
+        (
+            PeakRamSource::CgroupV1MaxUsage,
+            "cgroup_v1_memory.max_usage_in_bytes",
+        ),
+        (PeakRamSource::SamplesPss, "samples_pss"),
+        (PeakRamSource::SamplesRss, "samples_rss"),
+        (
+            PeakRamSource::JobPeakMemoryUsed,
+            "windows_job_peak_memory_used",
+        ),
+    ] {
+        assert_eq!(s.as_str(), name);
+    }
+    for (s, name) in [
+        (AccountingState::Enabled, "enabled"),
+        (AccountingState::Disabled, "disabled"),
+        (AccountingState::Unavailable, "unavailable"),
+    ] {
+        assert_eq!(s.as_str(), name);
+    }
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn serialised_as_the_json_contract() {
+    fn json<T: Serialize>(v: &T) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+    for s in [
+        PeakRamSource::CgroupV2MemoryPeak,
+        PeakRamSource::CgroupV1MaxUsage,
+        PeakRamSource::SamplesPss,
+        PeakRamSource::SamplesRss,
+    ] {
+        assert_eq!(json(&s), format!("\"{}\"", s.as_str()));
+    }
+    for s in [
+        AccountingState::Enabled,
+        AccountingState::Disabled,
+        AccountingState::Unavailable,
+    ] {
+        assert_eq!(json(&s), format!("\"{}\"", s.as_str()));
+    }
+    assert_eq!(
+        json(&PeakRam::new(5, PeakRamSource::SamplesPss)),
+        r#"{"bytes":5,"method":"sampled","source":"samples_pss"}"#
+    );
+    assert_eq!(
+        json(&PeakRam::new(7, PeakRamSource::CgroupV1MaxUsage)),
+        r#"{"bytes":7,"method":"cgroup","source":"cgroup_v1_memory.max_usage_in_bytes"}"#
+    );
+}

@@ -1,0 +1,121 @@
+//! Every contract value has one spelling: `Display`, `as_str`, serde's string and `FromStr`
+//! agree for every variant of every enum (`types::spelling::spelled!` defines them from one
+//! list), and an unknown spelling is refused naming the type.
+
+use std::fmt::{Debug, Display};
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// For each value: `Display` is `text(v)`, JSON is that string, and both read back to `v`.
+fn one_spelling<T>(values: &[T], text: impl Fn(&T) -> &str)
+where
+    T: Display + FromStr + Serialize + DeserializeOwned + PartialEq + Debug,
+    T::Err: Debug,
+{
+    assert!(!values.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    for v in values {
+        let s = text(v);
+        assert!(seen.insert(s.to_string()), "{s:?} spells two variants");
+        assert_eq!(v.to_string(), s, "Display of {v:?}");
+        let json = serde_json::to_string(v).unwrap();
+        assert_eq!(json, serde_json::to_string(s).unwrap(), "JSON of {v:?}");
+        assert_eq!(&s.parse::<T>().unwrap(), v, "FromStr of {s:?}");
+        assert_eq!(&serde_json::from_str::<T>(&json).unwrap(), v, "JSON {json}");
+    }
+}
+
+macro_rules! closed {
+    ($($t:ty),+ $(,)?) => {$(
+        one_spelling(<$t>::ALL, |v| v.as_str());
+        let e = "no such spelling".parse::<$t>().unwrap_err().to_string();
+        assert!(e.contains(stringify!($t)) && e.contains("no such spelling"), "{e}");
+        assert!(serde_json::from_str::<$t>("\"no such spelling\"").is_err());
+    )+};
+}
+
+#[test]
+fn every_contract_enum_has_one_spelling() {
+    use hypomnesis::doctor::Status;
+    use hypomnesis::estimate::llama_graph::Phase;
+    use hypomnesis::estimate::{
+        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, LlamaApi, Memory, Placement, Runtime,
+        TargetKind,
+    };
+    use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
+    use hypomnesis::pidns::ProcRootNamespace;
+    use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
+    use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
+    use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};
+    closed!(
+        Source,
+        Field,
+        Backend,
+        UnknownReason,
+        MigMode,
+        EngineClass,
+        ContainerRuntime,
+        WorkloadKind,
+        ProcRootNamespace,
+        CudaDeviceOrder,
+        OrderBasis,
+        PeakMethod,
+        PeakRamSource,
+        AccountingState,
+        Status,
+        BudgetSource,
+        Fit,
+        Memory,
+        KvDtype,
+        Runtime,
+        FlashAttn,
+        LlamaApi,
+        Phase,
+        KvHeadsFrom,
+        Placement,
+        TargetKind,
+    );
+}
+
+#[test]
+fn open_sets_keep_any_other_text() {
+    use hypomnesis::{RuntimeStatus, Vendor};
+    one_spelling(Vendor::ALL, Vendor::as_str);
+    one_spelling(RuntimeStatus::ALL, RuntimeStatus::as_str);
+    let other = [
+        Vendor::Other("panfrost".into()),
+        Vendor::Other(String::new()),
+    ];
+    one_spelling(&other, Vendor::as_str);
+    one_spelling(
+        &[RuntimeStatus::Other("frozen".into())],
+        RuntimeStatus::as_str,
+    );
+}
+
+#[test]
+fn every_process_kind_has_one_spelling() {
+    use hypomnesis::{EngineClasses, ProcessKind};
+    let mut kinds: Vec<ProcessKind> = (0u8..32)
+        .map(|b| ProcessKind::from_engines(EngineClasses::from_bits(b)))
+        .collect();
+    kinds.extend([
+        ProcessKind::Unreported,
+        ProcessKind::Mps,
+        ProcessKind::MpsServer,
+    ]);
+    one_spelling(&kinds, |k| k.as_str());
+    assert_eq!(
+        "compute".parse::<ProcessKind>().unwrap(),
+        ProcessKind::Compute
+    );
+    for bad in ["", "idle+compute", "graphics+compute", "gfx", "mps+compute"] {
+        assert!(bad.parse::<ProcessKind>().is_err(), "{bad:?}");
+    }
+    for bits in 0u8..32 {
+        let set = EngineClasses::from_bits(bits);
+        assert_eq!(set.as_str().parse::<EngineClasses>().unwrap(), set);
+    }
+}
