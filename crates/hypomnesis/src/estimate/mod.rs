@@ -20,11 +20,11 @@
 //! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
 //! | [`mod@plan`] | [`plan()`]: where an estimate is judged over devices (one, the best, llama.cpp's layer split, vLLM tensor parallel, the CPU, a given budget), the chosen device and the overall verdict |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
-//! | `gguf`, `safetensors`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits |
+//! | `gguf`, `safetensors`, `safetensors_header`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits; a safetensors header streamed into the sums the estimator uses |
 //! | `hub` | the same headers from a Hugging Face Hub or an `https://` URL, by range requests (feature `hub`) |
 //!
 //! The maths is always compiled and has no dependencies; reading model files needs the
-//! `models` feature (serde_json and the `safetensors` crate).
+//! `models` feature (serde and serde_json).
 
 // Layer 4 (ARCHITECTURE.md "Layers"): will it fit. May import the layers below (it uses
 // `types`, and `system` to read model files); never `measure` (its sibling) or anything above.
@@ -64,6 +64,8 @@ mod hub_spec;
 pub mod model;
 #[cfg(feature = "models")]
 pub mod safetensors;
+#[cfg(feature = "models")]
+pub mod safetensors_header;
 
 pub use assume::Assumptions;
 pub use budget::{Budget, BudgetSource, NoBudget, VLLM_UTILIZATION};

@@ -57,42 +57,19 @@ fn config_beside(dir: &Path) -> Result<Option<(super::arch::Architecture, String
 /// `k_proj.weight`, else its bias, else a fused `qkv_proj.weight` (`(heads + 2 × n_kv) ×
 /// head_dim` rows). Quantized (`qweight`) and flattened (bitsandbytes) tensors are not used.
 fn kv_rows(summary: &safetensors::Summary, arch: &super::arch::Architecture) -> Vec<Option<u64>> {
-    let mut rows = vec![None; arch.layers.len()];
     let heads = arch.attention_heads.unwrap_or(0);
-    for t in &summary.tensors {
-        if ["vision", "visual", "audio"]
-            .iter()
-            .any(|x| t.name.contains(x))
-        {
-            continue;
-        }
-        let Some(i) = t
-            .name
-            .split(".layers.")
-            .nth(1)
-            .or_else(|| t.name.strip_prefix("layers."))
-            .and_then(|r| r.split('.').next())
-            .and_then(|d| d.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        let Some(slot) = rows.get_mut(i) else {
-            continue;
-        };
-        let first = t.shape.first().copied();
-        if t.name.ends_with("k_proj.weight") && t.shape.len() == 2
-            || t.name.ends_with("k_proj.bias") && t.shape.len() == 1 && slot.is_none()
-        {
-            *slot = first;
-        } else if t.name.ends_with("qkv_proj.weight") && t.shape.len() == 2 && slot.is_none() {
-            let d = arch.layers.get(i).map_or(0, |l| l.head_dim_k);
-            *slot = first
-                .filter(|_| d > 0)
-                .and_then(|r| (r / d).checked_sub(heads))
-                .map(|two_kv| two_kv / 2 * d);
-        }
-    }
-    rows
+    (0..arch.layers.len())
+        .map(|i| {
+            let k = summary.k_projections.get(i)?;
+            k.weight_rows.or(k.bias_len).or_else(|| {
+                let d = arch.layers.get(i).map_or(0, |l| l.head_dim_k);
+                k.qkv_rows
+                    .filter(|_| d > 0)
+                    .and_then(|r| (r / d).checked_sub(heads))
+                    .map(|two_kv| two_kv / 2 * d)
+            })
+        })
+        .collect()
 }
 
 fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedModel, Error> {
@@ -121,8 +98,7 @@ pub(crate) fn assemble_safetensors(
             "no config.json in {place}: the architecture is unknown, so the KV cache and the compute buffers are too — a weights-only estimate"
         )),
     }
-    let layout =
-        WeightsLayout::from_tensors(summary.tensors.iter().map(|t| (t.name.as_str(), t.bytes)));
+    let layout = summary.layout;
     let mut spec = ModelSpec::new(summary.weights_bytes, arch.as_ref().map(|(a, _)| a.clone()));
     spec.tensor_count = Some(summary.tensor_count);
     spec.layout = Some(layout);

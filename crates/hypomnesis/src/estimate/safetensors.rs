@@ -1,12 +1,11 @@
-//! safetensors header reader: the 8-byte little-endian length and the JSON header, validated by
-//! the `safetensors` crate, never the weights.
+//! safetensors header reader: the 8-byte little-endian length and the JSON header, never the
+//! weights.
 //!
 //! The claimed header length is checked against the format's limit and against the file's size
-//! before it is read; the tensors' offsets must be contiguous and match their dtype and shape
-//! (the crate's validation), and the data they describe must end exactly at the file's end.
-//! Sharded checkpoints are read through `model.safetensors.index.json`. Each tensor's name,
-//! shape and size are kept ([`Summary::tensors`]): partial offload needs bytes per block, and a
-//! config without `num_key_value_heads` needs the `k_proj` shapes.
+//! before it is read; the JSON is parsed as a stream ([`super::safetensors_header`]: the
+//! tensors' offsets must be contiguous and match their dtype and shape, and the sums the
+//! estimator needs are kept, not the tensors), and the data they describe must end exactly at
+//! the file's end. Sharded checkpoints are read through `model.safetensors.index.json`.
 //!
 //! The files of one checkpoint are read through one [`ShardReader`]: each file once, however
 //! many names lead to it (identified by device and inode after every symbolic link — a Hugging
@@ -14,62 +13,19 @@
 //! warning for each name skipped; and the set's headers together at most [`MAX_HEADER`] bytes,
 //! the bound of one file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::dtype::SafetensorsDtype;
+pub use super::safetensors_header::{KProjection, MAX_TENSORS, Summary};
 use crate::system::fsread::{self, Cap};
 use crate::types::error::{Error, ParseError};
 
-/// The format's own limit on the JSON header (the `safetensors` crate refuses larger ones).
+/// The format's own limit on the JSON header (the reference `safetensors` crate refuses larger
+/// ones).
 pub const MAX_HEADER: u64 = 100_000_000;
 /// Shards an index may name.
 pub const MAX_SHARDS: usize = 4096;
-
-/// The tensors of one or more files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Summary {
-    /// Tensors.
-    pub tensor_count: u64,
-    /// Exact bytes of the weights.
-    pub weights_bytes: u64,
-    /// Bytes per dtype.
-    pub by_dtype: BTreeMap<String, u64>,
-    /// The files read.
-    pub files: Vec<PathBuf>,
-    /// Every tensor: name, shape, bytes (in header order per file, files in order).
-    pub tensors: Vec<TensorEntry>,
-    /// What reading the set met (a shard name that is another name of a file already read).
-    pub warnings: Vec<String>,
-}
-
-/// One tensor of a header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TensorEntry {
-    /// Name.
-    pub name: String,
-    /// Shape, outermost first (PyTorch `nn.Linear` weights are `[out, in]`).
-    pub shape: Vec<u64>,
-    /// Bytes.
-    pub bytes: u64,
-}
-
-impl Summary {
-    /// Adds another file's tensors.
-    pub fn add(&mut self, o: Summary) {
-        self.tensor_count += o.tensor_count;
-        self.weights_bytes = self.weights_bytes.saturating_add(o.weights_bytes);
-        for (k, v) in o.by_dtype {
-            *self.by_dtype.entry(k).or_default() += v;
-        }
-        self.files.extend(o.files);
-        self.tensors.extend(o.tensors);
-        self.warnings.extend(o.warnings);
-    }
-}
 
 /// Reads the files of one checkpoint (a shard set, an index's shards, a directory's files):
 /// each file once, and their headers together at most [`MAX_HEADER`] bytes.
@@ -151,29 +107,13 @@ impl ShardReader {
     }
 }
 
-/// Parses a header's JSON text (pure): returns the summary and where the data ends.
+/// Parses a header's JSON text (pure): returns the summary and where the data ends
+/// ([`super::safetensors_header::parse`] over a slice).
+///
+/// # Errors
+/// As [`super::safetensors_header::parse`].
 pub fn parse_header(json: &[u8]) -> std::result::Result<(Summary, u64), ParseError> {
-    let meta: safetensors::tensor::Metadata = serde_json::from_slice(json)
-        .map_err(|e| ParseError::new(format!("invalid safetensors header: {e}")))?;
-    let mut s = Summary::default();
-    let mut end = 0u64;
-    for (name, info) in meta.tensors() {
-        let (b, e) = info.data_offsets;
-        let bytes = u64::try_from(e.saturating_sub(b)).unwrap_or(u64::MAX);
-        end = end.max(u64::try_from(e).unwrap_or(u64::MAX));
-        s.tensor_count += 1;
-        s.weights_bytes = s.weights_bytes.saturating_add(bytes);
-        let dtype = format!("{:?}", info.dtype);
-        // Cross-check the crate's dtype table against ours.
-        SafetensorsDtype::parse(&dtype)?;
-        *s.by_dtype.entry(dtype).or_default() += bytes;
-        s.tensors.push(TensorEntry {
-            name: name.to_string(),
-            shape: info.shape.iter().map(|d| *d as u64).collect(),
-            bytes,
-        });
-    }
-    Ok((s, end))
+    super::safetensors_header::parse(json)
 }
 
 /// Reads one `.safetensors` file's header.
@@ -219,10 +159,8 @@ fn read_open<R: Read>(
             "the shard set's headers together pass {MAX_HEADER} bytes, the limit of one file ({n} here, {left} left)"
         )));
     }
-    let mut json = vec![0u8; usize::try_from(n).map_err(|_| bad("header too large".into()))?];
-    f.read_exact(&mut json)
-        .map_err(|e| Error::from_io(path, e))?;
-    let (mut s, end) = parse_header(&json).map_err(|e| e.at(path))?;
+    // Streamed: never the whole header in memory.
+    let (mut s, end) = super::safetensors_header::parse(f.take(n)).map_err(|e| e.at(path))?;
     if 8u64.saturating_add(n).saturating_add(end) != len {
         return Err(bad(format!(
             "the header describes {end} bytes of data, the file has {} (truncated or corrupt)",
@@ -287,22 +225,6 @@ pub fn index_shards(text: &[u8]) -> std::result::Result<Vec<String>, ParseError>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_text() {
-        let json = br#"{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},"b":{"dtype":"F4","shape":[4],"data_offsets":[12,14]}}"#;
-        let (s, end) = parse_header(json).unwrap();
-        assert_eq!((s.tensor_count, s.weights_bytes, end), (2, 14, 14));
-        assert_eq!(s.by_dtype["F4"], 2);
-        let overlap = br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
-        assert!(parse_header(overlap).is_err());
-        let wrong = br#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
-        assert!(parse_header(wrong).is_err());
-        assert!(parse_header(b"{not json").is_err());
-        assert!(
-            parse_header(br#"{"a":{"dtype":"F12","shape":[1],"data_offsets":[0,1]}}"#).is_err()
-        );
-    }
 
     #[test]
     fn a_set_reads_each_file_once_and_its_headers_within_one_bound() {
