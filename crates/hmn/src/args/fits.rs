@@ -10,8 +10,9 @@ use super::values::{ArgError, parse_size_arg};
 /// `hmn fits` options.
 #[derive(Debug, Args)]
 pub struct FitsArgs {
-    /// A size (14GiB, 7.5G, 16000000000), a model file or directory, hf:ORG/REPO[@REVISION][:FILE]
-    /// (a Hugging Face repository: HF_TOKEN, HF_ENDPOINT), or an https:// URL to a model file.
+    /// A size (14GiB, 7.5G, 16000000000), a model file or directory, hf:ORG/REPO (a Hugging Face
+    /// repository, optionally @REVISION and :FILE after it; HF_TOKEN, HF_ENDPOINT), or an
+    /// https:// URL to a model file.
     #[arg(value_name = "SIZE|PATH")]
     pub model: std::ffi::OsString,
 
