@@ -9,6 +9,8 @@
 # libnvidia-ml.so.1: those entry points answer NOT_SUPPORTED, everything else is the fake.
 # The three run at once in tmux (each needs a terminal); CPU is user + system time of each
 # process over WINDOW seconds after WARMUP, from /proc/<pid>/stat; memory is VmRSS and VmHWM.
+# NO_DRM=1 is the like-for-like mode: no fixture card (hmn's /sys root is an empty folder), so
+# no tool has a DRM GPU to walk fds for and all three show the same NVIDIA GPU.
 # Needs: cc, tmux, nvtop (Debian, contrib), nvitop (pip), python3. SKIP_BUILD=1 reuses the
 # release build. Run as root or raise
 # `ulimit -u` / `ulimit -n` as needed.
@@ -34,12 +36,17 @@ cc -shared -fPIC -O2 -o "$DIR/nvml/libnvidia-ml.so.1" bench/top-cost/nvml_stubs.
   -Wl,--no-as-needed -L"$DIR/nvml" -l:libfakenvml.so -Wl,-rpath,'$ORIGIN'
 ln -s libnvidia-ml.so.1 "$DIR/nvml/libnvidia-ml.so"
 
-# One amdgpu card in a fixture /sys (as bench/drm_scan.sh).
-mkdir -p "$DIR/sys/devices/0000:03:00.0/power" "$DIR/sys/class/drm/card1"
-printf 'DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n' > "$DIR/sys/devices/0000:03:00.0/uevent"
-echo 0x1002 > "$DIR/sys/devices/0000:03:00.0/vendor"
-echo active > "$DIR/sys/devices/0000:03:00.0/power/runtime_status"
-ln -s ../../../devices/0000:03:00.0 "$DIR/sys/class/drm/card1/device"
+# One amdgpu card in a fixture /sys (as bench/drm_scan.sh), unless NO_DRM=1.
+if [ -z "${NO_DRM:-}" ]; then
+  mkdir -p "$DIR/sys/devices/0000:03:00.0/power" "$DIR/sys/class/drm/card1"
+  printf 'DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n' > "$DIR/sys/devices/0000:03:00.0/uevent"
+  echo 0x1002 > "$DIR/sys/devices/0000:03:00.0/vendor"
+  echo active > "$DIR/sys/devices/0000:03:00.0/power/runtime_status"
+  ln -s ../../../devices/0000:03:00.0 "$DIR/sys/class/drm/card1/device"
+  MODE="with a DRM fixture card for hmn"
+else
+  MODE="like for like (NO_DRM=1: no DRM card for anyone)"
+fi
 
 target/bench/holder "$N" "$F" > "$DIR/holder.out" &
 HOLDER=$!
@@ -62,7 +69,7 @@ for _ in $(seq 600); do grep -q ready "$DIR/holder.out" 2>/dev/null && break; sl
     printf '[process]\ndevice = 0\npid = %s\nused = 2147483648\n' "$pid"
   done
 } > "$DIR/nvml/fake-nvml.conf"
-echo "load: $N processes x $F fds ($(ls /proc | grep -c '^[0-9]') processes on the machine)"
+echo "load: $N processes x $F fds ($(ls /proc | grep -c '^[0-9]') processes on the machine); $MODE"
 
 PY=$(python3 -c 'import sys; print(sys.executable)')
 ENV="env LD_LIBRARY_PATH=$DIR/nvml TERM=xterm-256color"

@@ -392,6 +392,12 @@ def timing(d):
               long_lived_over_bare=pt.get("ratio_long_lived_over_bare"), first_call_ns=pt.get("first_call_ns"))
     else:
         c.add("Probe device query timings", "FAIL" if pt else "SKIP", note=str(pt)[:300] if pt else "not run")
+    nc = load(d, "nvml_costs.json")
+    if nc:
+        c.add("NVML init + shutdown", "INFO", note="nvidia-ml-py, 10 cycles", **nc.get("init_shutdown_us", {}))
+        for name, x in nc.get("calls", {}).items():
+            c.add(f"NVML {name}", "INFO", note=x.get("error") or f"{x.get('calls')} calls",
+                  median_us=x.get("median_us"), min_us=x.get("min_us"), max_us=x.get("max_us"))
     t = load(d, "timing.json")
     if not t:
         c.add("whole-process timings", "SKIP", note="not run")
@@ -402,6 +408,59 @@ def timing(d):
     for k, v in t["ratios"].items():
         c.add(f"ratio {k}", "INFO", note="medians, same run", ratio=v)
     return c
+
+
+def health(c, d):
+    """hmn's memory health (issue 24) against nvidia-smi's counters: equal, N/A = unknown."""
+    h = load(d, "hmn-health.json") or {}
+    rows = [[x.strip() for x in ln.split(",")] for ln in text(d, "smi-health.csv").splitlines()
+            if ln.strip() and ln[0].isdigit()]
+    if not h or not rows:
+        c.add("memory health", "SKIP", note="no hmn --json or nvidia-smi health query")
+        return
+    names = ["ecc_current", "ecc_pending", "cv", "uv", "ca", "ua", "rc", "ru", "rp", "rf", "sbe", "dbe", "pp"]
+
+    def smi_val(v):
+        if v in ("[N/A]", "N/A", "[Not Supported]", ""):
+            return None
+        if v in ("Enabled", "Yes"):
+            return True
+        if v in ("Disabled", "No"):
+            return False
+        try:
+            return int(v)
+        except ValueError:
+            return v
+    for r in rows:
+        i = int(r[0])
+        s = dict(zip(names, map(smi_val, r[1:])))
+        dev = next((x for x in h.get("devices", []) if x.get("index") == i), {})
+        mh = dev.get("health")
+        if mh is None:
+            c.add(f"GPU {i} health", "FAIL", note="hmn --json has no health object", smi=s)
+            continue
+        ecc = mh.get("ecc") or {}
+        errs = mh.get("ecc_errors") or {}
+        rr = mh.get("remapped_rows") or {}
+        rp = mh.get("retired_pages") or {}
+        pairs = [("ECC mode current", ecc.get("current"), s["ecc_current"]),
+                 ("ECC mode pending", ecc.get("pending"), s["ecc_pending"]),
+                 ("ECC corrected volatile", errs.get("corrected_volatile"), s["cv"]),
+                 ("ECC uncorrected volatile", errs.get("uncorrected_volatile"), s["uv"]),
+                 ("ECC corrected aggregate", errs.get("corrected_aggregate"), s["ca"]),
+                 ("ECC uncorrected aggregate", errs.get("uncorrected_aggregate"), s["ua"]),
+                 ("remapped rows correctable", rr.get("correctable"), s["rc"]),
+                 ("remapped rows uncorrectable", rr.get("uncorrectable"), s["ru"]),
+                 ("remapped rows pending", rr.get("pending"), s["rp"]),
+                 ("remapped rows failure", rr.get("failure"), s["rf"]),
+                 ("retired pages single bit", rp.get("single_bit"), s["sbe"]),
+                 ("retired pages double bit", rp.get("double_bit"), s["dbe"])]
+        for label, a, b in pairs:
+            if b is None and a is None:
+                c.add(f"GPU {i} {label}", "PASS", "both unknown (N/A)", hmn=a, smi=b)
+            else:
+                c.add(f"GPU {i} {label}", "PASS" if a == b else "FAIL",
+                      "hmn --json health = nvidia-smi --query-gpu (unknown is null, never 0)", hmn=a, smi=b)
 
 
 def extras(d):
@@ -422,6 +481,7 @@ def extras(d):
     new = load(d, "new-fields.json") or {}
     for k, v in new.items():
         c.add(f"hmn --json new field {k}", "INFO", note=json.dumps(v)[:400])
+    health(c, d)
     m = text(d, "metrics.txt")
     fams = sorted({ln.split()[2] for ln in m.splitlines() if ln.startswith("# TYPE")})
     if m:

@@ -59,18 +59,28 @@ def build(out, layers):
 
 def cache_bytes(cache, torch, seen=None):
     """Bytes of the KV cache's tensors: a DynamicCache (transformers 5: `.layers[i].keys`,
-    `.values`; 4.x: `.key_cache`, `.value_cache`) or the legacy tuples; None if unknown."""
+    `.values`; 4.x: `.key_cache`, `.value_cache`) or the legacy tuples; None if unknown.
+
+    Only tensors are de-duplicated (by storage pointer, so a view is not counted twice). The
+    device run of 2026-11-26 counted one layer of sixteen: the old code kept `id()`s of the
+    short-lived lists built per layer, and CPython gave the next layer's list the same id.
+    """
     seen = set() if seen is None else seen
-    if cache is None or id(cache) in seen:
+    if cache is None:
         return 0
-    seen.add(id(cache))
     if isinstance(cache, torch.Tensor):
+        key = (cache.data_ptr(), cache.nbytes) if hasattr(cache, "data_ptr") else id(cache)
+        if key in seen:
+            return 0
+        seen.add(key)
         return cache.nbytes
     if isinstance(cache, (list, tuple)):
-        return sum(cache_bytes(x, torch, seen) for x in cache)
+        parts = [cache_bytes(x, torch, seen) for x in cache]
+        return None if any(p is None for p in parts) else sum(parts)
     if hasattr(cache, "layers"):
-        return sum(cache_bytes([getattr(layer, "keys", None), getattr(layer, "values", None)], torch, seen)
-                   for layer in cache.layers)
+        parts = [cache_bytes([getattr(layer, "keys", None), getattr(layer, "values", None)], torch, seen)
+                 for layer in cache.layers]
+        return None if any(p is None for p in parts) else sum(parts)
     if hasattr(cache, "key_cache"):
         return cache_bytes([cache.key_cache, cache.value_cache], torch, seen)
     return None

@@ -160,6 +160,14 @@ s5_timing() {
     timeout 40 "$PROBE_TIMING" 2000 50 15 > "$STEP_DIR/probe_timing.json" 2> "$STEP_DIR/probe_timing.err"
     echo "probe_timing exit $?: $(head -c 400 "$STEP_DIR/probe_timing.json")"
   fi
+  timeout 30 python3 "$HERE/nvml_costs.py" "$STEP_DIR/nvml_costs.json" 200
+  # Where a whole `hmn --json` goes against nvidia-smi's: driver ioctls and opens (strace, if
+  # the machine has it).
+  if command -v strace >/dev/null; then
+    for c in "$HMN --json" "$HMN ps --json" "nvidia-smi --query-gpu=index,memory.used --format=csv"; do
+      echo "== $c"; timeout 20 strace -f -c -e trace=ioctl,openat,read,clock_nanosleep,futex $c 2>&1 >/dev/null | tail -n 12
+    done > "$STEP_DIR/strace.txt" 2>&1
+  else echo "no strace on this machine" > "$STEP_DIR/strace.txt"; fi
   python3 "$HERE/timing.py" "$STEP_DIR/timing.json" "$TIMING_RUNS" 35 "$HMN"
 }
 
@@ -167,6 +175,10 @@ s4_extras() {
   local st=() port S
   timeout 20 "$HMN" doctor --json > "$STEP_DIR/doctor.json" 2> "$STEP_DIR/doctor.err"; st+=("doctor.json=$?")
   timeout 30 python3 "$HERE/new_fields.py" "$HMN" "$STEP_DIR/new-fields.json"
+  # Memory health (issue 24): hmn's device JSON against nvidia-smi's own counters.
+  timeout 20 "$HMN" --json > "$STEP_DIR/hmn-health.json" 2> "$STEP_DIR/hmn-health.err"
+  timeout 20 nvidia-smi --query-gpu=index,ecc.mode.current,ecc.mode.pending,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.aggregate.total,ecc.errors.uncorrected.aggregate.total,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure,retired_pages.single_bit_ecc.count,retired_pages.double_bit.count,retired_pages.pending \
+    --format=csv,noheader,nounits > "$STEP_DIR/smi-health.csv" 2>&1
   "$HMN" help > "$STEP_DIR/help.txt" 2>&1
   if grep -qE '^  pick ' "$STEP_DIR/help.txt"; then
     timeout 20 "$HMN" pick --need 1GiB --json > "$STEP_DIR/pick.json" 2> "$STEP_DIR/pick.err"; st+=("pick.json=$?")

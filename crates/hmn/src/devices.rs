@@ -50,6 +50,9 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
             for m in dev.mig.iter().flat_map(|m| &m.instances) {
                 writeln!(out, "{}", mig_line(m))?;
             }
+            for line in health_lines(dev) {
+                writeln!(out, "{line}")?;
+            }
         }
         writeln!(out, "{}", host_line(&host))?;
         output::warnings(&list.warnings)?;
@@ -63,8 +66,8 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
     // were counted but none of which could be read; no GPU at all (no library, driver not
     // loaded, none found) stays 0.
     let complete = list.completeness();
-    for (backend, reason) in &complete.failed_backends {
-        output::note(&format!("failed to count devices: {backend}: {reason}"))?;
+    for failed in &complete.failed_backends {
+        output::note(&format!("failed to count devices: {failed}"))?;
     }
     if complete.nothing_read && !list.devices.is_empty() {
         output::note(&format!(
@@ -76,6 +79,25 @@ pub fn run(probe: &Probe, g: &GlobalArgs, out: &mut dyn Write) -> anyhow::Result
         output::note(&output::no_gpu_line(&list.absent_reasons()))?;
     }
     Ok(ExitCode::from(if complete.is_failure() { 2 } else { 0 }))
+}
+
+/// The device's memory-health findings, one indented line each (`  memory health: fail: 2
+/// uncorrectable ECC errors since the driver loaded; drain the GPU; …`); none when clean or
+/// not read.
+pub fn health_lines(dev: &Device) -> Vec<String> {
+    dev.health.as_ref().map_or_else(Vec::new, |h| {
+        h.findings()
+            .iter()
+            .map(|f| {
+                format!(
+                    "  memory health: {}: {}; {}",
+                    f.severity,
+                    sanitize(&f.what),
+                    f.remedy
+                )
+            })
+            .collect()
+    })
 }
 
 /// `GPU 0 [name]: free X / Y, Z reserved, driver V`.

@@ -31,10 +31,43 @@ pub fn opt_bytes(n: Option<u64>) -> String {
     n.map_or_else(|| "?".to_string(), bytes)
 }
 
-/// Makes text safe for a terminal: control characters (including escape sequences a hostile
-/// process name could carry) are shown as `\x..` / `\u{..}` escapes.
+/// A duration as people read it, exactly as given: `50 ms`, `1 s`, `1.25 s`, `90 s` (never
+/// rounded to a figure the command does not use, such as `0.1 s` for 50 ms).
+pub fn duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        let ms = d.as_secs_f64() * 1000.0;
+        let text = format!("{ms:.3}");
+        format!("{} ms", text.trim_end_matches('0').trim_end_matches('.'))
+    } else {
+        let text = format!("{:.3}", d.as_secs_f64());
+        format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
+/// Makes text safe for a terminal: control characters (C0, DEL, C1 — so no escape sequence a
+/// hostile process name, file or driver could carry survives) are shown as `\x..` / `\u{..}`
+/// escapes. The one rule for everything hmn prints that came from outside: the library's
+/// ([`hypomnesis::ProcessName::escape_str`], the rule its names are displayed by).
 pub fn sanitize(text: &str) -> String {
     hypomnesis::ProcessName::escape_str(text)
+}
+
+/// [`sanitize`] for text of several lines: line feeds and tabs are kept, every other control
+/// character escaped. Borrowed when there is nothing to escape.
+pub fn sanitize_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    let layout = |c: char| c == '\n' || c == '\t';
+    if !text.chars().any(|c| c.is_control() && !layout(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(at) = rest.find(layout) {
+        out.push_str(&sanitize(&rest[..at]));
+        out.push_str(&rest[at..=at]);
+        rest = &rest[at + 1..];
+    }
+    out.push_str(&sanitize(rest));
+    std::borrow::Cow::Owned(out)
 }
 
 /// Column alignment.
@@ -139,8 +172,33 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_said_as_given() {
+        let d = std::time::Duration::from_millis;
+        assert_eq!(duration(d(50)), "50 ms");
+        assert_eq!(duration(d(1)), "1 ms");
+        assert_eq!(duration(std::time::Duration::from_micros(1500)), "1.5 ms");
+        assert_eq!(duration(d(1000)), "1 s");
+        assert_eq!(duration(d(1250)), "1.25 s");
+        assert_eq!(duration(d(90_000)), "90 s");
+    }
+
+    #[test]
+    fn several_lines_keep_their_layout_only() {
+        assert_eq!(sanitize_lines("a\tb\nc\n"), "a\tb\nc\n");
+        assert!(matches!(
+            sanitize_lines("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            sanitize_lines("t\x1b]2;x\x07\n\u{9b}1m\r\x7f\n"),
+            "t\\x1b]2;x\\x07\n\\x9b1m\\x0d\\x7f\n"
+        );
+    }
+
+    #[test]
     fn control_characters_are_escaped() {
         assert_eq!(sanitize("a\x1b[2Jb"), "a\\x1b[2Jb");
+        assert_eq!(sanitize("c1\u{9b}31m del\x7f"), "c1\\x9b31m del\\x7f");
         assert_eq!(sanitize("tab\there"), "tab\\x09here");
         assert_eq!(sanitize("名前"), "名前");
     }

@@ -2,7 +2,8 @@
 //!
 //! `main` only dispatches: it parses ([`args`]; usage errors exit 2), builds the probe options
 //! once, calls one function per subcommand and maps the result to an exit code. An error is
-//! one line on stderr (`hmn: …`, see [`output`]) and exit 2; a closed stdout (`hmn ps | head`)
+//! one line on stderr (`hmn: …`, see [`output`]; like everything hmn prints, control characters
+//! escaped) and exit 2; a closed stdout (`hmn ps | head`)
 //! ends the program quietly with exit 0.
 //!
 //! | Module | Owns |
@@ -13,9 +14,10 @@
 //! | [`infile`] | the files hmn opens itself for reading, never blocking on a FIFO |
 //! | [`mod@format`] | sizes, terminal-safe text, CSV fields, the text table |
 //! | [`select`] | `--device` values resolved (the library's selectors), `--cuda-order` |
+//! | [`pick`] | `hmn pick`, and the pick `hmn run --gpu` makes: the library's pick, the lock directory, the output |
 //! | [`devices`] | `hmn`: one line per device and host RAM |
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
-//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts) |
+//! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts; [`watch_growth`]: its growth trends) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
 //! | [`signals`] | the stop flag of `watch`, `record` and `top` (Ctrl+C, SIGTERM, SIGHUP) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
@@ -29,6 +31,7 @@ mod generate;
 mod infile;
 mod outfile;
 mod output;
+mod pick;
 mod ps;
 mod run;
 mod select;
@@ -39,6 +42,7 @@ mod spill;
 mod top;
 mod watch;
 mod watch_gpu;
+mod watch_growth;
 mod who;
 
 use std::io::{self, Write};
@@ -68,7 +72,8 @@ fn main() -> ExitCode {
         }
     };
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    // Everything on stdout passes the terminal-safe writer (`output::Terminal`).
+    let mut out = io::BufWriter::new(output::Terminal::new(stdout.lock()));
     let result = dispatch(cli, &mut out).and_then(|code| {
         out.flush()?;
         Ok(code)
@@ -100,9 +105,10 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let opts = cli.global.probe_options()?;
     match cli.command {
-        None => devices::run(&Probe::with_options(opts), &cli.global, out),
+        None => devices::run(&Probe::with_options(opts.health(true)), &cli.global, out),
         Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Fits(args)) => fits::run(&Probe::with_options(opts), &cli.global, &args, out),
+        Some(Command::Pick(args)) => pick::run(&Probe::with_options(opts), &cli.global, &args, out),
         Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
         Some(Command::Spill(args)) => spill::run(opts, &cli.global, &args, out),
         Some(Command::Watch(args)) => {

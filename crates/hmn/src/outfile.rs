@@ -100,7 +100,7 @@ fn regular_or_absent(path: &Path) -> io::Result<bool> {
             Err(refused(if md.file_type().is_symlink() {
                 format!("is {kind}; hmn does not write through links (name its target)")
             } else {
-                format!("is {kind}; hmn only replaces regular files (- writes to stdout)")
+                format!("is {kind}; hmn only replaces regular files")
             }))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -180,35 +180,75 @@ impl AtomicFile {
     /// file is removed and the target left as it was.
     pub fn commit(self) -> io::Result<()> {
         let AtomicFile { file, tmp, target } = self;
-        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.sync_all()?;
-        drop(file);
-        if regular_or_absent(&target)? {
-            std::fs::rename(&tmp, &target)?;
-        } else {
-            // Absent: a name created meanwhile (by anyone) is not replaced.
-            #[cfg(not(target_os = "linux"))]
-            {
-                std::fs::hard_link(&tmp, &target)?;
-                let _ = std::fs::remove_file(&tmp);
-            }
-            #[cfg(target_os = "linux")]
-            nix::fcntl::renameat2(
-                nix::fcntl::AT_FDCWD,
-                &*tmp,
-                nix::fcntl::AT_FDCWD,
-                &target,
-                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-            )
-            .map_err(io::Error::from)?;
-        }
+        finish(file, &tmp, &target, true)?;
         // Renamed: nothing to remove any more.
         let _ = tmp.keep();
-        if let Ok(d) = File::open(parent_of(&target)) {
-            let _ = d.sync_all();
-        }
         Ok(())
     }
+
+    /// As [`AtomicFile::commit`], but with `replace` false an existing target is never replaced
+    /// (the rename fails with "exists"), and on any failure the new file is kept where it is,
+    /// its path returned with the error (`hmn record`: a night's samples are never deleted).
+    ///
+    /// # Errors
+    /// As [`AtomicFile::commit`], with the kept file's path (`None` if even that failed).
+    pub fn commit_or_keep(self, replace: bool) -> Result<(), (io::Error, Option<PathBuf>)> {
+        let AtomicFile { file, tmp, target } = self;
+        match finish(file, &tmp, &target, replace) {
+            Ok(()) => {
+                let _ = tmp.keep();
+                Ok(())
+            }
+            Err(e) => Err((e, tmp.keep().ok())),
+        }
+    }
+
+    /// Cuts the new file to its first `len` bytes, dropping what is buffered beyond them (after
+    /// a failed write: keeps the complete records written before it). Truncating frees space,
+    /// so it works on a full disk.
+    ///
+    /// # Errors
+    /// When the file cannot be truncated or sought.
+    pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        // A fresh buffer over the same open file; the old one is taken apart without the flush
+        // its drop would do, so what it still holds is dropped.
+        let fresh = BufWriter::new(self.file.get_ref().try_clone()?);
+        let (mut f, _dropped) = std::mem::replace(&mut self.file, fresh).into_parts();
+        f.set_len(len)?;
+        std::io::Seek::seek(&mut f, io::SeekFrom::Start(len))?;
+        Ok(())
+    }
+}
+
+/// Flushes, `fsync`s and renames `tmp` over `target` (over a regular file only when
+/// `replace`), then `fsync`s the directory.
+fn finish(file: BufWriter<File>, tmp: &Path, target: &Path, replace: bool) -> io::Result<()> {
+    let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    drop(file);
+    if regular_or_absent(target)? && replace {
+        std::fs::rename(tmp, target)?;
+    } else {
+        // Absent (or not to be replaced): a name created meanwhile (by anyone) is not replaced.
+        #[cfg(not(target_os = "linux"))]
+        {
+            std::fs::hard_link(tmp, target)?;
+            let _ = std::fs::remove_file(tmp);
+        }
+        #[cfg(target_os = "linux")]
+        nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            tmp,
+            nix::fcntl::AT_FDCWD,
+            target,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )
+        .map_err(io::Error::from)?;
+    }
+    if let Ok(d) = File::open(parent_of(target)) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 impl Write for AtomicFile {
@@ -257,7 +297,16 @@ impl Sink {
             Dest::Stdout => Ok(Sink::Stdout(File::from(
                 io::stdout().as_handle().try_clone_to_owned()?,
             ))),
-            Dest::File(p) => AtomicFile::create(p).map(Sink::File),
+            // Where `-` is accepted, a refusal says so (`serve --textfile` takes no `-`).
+            Dest::File(p) => AtomicFile::create(p).map(Sink::File).map_err(|e| {
+                if e.kind() == io::ErrorKind::InvalidInput
+                    && e.to_string().contains("regular files")
+                {
+                    refused(format!("{e} (- writes to stdout)"))
+                } else {
+                    e
+                }
+            }),
         }
     }
 

@@ -1,19 +1,133 @@
 //! Everything `hmn` writes besides a subcommand's own table: one JSON document per line on
-//! stdout, the `hmn: …` notes, warnings and error on stderr (made terminal-safe), and the
-//! "no GPU found (…)" line. Files are written by [`crate::outfile`].
+//! stdout, the `hmn: …` notes, warnings and error on stderr, and the "no GPU found (…)" line.
+//! Files are written by [`crate::outfile`].
+//!
+//! Nothing from outside reaches the terminal raw. The rule is [`crate::format::sanitize`]
+//! (control characters — C0, DEL, C1, so every escape sequence — shown as `\x..`); it is
+//! applied here, on the way out, to every stderr line (the error and its whole chain, notes,
+//! warnings, reports) and to all of stdout through [`Terminal`], which `main` puts under the
+//! subcommands' writer; JSON escapes DEL and C1 itself ([`json_vec`]), staying valid JSON.
 
 use std::io::{self, Write};
 
 use anyhow::Context as _;
 use hypomnesis::Warning;
 
-use crate::format::sanitize;
+use crate::format::{sanitize, sanitize_lines};
+
+/// A serde_json formatter that also escapes DEL and the C1 controls (`\u007f`, `\u009b`):
+/// serde_json escapes only C0, and a UTF-8 terminal acts on C1 (U+009B is CSI).
+struct SafeJson;
+
+impl serde_json::ser::Formatter for SafeJson {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if c.is_control() {
+                writer.write_all(&fragment.as_bytes()[start..i])?;
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
+/// `value` as one JSON document (no newline), every control character escaped: what every
+/// JSON line hmn writes is made of (stdout, `record`, `--timeline`).
+///
+/// # Errors
+/// When `value` cannot be serialised.
+pub fn json_vec(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, SafeJson);
+    value.serialize(&mut ser)?;
+    Ok(out)
+}
 
 /// Serialises `value` as one line of JSON on `out`.
 pub fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
-    serde_json::to_writer(&mut *out, value)?;
-    writeln!(out)?;
+    let mut line = json_vec(value)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
     Ok(())
+}
+
+/// Standard output made safe for a terminal: whatever is written through it reaches `inner`
+/// with every control character but line feed and tab escaped ([`sanitize_lines`]; bytes that
+/// are not UTF-8 as `\xNN`). A character split between two writes is held until it is whole.
+/// Text that was sanitised already, and JSON from [`json_vec`], pass unchanged.
+#[derive(Debug)]
+pub struct Terminal<W: Write> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Terminal<W> {
+    pub fn new(inner: W) -> Terminal<W> {
+        Terminal {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Passes on every whole character of `pending`, escaped; keeps an incomplete last one
+    /// unless `all`.
+    fn pass(&mut self, all: bool) -> io::Result<()> {
+        let mut out = Vec::with_capacity(self.pending.len());
+        let mut done = 0;
+        while done < self.pending.len() {
+            match std::str::from_utf8(&self.pending[done..]) {
+                Ok(text) => {
+                    out.extend_from_slice(sanitize_lines(text).as_bytes());
+                    done = self.pending.len();
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    let text =
+                        std::str::from_utf8(&self.pending[done..done + valid]).unwrap_or_default();
+                    out.extend_from_slice(sanitize_lines(text).as_bytes());
+                    done += valid;
+                    let bad = match e.error_len() {
+                        Some(n) => n,
+                        None if all => self.pending.len() - done,
+                        None => break,
+                    };
+                    for b in &self.pending[done..done + bad] {
+                        out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                    }
+                    done += bad;
+                }
+            }
+        }
+        self.pending.drain(..done);
+        self.inner.write_all(&out)
+    }
+}
+
+impl<W: Write> Write for Terminal<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        self.pass(false)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Terminal<W> {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.pass(true);
+            let _ = self.inner.flush();
+        }
+    }
 }
 
 /// Writes one `hmn: …` line to stderr.
@@ -31,16 +145,19 @@ pub fn warnings(warnings: &[Warning]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a report (already formatted, one or more lines) to stderr as it is.
+/// Writes a report (already formatted, one or more lines) to stderr, each line made safe.
 pub fn report(text: &str) -> anyhow::Result<()> {
-    io::stderr().lock().write_all(text.as_bytes())?;
+    io::stderr()
+        .lock()
+        .write_all(sanitize_lines(text).as_bytes())?;
     Ok(())
 }
 
-/// Writes the one line that reports an error (`hmn: …`, the whole chain, [`chain`]); a
-/// failure to write it has nowhere to be reported.
+/// Writes the one line that reports an error (`hmn: …`, the whole chain, [`chain`], made safe
+/// for the terminal: paths, parser messages and anything else an error quotes); a failure to
+/// write it has nowhere to be reported.
 pub fn error(e: &anyhow::Error) {
-    let _ = writeln!(io::stderr().lock(), "hmn: {}", chain(e));
+    let _ = writeln!(io::stderr().lock(), "hmn: {}", sanitize(&chain(e)));
 }
 
 /// An error and its causes as one line, `outer: cause: …` as anyhow's `{:#}` joins them, each
@@ -99,8 +216,8 @@ pub fn usage_error(rendered: &str, subcommand: &str) -> String {
 }
 
 /// `no GPU found (NVML: reason; nvidia-smi: reason)`.
-pub fn no_gpu_line(absent: &[(String, String)]) -> String {
-    let reasons: Vec<String> = absent.iter().map(|(b, r)| format!("{b}: {r}")).collect();
+pub fn no_gpu_line(absent: &[hypomnesis::BackendProblem]) -> String {
+    let reasons: Vec<String> = absent.iter().map(ToString::to_string).collect();
     if reasons.is_empty() {
         "no GPU found".to_string()
     } else {
@@ -143,9 +260,18 @@ mod tests {
     #[test]
     fn no_gpu_line_lists_each_backends_reason() {
         assert_eq!(no_gpu_line(&[]), "no GPU found");
+        use hypomnesis::{Backend, BackendCause, BackendProblem};
         let absent = [
-            ("NVML".to_string(), "library not found".to_string()),
-            ("nvidia-smi".to_string(), "not on PATH".to_string()),
+            BackendProblem::new(
+                Backend::Nvml,
+                BackendCause::LibraryMissing,
+                "library not found",
+            ),
+            BackendProblem::new(
+                Backend::NvidiaSmi,
+                BackendCause::LibraryMissing,
+                "not on PATH",
+            ),
         ];
         assert_eq!(
             no_gpu_line(&absent),
@@ -171,6 +297,42 @@ mod tests {
             usage_error(rendered, ""),
             "hmn: unrecognized subcommand 'frob\\x1b[2J' (see 'hmn --help')"
         );
+    }
+
+    #[test]
+    fn json_escapes_every_control_character_and_stays_json() {
+        let hostile = "a\x1b]2;t\x07\u{9b}31m\x7fz";
+        let mut out = Vec::new();
+        json_line(&mut out, &serde_json::json!({ "name": hostile })).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(!text.trim_end().chars().any(char::is_control), "{text:?}");
+        assert!(text.contains("\\u009b31m\\u007fz"), "{text}");
+        let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back["name"], hostile, "the same text once parsed");
+    }
+
+    #[test]
+    fn the_terminal_writer_escapes_what_slipped_through() {
+        let mut out = Vec::new();
+        {
+            let mut t = Terminal::new(&mut out);
+            t.write_all(b"ok\tcol\n\x1b]52;c;eA==\x07 ").unwrap();
+            // U+009B split between two writes, then a byte that is not UTF-8.
+            t.write_all(b"\xc2").unwrap();
+            t.write_all(b"\x9b2J \xff\n\xc3").unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ok\tcol\n\\x1b]52;c;eA==\\x07 \\x9b2J \\xff\n\\xc3"
+        );
+    }
+
+    #[test]
+    fn the_error_line_escapes_its_whole_chain() {
+        let e = anyhow::anyhow!("/tmp/a\x1b]2;x\x07b: no such file").context("record: \u{9b}1m");
+        let line = sanitize(&chain(&e));
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert_eq!(line, "record: \\x9b1m: /tmp/a\\x1b]2;x\\x07b: no such file");
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
-use hypomnesis::{Device, Error, Field, GpuProcess, Probe, ProcessList, VramSum, Warning};
+use hypomnesis::{
+    Device, Error, Field, GpuProcess, Probe, ProcessList, Unattributed, VramSum, Warning,
+};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, PsArgs, SortKey};
@@ -22,6 +24,8 @@ struct PsJson<'a> {
     hidden_processes: u32,
     failed_devices: &'a [u32],
     warnings: &'a [Warning],
+    /// Per device: used memory no listed process accounts for (additive).
+    unattributed: &'a [Unattributed],
 }
 
 pub fn run(
@@ -56,6 +60,12 @@ pub fn run(
         .filter(|p| keep(p, args, &selected))
         .collect();
     sort_rows(&mut rows, args.sort);
+    let unattributed: Vec<Unattributed> = list
+        .devices
+        .iter()
+        .filter(|d| wanted.is_empty() || wanted.contains(&d.index))
+        .map(|d| list.unattributed_on(d))
+        .collect();
 
     if g.json {
         let owned: Vec<GpuProcess> = rows.iter().map(|r| (*r).clone()).collect();
@@ -67,6 +77,7 @@ pub fn run(
                 hidden_processes: list.hidden_processes,
                 failed_devices: &list.failed_devices,
                 warnings: &list.warnings,
+                unattributed: &unattributed,
             },
         )?;
     } else if args.csv {
@@ -79,6 +90,9 @@ pub fn run(
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
     output::note(&totals_line(&rows, list.hidden_processes))?;
+    if let Some(line) = unattributed_line(&unattributed) {
+        output::note(&format!("ps: {line}"))?;
+    }
     if let Some(note) = who::namespace_note(&rows) {
         output::note(&format!("ps: {note}"))?;
     }
@@ -87,8 +101,8 @@ pub fn run(
     // whatever was listed from other backends; so does a listing where no device could be
     // queried.
     let complete = list.completeness((!wanted.is_empty()).then_some(wanted.as_slice()));
-    for (backend, reason) in &complete.failed_backends {
-        output::note(&format!("ps failed to count devices: {backend}: {reason}"))?;
+    for failed in &complete.failed_backends {
+        output::note(&format!("ps failed to count devices: {failed}"))?;
     }
     if complete.nothing_read {
         output::note("ps: no device could be queried, so nothing could be listed")?;
@@ -352,6 +366,41 @@ fn totals_line(rows: &[&GpuProcess], hidden: u32) -> String {
     line
 }
 
+/// One device's unattributed figure: `GPU 0 1.2 GiB`, `GPU 0 at most 1.2 GiB`, `GPU 0
+/// unknown (why)`, with the causes the listing shows.
+pub fn unattributed_cell(u: &Unattributed) -> String {
+    let figure = match (u.bytes, u.bound) {
+        (Some(b), Some(hypomnesis::types::Bound::AtMost)) => format!("at most {}", bytes(b)),
+        (Some(b), _) => bytes(b),
+        (None, _) => format!(
+            "unknown ({})",
+            crate::format::sanitize(u.reason.as_deref().unwrap_or("no reason given"))
+        ),
+    };
+    let causes: Vec<String> = u.causes.iter().map(|c| c.describe()).collect();
+    if causes.is_empty() || u.bytes == Some(0) {
+        format!("GPU {} {figure}", u.device_index)
+    } else {
+        format!("GPU {} {figure} ({})", u.device_index, causes.join(", "))
+    }
+}
+
+/// The line naming memory no listed process accounts for, on the devices where it is known and
+/// not zero (JSON carries every device, an unknown figure with its reason).
+fn unattributed_line(all: &[Unattributed]) -> Option<String> {
+    let shown: Vec<String> = all
+        .iter()
+        .filter(|u| u.bytes.is_some_and(|b| b > 0))
+        .map(unattributed_cell)
+        .collect();
+    (!shown.is_empty()).then(|| {
+        format!(
+            "unattributed (device used less the processes listed): {}",
+            shown.join("; ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,9 +444,7 @@ mod tests {
         let mut broken = ProcessList::default();
         broken.backends.push(hypomnesis::BackendStatus::new(
             hypomnesis::Backend::Nvml,
-            hypomnesis::BackendState::Failed {
-                reason: "mismatch".into(),
-            },
+            hypomnesis::BackendState::failed(hypomnesis::BackendCause::VersionMismatch, "mismatch"),
         ));
         let broken = broken.completeness(None);
         for (exit_status, empty, c, code) in [
@@ -506,7 +553,11 @@ mod tests {
         );
         assert_eq!(
             e(Error::NoGpu {
-                reasons: vec![("NVML".into(), "library not found".into())]
+                reasons: vec![hypomnesis::BackendProblem::new(
+                    hypomnesis::Backend::Nvml,
+                    hypomnesis::BackendCause::LibraryMissing,
+                    "library not found"
+                )]
             }),
             "ps: no GPU found (NVML: library not found)"
         );

@@ -67,7 +67,7 @@ pub fn resolve(
     cmd: &str,
     g: &GlobalArgs,
     devices: &[Device],
-    absent: impl FnOnce() -> Vec<(String, String)>,
+    absent: impl FnOnce() -> Vec<hypomnesis::BackendProblem>,
     sels: &[DeviceSelector],
 ) -> anyhow::Result<Vec<Selected>> {
     if sels.is_empty() {

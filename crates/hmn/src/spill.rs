@@ -228,6 +228,7 @@ pub fn run(
             argv0: program,
             args: rest,
             cgroup_procs: None,
+            env: &[],
         };
         job::Job::spawn(&launch).map_err(|e| exec::SpawnError::from_io(program, &e))
     }) {

@@ -6,7 +6,10 @@
 //! Without PIDs the processes are auto-selected: the `--top` N rows by GPU memory (ties by
 //! name, then pid), narrowed by `--device`, `--min` and `--filter`, once or — with
 //! `--follow-new` — every interval, each change of the followed set one line on stderr.
-//! Exit status, as upstream: 0 when no spill was observed, 1 when one was, 2 on an error.
+//! A process whose RAM or VRAM grows steadily (`watch_growth`) is said on stderr when the flag
+//! is raised and cleared, and carried in each JSON sample's `growth`.
+//! Exit status, as upstream: 0 when no spill was observed, 1 when one was, 2 on an error; 3
+//! when `--exit-on-growth RATE` ended the watch.
 
 use std::cmp::Reverse;
 use std::fmt::Write as _;
@@ -187,8 +190,8 @@ pub fn run(
     check_conflicts(args)?;
     let devices = probe.devices();
     // A backend that is here but broken hides processes: a hard error, as upstream.
-    if let Some((backend, reason)) = devices.failed_reasons().first() {
-        bail!("watch failed to count devices: {backend}: {reason}");
+    if let Some(failed) = devices.failed_reasons().first() {
+        bail!("watch failed to count devices: {failed}");
     }
     let on = match &args.device {
         Some(sel) => Some(crate::watch_gpu::device(g, &devices, sel)?),
@@ -229,6 +232,8 @@ pub fn run(
     let deadline = args.duration.map(|d| started + d);
     let mut header = !g.json;
     let mut first = true;
+    let mut trends = crate::watch_growth::Trends::new(args);
+    let mut grown = None;
     loop {
         let t = started.elapsed().as_secs_f64();
         if args.follow_new && !first {
@@ -261,7 +266,11 @@ pub fn run(
             headers.push(("WORKLOAD", Align::Left));
         }
         let mut table = Table::new(&headers);
+        let mut said = Vec::new();
         for p in &s.processes {
+            let (growth, lines) = trends.observe(s.t_ms as f64 / 1000.0, p);
+            said.extend(lines);
+            grown = grown.or_else(|| trends.exceeded(p.pid, &growth));
             let workload = followed
                 .iter()
                 .find(|f| f.id.pid == p.pid)
@@ -283,7 +292,7 @@ pub fn run(
                 "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
                 "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
                 "spilling": spilling, "utilization_by_device": p.utilization,
-                "workload": workload});
+                "workload": workload, "growth": growth});
                 if let (Some(hex), Some(o)) = (p.name.bytes_hex(), line.as_object_mut()) {
                     o.insert("name_bytes_hex".to_string(), hex.into());
                 }
@@ -318,8 +327,15 @@ pub fn run(
             }
         }
         out.flush()?;
+        for line in said {
+            output::report(&format!(
+                "hmn watch: +{:.1}s {}\n",
+                s.t_ms as f64 / 1000.0,
+                sanitize(&line)
+            ))?;
+        }
         // A fixed set ends when every process has; a followed one waits for work.
-        let gone = s.processes.is_empty() && !args.follow_new;
+        let gone = s.processes.is_empty() && !args.follow_new || grown.is_some();
         let now = Instant::now();
         let over = deadline.is_some_and(|d| now >= d);
         let pause = deadline.map_or(args.interval, |d| args.interval.min(d - now));
@@ -338,6 +354,10 @@ pub fn run(
         g,
         out,
     )?;
+    if let Some(why) = grown {
+        output::note(&format!("watch: --exit-on-growth: {}", sanitize(&why)))?;
+        return Ok(ExitCode::from(3));
+    }
     Ok(ExitCode::from(u8::from(spill.spilled())))
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
 
-const IDS: [&str; 11] = [
+const IDS: [&str; 13] = [
     "nvml",
     "nvidia-smi",
     "accounting",
@@ -21,6 +21,8 @@ const IDS: [&str; 11] = [
     "suspended",
     "cgroup",
     "container",
+    "memory-health",
+    "unattributed",
 ];
 
 fn ids(v: &Value) -> Vec<&str> {

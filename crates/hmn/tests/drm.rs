@@ -132,7 +132,11 @@ fn text_views() {
         "{out}"
     );
     let err = String::from_utf8(o.stderr).unwrap();
-    assert_eq!(err, "hmn: 4 GPU processes found (6.4 GiB total)\n");
+    assert_eq!(
+        err,
+        "hmn: 4 GPU processes found (6.4 GiB total)\nhmn: ps: unattributed (device used less \
+         the processes listed): GPU 1 294.7 MiB (the driver's own allocations)\n"
+    );
 }
 
 /// A discrete xe card on a mainline kernel (no VRAM size in sysfs) and on a non-mainline one

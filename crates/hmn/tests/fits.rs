@@ -26,7 +26,7 @@ impl Bed {
 }
 
 /// A one-tensor safetensors file whose data is a hole (sparse): real headers, no disk use.
-fn sparse_safetensors(path: &Path, dtype: &str, shape: &[u64], bytes: u64) {
+pub(crate) fn sparse_safetensors(path: &Path, dtype: &str, shape: &[u64], bytes: u64) {
     let mut header = format!(
         r#"{{"weight":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[0,{bytes}]}}}}"#
     );
@@ -40,7 +40,7 @@ fn sparse_safetensors(path: &Path, dtype: &str, shape: &[u64], bytes: u64) {
 }
 
 /// Llama-3.1-8B's weights (one BF16 tensor of the real size) and its real config.json.
-fn llama_8b(dir: &Path) -> PathBuf {
+pub(crate) fn llama_8b(dir: &Path) -> PathBuf {
     let model = dir.join("llama");
     std::fs::create_dir_all(&model).unwrap();
     sparse_safetensors(

@@ -401,6 +401,65 @@ fn vram_of_the_command_through_nvml() {
     assert!(!err.contains("driver accounting"), "{err}");
 }
 
+/// `hmn run --json --timeline T -- CMD` where CMD ends once the timeline holds `n` samples (it
+/// watches hmn's temporary timeline file): at least `n` samples of the command, however slow the
+/// machine, with no timing assumption.
+fn until_sampled(bed: &Bed, n: usize) -> std::process::Output {
+    let timeline = bed.path("t.jsonl");
+    let wait = format!(
+        "until [ \"$(cat \"$0\"/.t.jsonl.*.hmn-tmp 2>/dev/null | wc -l)\" -ge {n} ]; do sleep 0.01; done"
+    );
+    let dir = bed.dir.path().to_str().unwrap().to_string();
+    bed.run(&[
+        "run",
+        "--json",
+        "--interval",
+        "20ms",
+        "--timeline",
+        timeline.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &wait,
+        &dir,
+    ])
+}
+
+#[test]
+fn no_accounting_record_of_the_command_is_unknown_not_zero() {
+    // Accounting on, but the only record is an earlier process's (its context started long
+    // before the command): nothing matches.
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).accounting())
+        .process(
+            FakeProcess::compute_child_of_caller(0, 1 << 30)
+                .accounting_max(Used::Bytes(5 << 30))
+                .accounting_start_us(1_000_000),
+        );
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let o = until_sampled(&bed, 2);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert_eq!(d["vram_accounting"], "enabled");
+    assert!(
+        d["largest_process_peak_vram_bytes"].is_null(),
+        "unknown, not 0: {d}"
+    );
+    let why = d["vram_accounting_detail"].as_str().unwrap();
+    assert!(why.contains("no record"), "{why}");
+    assert_eq!(
+        d["peak_vram_bytes"].as_u64(),
+        Some(1 << 30),
+        "the sampled sum"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("GPU 0: largest single process unknown: accounting is on, but"),
+        "{err}"
+    );
+}
+
 #[test]
 fn vram_spike_between_samples_from_driver_accounting() {
     let fake = FakeNvml::new()
@@ -412,7 +471,7 @@ fn vram_spike_between_samples_from_driver_accounting() {
         )
         .device(FakeDevice::h100(1).error("nvmlDeviceGetAccountingMode", 4));
     let bed = Bed::with_nvml(&fake).real_proc();
-    let o = bed.run(&["run", "--json", "--interval", "50ms", "--", "sleep", "0.4"]);
+    let o = until_sampled(&bed, 3);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = json(&o);
     let d = &v["devices"][0];

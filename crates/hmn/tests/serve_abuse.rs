@@ -319,5 +319,62 @@ fn a_textfile_target_that_is_not_a_regular_file_is_refused() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is a FIFO"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is a FIFO"), "{err}");
+    assert!(!err.contains("- writes"), "--textfile takes no `-`: {err}");
+}
+
+#[test]
+fn the_textfile_goes_stale_while_the_driver_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tf = dir.path().to_str().unwrap().to_string();
+    let s = start(&["--textfile", &tf], &[]);
+    let file = dir.path().join("hmn.prom");
+    let successes = |text: &str| -> Vec<f64> {
+        text.lines()
+            .filter(|l| l.starts_with("hmn_collector_success{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect()
+    };
+    // Waits (up to a minute) for a fresh textfile (NVML answered) or a stale one (every
+    // success 0).
+    let wait_for = |fresh: bool| -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            let all = successes(&text);
+            let done = if fresh {
+                text.contains("hmn_collector_success{collector=\"nvml\"} 1")
+            } else {
+                !all.is_empty() && all.iter().all(|v| *v == 0.0)
+            };
+            if done {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "never fresh={fresh}: {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let fresh = wait_for(true);
+    let stamp = |text: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with("hmn_collector_last_success_timestamp_seconds "))
+            .unwrap_or_else(|| panic!("no timestamp in {text}"))
+            .to_string()
+    };
+    assert!(!stamp(&fresh).is_empty());
+    let flag = hmn_testbed::nvml_hang_flag(&s.bed.env.nvml);
+    std::fs::write(&flag, "").unwrap();
+    let stale = wait_for(false);
+    // The age shows: the timestamp stays that of the last completed collection.
+    let hung = stamp(&stale);
+    std::thread::sleep(Duration::from_millis(600));
+    let later = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(stamp(&later), hung, "no collection completes while hung");
+    let (ok, problems) = crate::serve::promtool(&stale);
+    assert!(ok && problems.trim().is_empty(), "{problems}");
+    // The driver answers again: fresh figures come back.
+    std::fs::remove_file(&flag).unwrap();
+    wait_for(true);
+    drop(s);
 }

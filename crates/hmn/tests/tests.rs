@@ -22,18 +22,23 @@ mod fits_hub;
 mod fits_llama;
 mod fits_runtimes;
 mod generate;
+mod health;
 mod jobs;
 mod mig;
 mod names;
 mod nvml_failures;
 mod nvml_util;
 mod orphans;
+mod pick;
+mod record;
 mod run;
 mod selectors;
 mod serve;
 mod serve_abuse;
 mod spill;
+mod terminal;
 mod top;
+mod top_ends;
 mod watch;
 
 #[test]

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::util::{Bed, stderr, stdout};
 
 /// One H100 with a trainer (4242, under bash 4200), its worker (4243) and Xorg (5000).
-fn bed() -> Bed {
+pub(crate) fn bed() -> Bed {
     let fake = FakeNvml::new()
         .device(FakeDevice::h100(0).memory_used(&[20 << 30]))
         .process(FakeProcess::compute(0, 4242, 12 << 30))
@@ -83,6 +83,13 @@ fn record_writes_one_snapshot_per_line_and_leaves_no_temporary() {
         assert_eq!(p["rss_bytes"], 524_288u64 * 4096);
         assert_eq!(p["cmdline"], "python3 train.py");
         assert_eq!(s["ancestors"][0]["name"], "bash");
+        // An ancestor carries its identity, which a signal from the tree view is checked against.
+        assert!(
+            s["ancestors"][0]["start_time"].is_u64(),
+            "{}",
+            s["ancestors"]
+        );
+        assert!(p["start_time"].is_u64(), "{p}");
     }
     let names: Vec<String> = std::fs::read_dir(bed.dir.path())
         .unwrap()
@@ -196,8 +203,8 @@ fn replay_refuses_malformed_recordings_with_file_and_line() {
 }
 
 /// A tmux server of the test's own, running `hmn top` in one window.
-struct Tmux {
-    socket: String,
+pub(crate) struct Tmux {
+    pub(crate) socket: String,
     /// Where the shell writes hmn's exit status when it exits.
     status: std::path::PathBuf,
 }
@@ -211,7 +218,7 @@ fn shell_quote(s: &str) -> String {
 impl Tmux {
     /// Starts `hmn ARGS` in the bed's environment in a `w`×`h` window; `None` (after a loud
     /// message) when tmux is absent and this is not root.
-    fn start(bed: &Bed, args: &[&str], w: u16, h: u16) -> Option<Tmux> {
+    pub(crate) fn start(bed: &Bed, args: &[&str], w: u16, h: u16) -> Option<Tmux> {
         Tmux::start_with_stderr(bed, args, w, h, None)
     }
 
@@ -219,6 +226,18 @@ impl Tmux {
     /// prints just before it exits).
     fn start_with_stderr(
         bed: &Bed,
+        args: &[&str],
+        w: u16,
+        h: u16,
+        stderr: Option<&std::path::Path>,
+    ) -> Option<Tmux> {
+        Tmux::start_under(bed, &[], args, w, h, stderr)
+    }
+
+    /// As [`Tmux::start_with_stderr`], with hmn started by `wrapper` (`setsid`, …).
+    pub(crate) fn start_under(
+        bed: &Bed,
+        wrapper: &[&str],
         args: &[&str],
         w: u16,
         h: u16,
@@ -267,6 +286,9 @@ impl Tmux {
             }
         }
         cmd.push_str(" TERM=xterm-256color");
+        for w in wrapper {
+            cmd.push_str(&format!(" {}", shell_quote(w)));
+        }
         cmd.push_str(&format!(" {}", shell_quote(env!("CARGO_BIN_EXE_hmn"))));
         for a in args {
             cmd.push_str(&format!(" {}", shell_quote(a)));
@@ -300,7 +322,7 @@ impl Tmux {
         Some(Tmux { socket, status })
     }
 
-    fn tmux(&self, args: &[&str]) -> String {
+    pub(crate) fn tmux(&self, args: &[&str]) -> String {
         let o = Command::new("tmux")
             .args(["-L", &self.socket])
             .args(args)
@@ -309,7 +331,7 @@ impl Tmux {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "t"])
     }
 
@@ -320,7 +342,7 @@ impl Tmux {
     }
 
     /// Waits (up to 10 s) until the screen shows `needle`; returns the screen.
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let s = self.screen();
@@ -337,7 +359,7 @@ impl Tmux {
     }
 
     /// hmn's exit status once it has exited.
-    fn exited(&self) -> Option<i32> {
+    pub(crate) fn exited(&self) -> Option<i32> {
         let text = std::fs::read_to_string(&self.status).ok()?;
         text.trim().parse().ok()
     }

@@ -110,10 +110,10 @@ pub mod test_helpers;
 #[cfg(feature = "report")]
 pub use compat::report;
 pub use compat::{gpu, ram, snapshot, spill};
-pub use measure::{eviction, own, peaks, phase, sampler};
+pub use measure::{eviction, growth, own, peaks, phase, sampler};
 #[doc(inline)]
 pub use probe::select;
-pub use system::{cgroup, host, pci_ids, pidns, process, roots, workload};
+pub use system::{cgroup, host, lease, pci_ids, pidns, process, roots, workload};
 #[doc(inline)]
 pub use types::{accounting, pci};
 
@@ -219,13 +219,14 @@ pub use error::Error;
 pub use host::{HostMemory, MemoryDetail, ProcessMemory};
 #[doc(no_inline)]
 pub use pci::PciBusId;
+pub use probe::events::XidEvents;
 pub use probe::{Probe, ProbeOptions, shared_probe};
 #[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};
 pub use types::{
-    Backend, BackendState, BackendStatus, Completeness, Device, DeviceList, DeviceMemory,
-    DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines, Field, GpuProcess, MigDevice,
-    MigMode, MigPlacement, MigState, ProcessKind, ProcessList, ProcessName, ProcessRegions,
-    ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unknown, UnknownReason,
-    Vendor, VramSum, Warning,
+    Backend, BackendCause, BackendProblem, BackendState, BackendStatus, Completeness, Device,
+    DeviceList, DeviceMemory, DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines,
+    Field, GpuProcess, MemoryHealth, MigDevice, MigMode, MigPlacement, MigState, ProcessKind,
+    ProcessList, ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus,
+    Source, Telemetry, Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

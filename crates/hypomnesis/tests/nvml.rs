@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess, FakeSmi};
 use hypomnesis::own::OwnSnapshot;
-use hypomnesis::{BackendState, Error, Field, Probe, ProcessKind, Source, UnknownReason};
+use hypomnesis::{
+    Backend, BackendCause, BackendProblem, BackendState, Error, Field, Probe, ProcessKind, Source,
+    UnknownReason,
+};
 
 use crate::util::Bed;
 
@@ -100,10 +103,15 @@ fn library_missing_is_an_absent_backend() {
     let p = bed.probe();
     let list = p.devices();
     assert!(list.devices.is_empty());
-    let BackendState::Absent { reason } = nvml_state(&list.backends) else {
+    let BackendState::Absent { cause, reason } = nvml_state(&list.backends) else {
         panic!("NVML should be absent: {:?}", list.backends)
     };
     assert!(reason.contains(&missing.display().to_string()), "{reason}");
+    assert_eq!(
+        *cause,
+        BackendCause::LibraryMissing,
+        "a path naming nothing"
+    );
     assert!(matches!(p.device(0), Err(Error::NoGpu { .. })));
     assert!(p.gpu_processes().processes.is_empty());
 }
@@ -111,27 +119,36 @@ fn library_missing_is_an_absent_backend() {
 #[test]
 fn a_broken_nvml_is_failed_not_absent() {
     // Present but broken: GPUs may exist that nothing shows.
-    for (fake, words) in [
+    // Callers match the cause; the words are for people.
+    for (fake, words, want) in [
         (
             FakeNvml::h100s(1).version_mismatch(),
             "initialisation failed",
+            BackendCause::VersionMismatch,
         ),
-        (FakeNvml::h100s(1).init_error(4), "no permission"),
-        (FakeNvml::h100s(2).count_error(999), "cannot count devices"),
+        (
+            FakeNvml::h100s(1).init_error(4),
+            "no permission",
+            BackendCause::PermissionDenied,
+        ),
+        (
+            FakeNvml::h100s(2).count_error(999),
+            "cannot count devices",
+            BackendCause::CallFailed,
+        ),
     ] {
         let list = Bed::with_nvml(&fake).probe().devices();
-        let BackendState::Failed { reason } = nvml_state(&list.backends) else {
+        let BackendState::Failed { cause, reason } = nvml_state(&list.backends) else {
             panic!("NVML should have failed: {:?}", list.backends)
         };
         assert!(reason.contains(words), "{reason}");
+        assert_eq!(*cause, want, "{reason}");
         assert!(list.devices.is_empty());
-        assert_eq!(
-            list.failed_reasons(),
-            [("NVML".to_string(), reason.clone())]
-        );
+        let problem = BackendProblem::new(Backend::Nvml, want, reason.clone());
+        assert_eq!(list.failed_reasons(), std::slice::from_ref(&problem));
         assert_eq!(
             list.absent_reasons()[0],
-            ("NVML".to_string(), reason.clone()),
+            problem,
             "still a reason there is no GPU"
         );
     }
@@ -151,10 +168,11 @@ fn a_broken_nvml_is_failed_not_absent() {
     let list = Bed::with_nvml(&FakeNvml::h100s(1).init_error(28))
         .probe()
         .devices();
-    let BackendState::Absent { reason } = nvml_state(&list.backends) else {
+    let BackendState::Absent { cause, reason } = nvml_state(&list.backends) else {
         unreachable!()
     };
     assert_eq!(reason, "the NVIDIA driver found no GPU");
+    assert_eq!(*cause, BackendCause::NoDevice);
     assert!(Bed::new().probe().devices().failed_reasons().is_empty());
 }
 
@@ -206,10 +224,11 @@ fn driver_not_loaded_falls_back_to_nvidia_smi() {
     .unwrap();
     let p = Probe::with_options(bed.options().use_nvidia_smi(true).nvidia_smi(&smi));
     let list = p.devices();
-    let BackendState::Absent { reason } = nvml_state(&list.backends) else {
+    let BackendState::Absent { cause, reason } = nvml_state(&list.backends) else {
         panic!("{:?}", list.backends)
     };
     assert!(reason.contains("not loaded"), "{reason}");
+    assert_eq!(*cause, BackendCause::DriverNotLoaded);
     assert_eq!(list.devices.len(), 1);
     let d = &list.devices[0];
     assert_eq!(d.source, Source::NvidiaSmi);
@@ -425,8 +444,12 @@ fn zero_devices() {
         &BackendState::Active { devices: 0 }
     );
     let reasons = list.absent_reasons();
-    assert_eq!(reasons[0], ("NVML".to_string(), "no devices".to_string()));
-    assert_eq!(reasons[1].0, "DRM");
+    assert_eq!(
+        reasons[0],
+        BackendProblem::new(Backend::Nvml, BackendCause::NoDevice, "no devices")
+    );
+    assert_eq!(reasons[1].backend, Backend::Drm);
+    assert_eq!(reasons[1].cause, BackendCause::NoDevice);
     let err = p.device(0).unwrap_err();
     assert!(matches!(err, Error::NoGpu { .. }), "{err}");
     assert!(err.to_string().contains("NVML: no devices"), "{err}");

@@ -44,15 +44,18 @@ fn every_contract_enum_has_one_spelling() {
         BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, LlamaApi, Memory, Placement, Runtime,
         TargetKind,
     };
+    use hypomnesis::growth::Rejection;
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
     use hypomnesis::pidns::ProcRootNamespace;
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
-    use hypomnesis::workload::{ContainerRuntime, WorkloadKind};
-    use hypomnesis::{Backend, EngineClass, Field, MigMode, Source, UnknownReason};
+    use hypomnesis::types::{Bound, Severity, XidClass};
+    use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
+    use hypomnesis::{Backend, BackendCause, EngineClass, Field, MigMode, Source, UnknownReason};
     closed!(
         Source,
         Field,
         Backend,
+        BackendCause,
         UnknownReason,
         MigMode,
         EngineClass,
@@ -76,6 +79,11 @@ fn every_contract_enum_has_one_spelling() {
         KvHeadsFrom,
         Placement,
         TargetKind,
+        Severity,
+        XidClass,
+        Bound,
+        NameSource,
+        Rejection,
     );
 }
 

@@ -18,6 +18,7 @@ mod estimate_llama_cpp;
 mod estimate_llama_grid;
 #[cfg(feature = "models")]
 mod estimate_vllm;
+mod health;
 mod nvml;
 mod nvml_mig;
 mod nvml_mps_util;

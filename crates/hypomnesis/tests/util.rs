@@ -16,7 +16,9 @@ impl Bed {
     pub fn options(&self) -> ProbeOptions {
         let mut roots = Roots::system()
             .with_sys(&self.env.sys)
-            .with_share(&self.env.share);
+            .with_share(&self.env.share)
+            .with_log(&self.env.log)
+            .with_runtimes_under(&self.env.runtimes);
         if let Some(proc) = &self.env.proc {
             roots = roots.with_proc(proc);
         }

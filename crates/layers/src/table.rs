@@ -49,6 +49,8 @@ pub const HMN: Table = Table {
         l("who", 1),
         // `--device` resolved (reads the command line, writes notes).
         l("select", 2),
+        // `hmn pick`, and the pick `hmn run --gpu` makes (a command other commands build on).
+        l("pick", 2),
         // One command each.
         l("devices", 3),
         l("doctor", 3),
@@ -58,10 +60,11 @@ pub const HMN: Table = Table {
         l("run", 3),
         l("serve", 3),
         l("watch_gpu", 3),
+        l("watch_growth", 3),
         // Commands built on other commands: `spill` runs as `run` does, `top` lists as `ps`.
         l("spill", 4),
         l("top", 4),
-        // `watch`: `ps`'s rows, `spill`'s fields and `watch_gpu`'s NVIDIA parts.
+        // `watch`: `ps`'s rows, `spill`'s fields, `watch_gpu`'s NVIDIA parts and `watch_growth`'s trends.
         l("watch", 5),
     ],
 };

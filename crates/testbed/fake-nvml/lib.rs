@@ -8,8 +8,9 @@
 //! `--cfg no_mig`, a pre-MIG (R440-like) driver without any MIG symbol.
 //!
 //! Handles are opaque numbers, never pointers: a GPU is `index + 1`, a MIG device
-//! `0x0100_0000 | parent << 8 | slot`, a GPU instance `0x0200_0000 | parent << 8 | id`. A MIG
-//! handle counts every call made with it (`gone_after_calls`).
+//! `0x0100_0000 | parent << 8 | slot`, a GPU instance `0x0200_0000 | parent << 8 | id`, an
+//! event set `0x0300_0000 | n`. A MIG handle counts every call made with it
+//! (`gone_after_calls`).
 //!
 //! The scenario — its model, every key of `fake-nvml.conf` and their spelling — is one
 //! definition shared with the test bed that writes it: `crates/testbed/src/nvml_conf/`,
@@ -37,6 +38,7 @@
 
 mod accounting;
 mod handles;
+mod health;
 mod memory;
 #[cfg(not(no_mig))]
 mod mig;
@@ -129,6 +131,10 @@ struct State {
     /// Per configured process: the pid it was listed under (resolved for `child_of_caller`)
     /// and when it was first listed (µs since the epoch), for its accounting record.
     listed: Vec<Option<(u32, u64)>>,
+    /// Per device: `nvmlDeviceGetTotalEccErrors` calls per counter.
+    ecc_calls: Vec<[u64; 4]>,
+    /// Event sets, by handle number.
+    event_sets: Vec<health::EventSet>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -266,6 +272,8 @@ fn init(sym: &str) -> nvmlReturn_t {
         ci_calls: vec![0; cis],
         ci_fetches: vec![0; cis],
         util_rounds: vec![0; n],
+        ecc_calls: vec![[0; 4]; n],
+        event_sets: Vec::new(),
     });
     SUCCESS
 }

@@ -22,6 +22,16 @@ pub const ENV_NVIDIA_SMI: &str = "HMN_NVIDIA_SMI";
 pub const ENV_NVIDIA_SMI_TIMEOUT_MS: &str = "HMN_NVIDIA_SMI_TIMEOUT_MS";
 /// Set, `hmn run` makes no cgroup.
 pub const ENV_NO_CGROUP: &str = "HMN_NO_CGROUP";
+/// The log root (the kubelet's `pods/` and `containers/`, `--log-root`).
+pub const ENV_LOG_ROOT: &str = "HMN_LOG_ROOT";
+/// Docker's data root.
+pub const ENV_DOCKER_ROOT: &str = "HMN_DOCKER_ROOT";
+/// containerd's state root.
+pub const ENV_CONTAINERD_ROOT: &str = "HMN_CONTAINERD_ROOT";
+/// CRI-O's run root.
+pub const ENV_CRIO_ROOT: &str = "HMN_CRIO_ROOT";
+/// The directory of `hmn pick`'s and `hmn run --gpu`'s device locks.
+pub const ENV_LOCK_DIR: &str = "HMN_LOCK_DIR";
 
 /// Where a test's `hmn` or `Probe` reads from. Every path is inside the test's own directory
 /// except a `None` proc root (this machine's `/proc`, for tests that follow real processes);
@@ -41,6 +51,13 @@ pub struct Env {
     /// The `nvidia-smi` binary: a fake (from [`crate::FakeSmi::install`]), or a path that does
     /// not exist.
     pub nvidia_smi: PathBuf,
+    /// The log root: `root/log` (the kubelet's layout goes under it; empty unless a test
+    /// writes one, so the machine's `/var/log` never leaks in).
+    pub log: PathBuf,
+    /// The container runtimes' roots: `root/runtimes/{docker,containerd,crio}`.
+    pub runtimes: PathBuf,
+    /// The device-lock directory: `root/locks`.
+    pub locks: PathBuf,
 }
 
 impl Env {
@@ -53,6 +70,9 @@ impl Env {
             share: root.join("share"),
             nvml: Env::absent_nvml(root),
             nvidia_smi: Env::absent_nvidia_smi(root),
+            log: root.join("log"),
+            runtimes: root.join("runtimes"),
+            locks: root.join("locks"),
         }
     }
 
@@ -95,6 +115,11 @@ impl Env {
             .env(ENV_SHARE_ROOT, &self.share)
             .env(ENV_NVML_LIB, &self.nvml)
             .env(ENV_NVIDIA_SMI, &self.nvidia_smi)
+            .env(ENV_LOG_ROOT, &self.log)
+            .env(ENV_DOCKER_ROOT, self.runtimes.join("docker"))
+            .env(ENV_CONTAINERD_ROOT, self.runtimes.join("containerd"))
+            .env(ENV_CRIO_ROOT, self.runtimes.join("crio"))
+            .env(ENV_LOCK_DIR, &self.locks)
             .stdin(Stdio::null());
         c
     }
@@ -124,7 +149,12 @@ mod tests {
         assert_eq!(
             got,
             vec![
+                want(ENV_CONTAINERD_ROOT, Some("/t/runtimes/containerd")),
+                want(ENV_CRIO_ROOT, Some("/t/runtimes/crio")),
                 want(ENV_DEV_ROOT, None),
+                want(ENV_DOCKER_ROOT, Some("/t/runtimes/docker")),
+                want(ENV_LOCK_DIR, Some("/t/locks")),
+                want(ENV_LOG_ROOT, Some("/t/log")),
                 want(ENV_NO_CGROUP, None),
                 want(ENV_NVIDIA_SMI, Some("/t/no-smi/nvidia-smi")),
                 want(ENV_NVIDIA_SMI_TIMEOUT_MS, None),

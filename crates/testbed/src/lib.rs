@@ -45,14 +45,14 @@ pub fn symlink(
 }
 pub use gguf::{GgufWriter, ggml};
 pub use nvml::{
-    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
-    FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_hang_flag,
+    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeHealth,
+    FakeNvml, FakeProcess, FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_hang_flag,
 };
 pub use procfs::{FakeProc, ProcFixture};
 pub use sandbox::Sandbox;
 pub use smi::{FakeSmi, SmiBehaviour};
 pub use sysfs::{FakeGpu, SysFixture};
-pub use world::{World, fdinfo_dir, fdinfo_sample};
+pub use world::{World, fdinfo_dir, fdinfo_sample, kubelet_container};
 
 /// The system Python for tests that run Python children (`/usr/bin/python3` when it exists: a
 /// version-manager shim on `PATH` would add its own processes to a process tree).

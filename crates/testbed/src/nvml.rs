@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 pub use crate::nvml_conf::model::{
-    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess,
-    FakeSample, ProcessListKind, Used,
+    DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeHealth,
+    FakeNvml, FakeProcess, FakeSample, ProcessListKind, Used,
 };
 pub use crate::nvml_conf::profiles::{H100_80GB, H200_141GB, MigProfile, profile_table};
 
@@ -99,6 +99,27 @@ impl FakeDevice {
     #[must_use]
     pub fn error(mut self, symbol: &str, code: u32) -> Self {
         self.errors.push((symbol.to_string(), code));
+        self
+    }
+
+    /// ECC on (as a data-centre GPU), every count 0, remapped rows 0 and no pending remap, and
+    /// the H200's event mask (`0xff9f`): a healthy Hopper.
+    #[must_use]
+    pub fn healthy_ecc(mut self) -> Self {
+        self.health = FakeHealth {
+            ecc_mode: Some(true),
+            ecc_counts: [vec![0], vec![0], vec![0], vec![0]],
+            remapped_rows: Some([0, 0, 0, 0]),
+            events_supported: Some(0xff9f),
+            ..FakeHealth::default()
+        };
+        self
+    }
+
+    /// Sets the memory-health readings.
+    #[must_use]
+    pub fn health(mut self, health: FakeHealth) -> Self {
+        self.health = health;
         self
     }
 }
@@ -223,6 +244,13 @@ impl FakeNvml {
     #[must_use]
     pub fn process(mut self, process: FakeProcess) -> Self {
         self.processes.push(process);
+        self
+    }
+
+    /// Adds an event (an XID).
+    #[must_use]
+    pub fn event(mut self, event: FakeEvent) -> Self {
+        self.events.push(event);
         self
     }
 

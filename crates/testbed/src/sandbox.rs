@@ -90,6 +90,29 @@ impl Sandbox {
         self
     }
 
+    /// Adds one container of a Kubernetes pod to the kubelet's log layout under the log root
+    /// (`pods/<namespace>_<pod>_<uid>/<container>/0.log` and the `containers/` symlink to it,
+    /// as the kubelet lays them out: [`crate::kubelet_container`]).
+    ///
+    /// # Panics
+    /// When the fixture cannot be written.
+    #[expect(
+        clippy::expect_used,
+        reason = "test support: a failed setup stops the test"
+    )]
+    pub fn kubelet_container(
+        &self,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+        container: &str,
+        id: &str,
+    ) -> &Self {
+        crate::kubelet_container(&self.env.log, namespace, pod, uid, container, id)
+            .expect("write the kubelet layout");
+        self
+    }
+
     /// Adds a DRM client process (see [`World::client`]).
     ///
     /// # Panics

@@ -140,6 +140,23 @@ impl FakeGpu {
         self
     }
 
+    /// amdgpu RAS files (`ras/umc_err_count` = `umc`, `ras/gfx_err_count` with no errors,
+    /// `ras/features`, and `ras/gpu_vram_bad_pages` when given). **Composed** from the kernel's
+    /// format strings in `amdgpu_ras.c` — `"%s: %lu\n%s: %lu\n"` with `ue` and `ce`, the UMC
+    /// `de:` line of newer kernels, `"Query currently inaccessible\n"`, `"feature mask:
+    /// 0x%x\n"`, and `"0x%08x : 0x%08x : %1s\n"` per bad page — not captured from a GPU.
+    #[must_use]
+    pub fn ras(self, umc: &str, bad_pages: Option<&str>) -> Self {
+        let g = self
+            .file("ras/umc_err_count", umc.trim_end())
+            .file("ras/gfx_err_count", "ue: 0\nce: 0")
+            .file("ras/features", "feature mask: 0x3fbf");
+        match bad_pages {
+            Some(p) => g.file("ras/gpu_vram_bad_pages", p.trim_end()),
+            None => g,
+        }
+    }
+
     /// Adds (or replaces) a file relative to the device directory.
     #[must_use]
     pub fn file(mut self, rel: &str, content: &str) -> Self {

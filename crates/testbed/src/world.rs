@@ -71,3 +71,37 @@ impl World {
         Ok(self)
     }
 }
+
+/// Writes one container of a Kubernetes pod into the kubelet's log layout under `log_root`, as
+/// `kubernetes/pkg/kubelet/kuberuntime` names it: the directory
+/// `pods/<namespace>_<pod>_<uid>/<container>/` with an empty `0.log`, and the symlink
+/// `containers/<pod>_<namespace>_<container>-<id>.log` → the absolute host path
+/// `/var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log` (dangling here, as it is when
+/// the host's `/var/log` is mounted elsewhere; hmn reads the link, never follows it).
+///
+/// # Errors
+/// When the files cannot be written.
+pub fn kubelet_container(
+    log_root: &Path,
+    namespace: &str,
+    pod: &str,
+    uid: &str,
+    container: &str,
+    id: &str,
+) -> std::io::Result<()> {
+    let pod_dir = format!("{namespace}_{pod}_{uid}");
+    let dir = log_root.join("pods").join(&pod_dir).join(container);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("0.log"), b"")?;
+    let links = log_root.join("containers");
+    std::fs::create_dir_all(&links)?;
+    let link = links.join(format!("{pod}_{namespace}_{container}-{id}.log"));
+    let _ = std::fs::remove_file(&link);
+    crate::symlink(
+        Path::new("/var/log/pods")
+            .join(pod_dir)
+            .join(container)
+            .join("0.log"),
+        link,
+    )
+}

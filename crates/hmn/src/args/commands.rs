@@ -6,7 +6,10 @@ use clap::{Args, ValueEnum};
 
 use hypomnesis::select::DeviceSelector;
 
-use super::values::{ArgError, parse_duration_arg, parse_pattern, parse_selector, parse_size_arg};
+use super::values::{
+    ArgError, GpuArg, parse_duration_arg, parse_gpu, parse_pattern, parse_rate_arg, parse_selector,
+    parse_size_arg,
+};
 
 /// `hmn run` options.
 #[derive(Debug, Args)]
@@ -29,6 +32,26 @@ pub struct RunArgs {
     /// Do not create a cgroup: peak RAM from samples only.
     #[arg(long)]
     pub no_cgroup: bool,
+
+    /// Run the command on a device picked for it — `auto` (the best fit with --need free, as
+    /// `hmn pick`) or a DEVICE — with CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or
+    /// ZE_AFFINITY_MASK set to it, and its memory reserved against concurrent picks until the
+    /// command holds it (or --lease passes, or it ends).
+    #[arg(long, value_name = "auto|DEVICE", value_parser = parse_gpu)]
+    pub gpu: Option<GpuArg>,
+
+    /// With --gpu: what the command needs, a SIZE (24GiB) or a MODEL file or directory (the
+    /// `hmn fits` verdict decides).
+    #[arg(long, value_name = "SIZE|MODEL", requires = "gpu")]
+    pub need: Option<std::ffi::OsString>,
+
+    /// With --gpu: wait up to DURATION for a device with room (default: do not wait).
+    #[arg(long, value_name = "DURATION", requires = "gpu", value_parser = parse_duration_arg)]
+    pub wait: Option<std::time::Duration>,
+
+    /// With --gpu: the longest the reservation holds before the command has allocated.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration_arg)]
+    pub lease: std::time::Duration,
 
     /// The command and its arguments.
     #[arg(required = true, value_name = "CMD", num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
@@ -124,6 +147,57 @@ pub struct WatchArgs {
     /// selected on every device and device 0's spill is tracked.
     #[arg(long, value_name = "DEVICE", value_parser = parse_selector)]
     pub device: Option<DeviceSelector>,
+
+    /// Exit (status 3) as soon as a followed process's RAM or VRAM grows steadily at RATE or
+    /// faster (e.g. 500MiB/h): for scripts.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg)]
+    pub exit_on_growth: Option<f64>,
+
+    /// The window a steady growth is judged over (at least a third of it, up to 10 min, must
+    /// pass before a verdict).
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration_arg)]
+    pub growth_window: std::time::Duration,
+
+    /// The least rise over the window that counts as growth.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size_arg)]
+    pub growth_min: u64,
+}
+
+/// `hmn pick --vendor` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VendorArg {
+    /// NVIDIA.
+    Nvidia,
+    /// AMD.
+    Amd,
+    /// Intel.
+    Intel,
+}
+
+/// `hmn pick` options.
+#[derive(Debug, Args)]
+pub struct PickArgs {
+    /// What the command needs on each device: a SIZE (24GiB) or a MODEL (a .safetensors or
+    /// .gguf file, or a directory: the `hmn fits` verdict decides, with the default runtime).
+    #[arg(long, value_name = "SIZE|MODEL")]
+    pub need: std::ffi::OsString,
+
+    /// How many devices.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub count: u32,
+
+    /// Wait up to DURATION for devices with room, retrying every 2 s (default: do not wait).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub wait: Option<std::time::Duration>,
+
+    /// Only this vendor's devices.
+    #[arg(long, value_enum)]
+    pub vendor: Option<VendorArg>,
+
+    /// How long the picked memory stays reserved against other picks, for the command to
+    /// allocate it.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration_arg)]
+    pub lease: std::time::Duration,
 }
 
 /// `hmn top` options.
@@ -174,6 +248,10 @@ pub struct RecordArgs {
     /// How often to look for new AMD/Intel GPU clients (default: calibrated, as `hmn top`).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub rescan: Option<std::time::Duration>,
+
+    /// Replace FILE if it exists (without it, an existing FILE is refused).
+    #[arg(long)]
+    pub force: bool,
 
     /// Where to write (- for stdout).
     #[arg(value_name = "FILE")]

@@ -18,7 +18,7 @@ pub use fits::{DeviceSel, FitsArgs};
 use fits::{parse_device_sel, parse_runtime};
 // The value parsers every subcommand's options share, and their error.
 mod values;
-pub use values::{ArgError, parse_size};
+pub use values::{ArgError, GpuArg, parse_size};
 #[cfg(test)]
 use values::{parse_duration, parse_pattern, parse_selector};
 
@@ -76,6 +76,12 @@ pub struct GlobalArgs {
     /// Read device files from DIR instead of /sys.
     #[arg(long, global = true, value_name = "DIR", env = "HMN_SYS_ROOT")]
     pub sys_root: Option<PathBuf>,
+
+    /// Read the kubelet's pods/ and containers/ (pod, namespace and container names) under DIR
+    /// instead of /var/log (e.g. the host's /var/log mounted in a container). Listed only,
+    /// never a log file read.
+    #[arg(long, global = true, value_name = "DIR", env = "HMN_LOG_ROOT")]
+    pub log_root: Option<PathBuf>,
 
     /// Load NVML from PATH instead of libnvidia-ml.so.1 on the loader's search path.
     #[arg(long, global = true, value_name = "PATH", env = "HMN_NVML_LIB")]
@@ -188,6 +194,23 @@ pub enum Command {
             docs/estimation.md."
     )]
     Fits(FitsArgs),
+
+    /// Pick the device(s) with room for a command: prints their UUIDs, best fit first.
+    #[command(
+        long_about = "Pick the device(s) with at least --need free for a command, and print their \
+            selectors (GPU-…/MIG-… UUIDs; a PCI bus id for a device without one), one per line, \
+            best fit first: the smallest free memory that fits, then the least busy, then the \
+            higher index (MIG devices are candidates on their own; with --count above 1 they \
+            are left out). --need takes a SIZE, or a MODEL path judged as `hmn fits` would.\n\n\
+            Concurrent picks do not get the same memory: each pick reserves what it needs on \
+            the device's lock file for --lease (default 60 s), and a later pick counts live \
+            reservations as used. Lock directory: HMN_LOCK_DIR, else /run/hmn, \
+            /dev/shm/hmn-locks or /tmp/hmn-locks (docs/pick.md). An inherited \
+            CUDA_VISIBLE_DEVICES limits the NVIDIA candidates.\n\n\
+            Exit status: 0 picked; 1 no device has room (after --wait, if given); 2 on an \
+            error (an unreadable model or size, a broken NVML)."
+    )]
+    Pick(PickArgs),
 
     /// Export device and process metrics for Prometheus (text 0.0.4 or OpenMetrics).
     #[cfg(feature = "serve")]
@@ -327,6 +350,10 @@ impl GlobalArgs {
             }
         };
         let mut roots = Roots::system();
+        // The container runtimes' roots have no flag: HMN_DOCKER_ROOT, HMN_CONTAINERD_ROOT,
+        // HMN_CRIO_ROOT.
+        let env = Roots::from_env();
+        (roots.docker, roots.containerd, roots.crio) = (env.docker, env.containerd, env.crio);
         if let Some(p) = nonempty(&self.proc_root) {
             check_dir("--proc-root", &p)?;
             check_proc_root(&p)?;
@@ -335,6 +362,10 @@ impl GlobalArgs {
         if let Some(p) = nonempty(&self.sys_root) {
             check_dir("--sys-root", &p)?;
             roots = roots.with_sys(p);
+        }
+        // The log root may be absent (no kubelet here): names are then simply not found.
+        if let Some(p) = nonempty(&self.log_root) {
+            roots = roots.with_log(p);
         }
         let mut opts = ProbeOptions::from_env().roots(roots);
         opts.nvml_library = nonempty(&self.nvml_lib);

@@ -127,6 +127,56 @@ fn durations() {
 }
 
 #[test]
+fn growth_rates() {
+    use super::values::parse_rate;
+    assert_eq!(parse_rate("1KiB/s").unwrap(), 1024.0);
+    assert_eq!(
+        parse_rate("500MiB/h").unwrap(),
+        (500u64 << 20) as f64 / 3600.0
+    );
+    assert_eq!(parse_rate("60MB/min").unwrap(), 1_000_000.0);
+    assert_eq!(
+        parse_rate(" 1GiB / m ").unwrap(),
+        (1u64 << 30) as f64 / 60.0
+    );
+    for bad in [
+        "", "1GiB", "/h", "1GiB/", "1GiB/d", "0MiB/h", "-1MiB/h", "lots/h", "1GiB/h/h", "1/x",
+    ] {
+        let e = parse_rate(bad).unwrap_err();
+        assert_eq!(e, ArgError::Rate(bad.to_string()), "{bad:?}");
+        assert!(e.to_string().contains("500MiB/h"), "{e}");
+    }
+    let a = parse(&["watch", "--exit-on-growth", "1GiB/h", "1"]).unwrap();
+    let Some(Command::Watch(w)) = a.command else {
+        panic!("watch")
+    };
+    assert_eq!(w.exit_on_growth, Some((1u64 << 30) as f64 / 3600.0));
+    assert!(parse(&["watch", "--exit-on-growth", "fast", "1"]).is_err());
+}
+
+#[test]
+fn gpu_and_need_on_run() {
+    let a = parse(&["run", "--gpu", "auto", "--need", "24GiB", "--", "x"]).unwrap();
+    let Some(Command::Run(r)) = a.command else {
+        panic!("run")
+    };
+    assert_eq!(r.gpu, Some(GpuArg::Auto));
+    assert_eq!(r.need.as_deref(), Some(std::ffi::OsStr::new("24GiB")));
+    let a = parse(&["run", "--gpu", "GPU-3a1f", "--", "x"]).unwrap();
+    let Some(Command::Run(r)) = a.command else {
+        panic!("run")
+    };
+    assert!(matches!(r.gpu, Some(GpuArg::Device(_))));
+    for bad in [
+        &["run", "--need", "1GiB", "--", "x"][..],
+        &["run", "--wait", "1s", "--", "x"],
+        &["run", "--gpu", "", "--", "x"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
 fn value_errors_are_typed_and_name_the_input() {
     assert_eq!(parse_size("lots"), Err(ArgError::Size("lots".into())));
     let refused = [

@@ -54,6 +54,16 @@ pub enum ArgError {
     /// A KV cache type or runtime the library does not know (its message).
     #[error("{}", .0.message)]
     Estimate(hypomnesis::error::ParseError),
+    /// Not a growth rate.
+    #[error(
+        "invalid rate {0:?}: expected a size per unit of time, such as 500MiB/h, 10MB/min or 1KiB/s"
+    )]
+    Rate(String),
+    /// Neither `auto` nor a device selector.
+    #[error(
+        "invalid --gpu {0:?}: expected auto, or a device (an index, a GPU-…/MIG-… UUID, a PCI bus id)"
+    )]
+    Gpu(String),
     /// A root flag (`--proc-root`, `--sys-root`) naming something that is not a directory.
     #[error("{flag} {}: not a directory", path.display())]
     NotADirectory {
@@ -150,4 +160,44 @@ pub(super) fn parse_duration_arg(s: &str) -> Result<std::time::Duration, ArgErro
 
 pub(super) fn parse_size_arg(s: &str) -> Result<u64, ArgError> {
     parse_size(s)
+}
+
+/// Parses a growth rate: a size ([`parse_size`]) per `s`, `min`/`m` or `h`, as bytes per
+/// second (`500MiB/h`, `1GiB/h`, `10MB/min`).
+pub fn parse_rate(text: &str) -> Result<f64, ArgError> {
+    let bad = || ArgError::Rate(text.to_string());
+    let (size, per) = text.trim().rsplit_once('/').ok_or_else(bad)?;
+    let bytes = parse_size(size).map_err(|_| bad())?;
+    let seconds = match per.trim() {
+        "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" | "hour" => 3600.0,
+        _ => return Err(bad()),
+    };
+    if bytes == 0 {
+        return Err(bad());
+    }
+    Ok(bytes as f64 / seconds)
+}
+
+pub(super) fn parse_rate_arg(s: &str) -> Result<f64, ArgError> {
+    parse_rate(s)
+}
+
+/// `--gpu`: `auto`, or a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuArg {
+    /// Pick one (`--need` says how much it needs).
+    Auto,
+    /// This device.
+    Device(hypomnesis::select::DeviceSelector),
+}
+
+pub(super) fn parse_gpu(s: &str) -> Result<GpuArg, ArgError> {
+    if s.trim() == "auto" {
+        return Ok(GpuArg::Auto);
+    }
+    s.parse()
+        .map(GpuArg::Device)
+        .map_err(|_| ArgError::Gpu(s.to_string()))
 }

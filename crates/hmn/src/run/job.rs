@@ -85,6 +85,7 @@ impl Job {
                 cmd
             }
         };
+        launch.apply_env(&mut cmd);
         let child = cmd
             .process_group(0)
             .stdin(Stdio::inherit())

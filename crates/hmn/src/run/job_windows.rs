@@ -18,6 +18,7 @@ fn command(launch: &Launch<'_>) -> Command {
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
+    launch.apply_env(&mut cmd);
     cmd
 }
 

@@ -2,6 +2,7 @@
 //! process tree. See `hmn run --help` and `docs/run-and-watch.md`.
 
 pub mod exec;
+mod gpu;
 #[cfg(target_os = "linux")]
 mod guard;
 #[cfg(unix)]
@@ -97,6 +98,12 @@ pub fn run(
         ),
         None => None,
     };
+    // `--gpu`: picked (and reserved) before anything else starts; no room, no command.
+    let (gpu_lease, env) = match gpu::prepare(&opts, g, args)? {
+        Ok(Some((lease, env))) => (Some(Arc::new(Mutex::new(lease))), env),
+        Ok(None) => (None, Vec::new()),
+        Err(code) => return Ok(code),
+    };
     let mut warnings = Vec::new();
     // Platform seam: transient cgroups are Linux-only; Windows uses a Job object below.
     let no_cgroup = args.no_cgroup
@@ -125,6 +132,7 @@ pub fn run(
         argv0: program,
         args: rest,
         cgroup_procs: procs.as_deref(),
+        env: &env,
     };
     #[cfg(not(windows))]
     let spawned = job::Job::spawn(&launch);
@@ -205,7 +213,11 @@ pub fn run(
         let timeline = Arc::clone(&timeline);
         #[cfg(feature = "plot")]
         let series = args.plot.is_some().then(|| Arc::clone(&series));
+        let gpu_lease = gpu_lease.clone();
         sampler.start(move |s| {
+            if let Some(Ok(mut l)) = gpu_lease.as_ref().map(|l| l.lock()) {
+                l.observe(s);
+            }
             if let Ok(mut t) = timeline.lock() {
                 t.write(s);
             }
@@ -217,6 +229,9 @@ pub fn run(
     });
     let status = child.wait().context("waiting for the command")?;
     let wall = started.elapsed();
+    if let Some(Ok(mut l)) = gpu_lease.as_ref().map(|l| l.lock()) {
+        l.release();
+    }
     let samples = handle
         .map(hypomnesis::sampler::SamplerHandle::stop)
         .unwrap_or_default();
@@ -345,7 +360,7 @@ impl TimelineOut {
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
-        let line = serde_json::to_vec(s).map(|mut l| {
+        let line = crate::output::json_vec(s).map(|mut l| {
             l.push(b'\n');
             l
         });

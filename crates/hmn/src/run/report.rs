@@ -5,7 +5,9 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use hypomnesis::ProcessName;
-use hypomnesis::peaks::{DevicePeak, KernelPeak, PeakMethod, PeakRam, PeakRamSource, TreePeaks};
+use hypomnesis::peaks::{
+    AccountingState, DevicePeak, KernelPeak, PeakMethod, PeakRam, PeakRamSource, TreePeaks,
+};
 use hypomnesis::sampler::SamplerReport;
 use serde::Serialize;
 
@@ -192,6 +194,14 @@ impl RunReport {
                     d.index,
                     bytes(l),
                     bytes(d.sampled_peak_vram_bytes)
+                ));
+            } else if d.vram_accounting == AccountingState::Enabled
+                && let Some(why) = &d.vram_accounting_detail
+            {
+                t.push_str(&format!(
+                    "                GPU {}: largest single process unknown: {}\n",
+                    d.index,
+                    sanitize(why)
                 ));
             }
         }

@@ -31,6 +31,8 @@ pub struct Collection {
     pub duration_seconds: f64,
     /// When this collection completed, seconds since the Unix epoch.
     pub completed_unix_s: f64,
+    /// XID events counted since the server started (`None`: not counted).
+    pub xid: Option<hypomnesis::XidTally>,
 }
 
 fn device_labels(d: &Device) -> Labels {
@@ -161,6 +163,7 @@ pub fn render(c: &Collection, stale: bool) -> String {
         bytes(),
     );
     let nv = super::nvidia::Series::register(&mut fam.reg);
+    let health = super::health::Series::register(&mut fam.reg);
     let success = fam.gauge(
         "hmn_collector_success",
         "1 when the collector answered in the last collection, 0 when it failed or is absent, \
@@ -224,6 +227,7 @@ pub fn render(c: &Collection, stale: bool) -> String {
         ]);
         set(&info, il, Some(1.0));
         nv.device(d, &l);
+        health.device(d, &l, &c.list.unattributed_on(d), c.xid.as_ref());
         processes(c, d, &l, &proc_mem, &cgroup_mem, &nv);
     }
     fam.plain(
@@ -318,6 +322,7 @@ fn processes(
                 .unwrap_or_default(),
         ));
         pl.extend(super::nvidia::process_labels(p, d));
+        pl.extend(p.workload.as_ref().map(name_labels).unwrap_or_default());
         nv.process(p, &pl);
         set(proc_mem, pl, p.used_bytes.map(|u| u as f64));
     }
@@ -341,6 +346,7 @@ fn processes(
         let mut wl = l.clone();
         wl.push(("kind", w.kind().to_string()));
         wl.push(("name", w.name().to_string()));
+        wl.extend(workload_names(c, d, w));
         set(cgroup_mem, wl, Some(u as f64));
     }
     if let Some(r) = by_workload.other {
@@ -349,6 +355,42 @@ fn processes(
         wl.push(("name", "other".to_string()));
         set(cgroup_mem, wl, Some(r as f64));
     }
+}
+
+/// dcgm-exporter's Kubernetes labels (`namespace`, `pod`, `container`) for the names the node
+/// gives (none when unknown).
+fn name_labels(w: &hypomnesis::workload::WorkloadInfo) -> Labels {
+    [
+        ("namespace", &w.namespace),
+        ("pod", &w.pod_name),
+        ("container", &w.container_name),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+    .collect()
+}
+
+/// The names of workload `w` on device `d`, from its processes: a pod's namespace and name
+/// (its container only when every process of the pod on this device shares one).
+fn workload_names(c: &Collection, d: &Device, w: &Workload) -> Labels {
+    let infos: Vec<&hypomnesis::workload::WorkloadInfo> = c
+        .list
+        .processes
+        .iter()
+        .filter(|p| p.device_index == d.index && c.workloads.get(&p.pid) == Some(w))
+        .filter_map(|p| p.workload.as_ref())
+        .collect();
+    let Some(first) = infos.first() else {
+        return Vec::new();
+    };
+    let mut labels = name_labels(first);
+    if infos
+        .iter()
+        .any(|i| i.container_name != first.container_name)
+    {
+        labels.retain(|(k, _)| *k != "container");
+    }
+    labels
 }
 
 /// Converts OpenMetrics text to the Prometheus text format 0.0.4: no `# EOF` and `# UNIT`
@@ -423,7 +465,49 @@ mod tests {
             top_processes: top,
             duration_seconds: 0.01,
             completed_unix_s: 1_700_000_000.5,
+            xid: None,
         }
+    }
+
+    #[test]
+    fn health_xid_and_unattributed_series() {
+        use hypomnesis::types::{EccMode, RasCount, RemappedRows};
+        let mut c = collection(10);
+        let mut h = hypomnesis::MemoryHealth::default();
+        h.ecc = Some(EccMode::new(true, false));
+        h.ecc_errors.uncorrected_volatile = Some(2);
+        h.remapped_rows = Some(RemappedRows::new(3, 1, true, false));
+        h.ras = vec![RasCount::new("umc", 0, 5)];
+        c.list.devices[0].health = Some(h);
+        c.list.processes.clear();
+        let mut t = hypomnesis::XidTally::new(1);
+        t.add(hypomnesis::types::XidEvent::new(0, 79, 2));
+        t.add(hypomnesis::types::XidEvent::new(0, 79, 3));
+        c.xid = Some(t);
+        let body = to_prometheus_text(&render_fresh(&c));
+        let l = "gpu=\"0\",gpu_uuid=\"GPU-1\"";
+        for want in [
+            format!("hmn_device_ecc_enabled{{{l},mode=\"current\"}} 1"),
+            format!("hmn_device_ecc_enabled{{{l},mode=\"pending\"}} 0"),
+            format!(
+                "hmn_device_ecc_errors_total{{{l},error=\"uncorrected\",scope=\"volatile\"}} 2"
+            ),
+            format!("hmn_device_remapped_rows_total{{{l},cause=\"uncorrectable\"}} 1"),
+            format!("hmn_device_row_remap_pending{{{l}}} 1"),
+            format!("hmn_device_row_remap_failure{{{l}}} 0"),
+            format!("hmn_device_ras_errors_total{{{l},block=\"umc\",error=\"correctable\"}} 5"),
+            format!("hmn_device_xid_events_total{{{l},xid=\"79\"}} 2"),
+            format!("hmn_device_memory_unattributed_bytes{{{l}}} 40"),
+        ] {
+            assert!(body.contains(&want), "missing {want}\n{body}");
+        }
+        // What the driver does not give is omitted, never 0.
+        assert!(!body.contains("corrected\",scope=\"aggregate"), "{body}");
+        assert!(!body.contains("hmn_device_retired_pages"), "{body}");
+        // XIDs that cannot be counted on a device: no series for it.
+        c.xid.as_mut().unwrap().unavailable = Some("no NVML".into());
+        let body = to_prometheus_text(&render_fresh(&c));
+        assert!(!body.contains("hmn_device_xid_events_total{"), "{body}");
     }
 
     fn render_fresh(c: &Collection) -> String {

@@ -6,11 +6,13 @@
 //! rendering: it never waits for the driver. Before the first collection completes, `/metrics`
 //! answers 503; once the last completed collection is older than [`STALE_INTERVALS`]
 //! intervals and [`STALE_MIN`] (a collector stuck in a hung driver), scrapes get the stale rendering and
-//! `/healthz` answers 503. The HTTP side (hyper, one tokio thread) bounds everything a client
+//! `/healthz` answers 503; `--textfile` follows the same rule (a watchdog thread rewrites it
+//! with the stale rendering). The HTTP side (hyper, one tokio thread) bounds everything a client
 //! controls: request head size, header count, time to send the head, connection lifetime, and
 //! connection slots. SIGTERM or SIGINT ends the server within a second whatever the collector
 //! is doing (a stuck collector thread is left behind, not joined). See `docs/serve.md`.
 
+mod health;
 mod http;
 mod latest;
 mod metrics;
@@ -24,12 +26,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hypomnesis::cgroup::Workload;
-use hypomnesis::{Probe, ProbeOptions};
+use hypomnesis::{Probe, ProbeOptions, XidTally};
 
 use crate::args::ServeArgs;
 use latest::{Latest, Rendered};
@@ -48,7 +50,7 @@ const COLLECTOR_JOIN_WAIT: Duration = Duration::from_millis(300);
 /// clients.
 const ENV_CONN_TIMEOUT_MS: &str = "HMN_SERVE_CONN_TIMEOUT_MS";
 
-fn collect(probe: &Probe, top: usize) -> Collection {
+fn collect(probe: &Probe, top: usize, xid: &Mutex<XidTally>) -> Collection {
     let started = Instant::now();
     let list = probe.gpu_processes();
     let host = probe.host_memory().ok();
@@ -66,6 +68,7 @@ fn collect(probe: &Probe, top: usize) -> Collection {
         host,
         workloads,
         top_processes: top,
+        xid: xid.lock().ok().map(|t| t.clone()),
         duration_seconds: started.elapsed().as_secs_f64(),
         completed_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -120,10 +123,32 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
 
     let latest: Latest = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));
+    // Memory health is read every collection; XID events are counted by a thread of their
+    // own from now on (NVML keeps no record of earlier ones).
+    let opts = opts.health(true);
+    let xid = Arc::new(Mutex::new(XidTally::default()));
+    let _xid_counter = {
+        let (xid, stop, opts) = (Arc::clone(&xid), Arc::clone(&stop), opts.clone());
+        std::thread::Builder::new()
+            .name("hmn-xid".into())
+            .spawn(move || {
+                let probe = Probe::with_options(opts);
+                let mut events = probe.xid_events();
+                if let Ok(mut t) = xid.lock() {
+                    *t = events.tally();
+                }
+                events.count_until(&stop, &xid);
+            })?
+    };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // The textfile is written under this lock: by the collector after each collection, and
+    // by the watchdog with the stale rendering once the last collection is stale.
+    let textfile_lock = Arc::new(Mutex::new(()));
     let _collector = {
         let (latest, stop) = (Arc::clone(&latest), Arc::clone(&stop));
         let (interval, top, textfile) = (args.interval, args.processes, args.textfile.clone());
+        let lock = Arc::clone(&textfile_lock);
+        let xid = Arc::clone(&xid);
         std::thread::Builder::new()
             .name("hmn-collector".into())
             .spawn(move || {
@@ -133,14 +158,21 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
                     &stop,
                     interval,
                     top,
-                    textfile.as_deref(),
+                    textfile.as_deref().map(|d| (d, &*lock)),
+                    &xid,
                 );
                 let _ = done_tx.send(());
             })?
     };
+    if let Some(dir) = args.textfile.clone() {
+        let (latest, stop) = (Arc::clone(&latest), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("hmn-textfile".into())
+            .spawn(move || textfile_watchdog(&dir, &latest, &stop, &textfile_lock))?;
+    }
     crate::output::note(&format!(
-        "serve: listening on http://{local}/metrics (collecting every {:.1} s{})",
-        args.interval.as_secs_f64(),
+        "serve: listening on http://{local}/metrics (collecting every {}{})",
+        crate::format::duration(args.interval),
         if local.ip().is_loopback() {
             "; loopback only"
         } else {
@@ -156,19 +188,50 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
+/// How often the textfile watchdog looks at the last collection's age.
+const WATCHDOG_TICK: Duration = Duration::from_millis(200);
+
+/// Rewrites the textfile with the stale rendering (every `hmn_collector_success` at 0, the
+/// last success's timestamp kept) once the last collection is stale — the rule `/metrics`
+/// follows — so a textfile user's staleness alert fires while the collector is stuck in the
+/// driver. Once per collection; the collector's next write puts fresh figures back.
+fn textfile_watchdog(dir: &Path, latest: &Latest, stop: &AtomicBool, lock: &Mutex<()>) {
+    let mut marked: Option<Arc<Rendered>> = None;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(WATCHDOG_TICK);
+        let Ok(_guard) = lock.lock() else { return };
+        let current = latest.read().ok().and_then(|l| l.clone());
+        let Some(r) = current else { continue };
+        if Instant::now() < r.stale_at || marked.as_ref().is_some_and(|m| Arc::ptr_eq(m, &r)) {
+            continue;
+        }
+        if let Err(e) = write_textfile(dir, &r.stale_prometheus) {
+            let _ = crate::output::note(&format!(
+                "serve: warning: --textfile {}: {e}",
+                dir.display()
+            ));
+        }
+        marked = Some(r);
+    }
+}
+
 fn collector_loop(
     probe: &Probe,
     latest: &Latest,
     stop: &AtomicBool,
     interval: Duration,
     top: usize,
-    textfile: Option<&Path>,
+    textfile: Option<(&Path, &Mutex<()>)>,
+    xid: &Mutex<XidTally>,
 ) {
     let mut textfile_failed = false;
     while !stop.load(Ordering::SeqCst) {
         let started = Instant::now();
-        let rendered = Arc::new(render(&collect(probe, top), interval));
-        if let Some(dir) = textfile {
+        let rendered = Arc::new(render(&collect(probe, top, xid), interval));
+        // The textfile and the latest rendering change together (under the textfile lock), so
+        // the watchdog never marks a fresh file stale.
+        let guard = textfile.and_then(|(_, lock)| lock.lock().ok());
+        if let Some((dir, _)) = textfile {
             match write_textfile(dir, &rendered.prometheus) {
                 Ok(()) => textfile_failed = false,
                 Err(e) if !textfile_failed => {
@@ -184,6 +247,7 @@ fn collector_loop(
         if let Ok(mut slot) = latest.write() {
             *slot = Some(rendered);
         }
+        drop(guard);
         let deadline = started + interval;
         while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
             std::thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));

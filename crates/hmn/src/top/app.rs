@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
+use super::kill::{Confirm, Sig};
 use super::recording::{DevicePoint, device_points};
 use super::rows::{Column, Line, lines};
 use super::snapshot::Snapshot;
@@ -20,31 +21,6 @@ pub const INTERVALS_MS: [u64; 9] = [250, 500, 1000, 2000, 3000, 5000, 10_000, 30
 
 /// Replay speeds `[` and `]` step through.
 pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-
-/// A signal the user may send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sig {
-    Term,
-    Kill,
-}
-
-impl Sig {
-    pub fn name(self) -> &'static str {
-        match self {
-            Sig::Term => "SIGTERM",
-            Sig::Kill => "SIGKILL",
-        }
-    }
-}
-
-/// A signal waiting for `y`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confirm {
-    pub pid: u32,
-    pub start_time: Option<u64>,
-    pub name: String,
-    pub sig: Sig,
-}
 
 /// What the loop must do after a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -320,6 +296,11 @@ impl App {
             self.say("no process selected");
             return None;
         };
+        if line.start_time.is_none() {
+            // No identity to check the pid against at `y`: a later process could have it.
+            self.say(super::kill::no_identity(sig, line.pid));
+            return None;
+        }
         self.confirm = Some(Confirm {
             pid: line.pid,
             start_time: line.start_time,
@@ -443,12 +424,23 @@ mod tests {
         assert_eq!(a.key(key(KeyCode::Char('x'))), None);
         assert_eq!(a.status.as_ref().unwrap().0, "no process selected");
         let mut s = Snapshot::empty(1, 1000);
-        s.processes
-            .push(super::super::snapshot::ProcessRow::from_gpu(
-                &hypomnesis::test_helpers::GpuProcessBuilder::new(42, 0)
-                    .name("python3")
-                    .build(),
-            ));
+        let mut row = super::super::snapshot::ProcessRow::from_gpu(
+            &hypomnesis::test_helpers::GpuProcessBuilder::new(42, 0)
+                .name("python3")
+                .build(),
+        );
+        s.processes.push(row.clone());
+        a.push(s.clone());
+        // A row whose stat could not be read has no identity: no confirmation is offered.
+        assert_eq!(a.key(key(KeyCode::Char('x'))), None);
+        assert!(a.confirm.is_none());
+        assert!(
+            a.status.as_ref().unwrap().0.starts_with("SIGTERM not sent"),
+            "{:?}",
+            a.status
+        );
+        row.start_time = Some(99);
+        s.processes = vec![row];
         a.push(s);
         assert_eq!(a.key(key(KeyCode::Char('X'))), None);
         assert_eq!(a.confirm.as_ref().unwrap().sig, Sig::Kill);
@@ -460,7 +452,9 @@ mod tests {
         assert!(a.confirm.is_none());
         a.key(key(KeyCode::Char('x')));
         match a.key(key(KeyCode::Char('y'))) {
-            Some(Action::Signal(c)) => assert_eq!((c.pid, c.sig), (42, Sig::Term)),
+            Some(Action::Signal(c)) => {
+                assert_eq!((c.pid, c.start_time, c.sig), (42, Some(99), Sig::Term));
+            }
             other => panic!("{other:?}"),
         }
     }

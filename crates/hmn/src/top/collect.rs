@@ -2,24 +2,28 @@
 //! (on its own thread, [`spawn`]) and `hmn record` (in a loop).
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
-//! reused between rescans), `/proc/meminfo`, and for each GPU process its `stat` (parent,
-//! start time, RSS: one small read). What does not change while a process lives — name,
-//! owner, cgroup workload, command line — is read once per (pid, start time) and cached.
+//! reused between rescans) with each row's name, owner and workload as read this sample,
+//! `/proc/meminfo`, and for each GPU process its `stat` (parent, start time, RSS, the kernel's
+//! name: one small read). The command line is kept per (pid, start time) and read again when
+//! the kernel's name or the row's name changes (an `exec`, a `prctl`/`setproctitle` rename).
+//! An NVIDIA row whose host pid this proc root cannot show (a container's own `/proc`) is left
+//! as the probe gives it: nothing is read under that pid, which names a stranger or nothing.
 //!
 //! The DRM rescan (the walk over every process's fds that finds new AMD/Intel clients) costs
 //! in proportion to the machine's fds; its period is calibrated at start so that it stays
 //! within [`RESCAN_BUDGET`] of a core (between [`RESCAN_MIN`] and [`RESCAN_MAX`]), unless
 //! `--rescan` sets it.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hypomnesis::process::tree::{Stat, read_stat};
 use hypomnesis::process::{self, IdentityCache};
 use hypomnesis::workload::WorkloadInfo;
-use hypomnesis::{Field, Probe, ProbeOptions, ProcessName, Roots, Unknown, UnknownReason};
+use hypomnesis::{Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason};
 
 use super::snapshot::{
     Ancestor, Bound, CMDLINE_MAX, Limits, ProcessRow, Snapshot, TEXT_MAX, cut, cut_name,
@@ -40,16 +44,25 @@ pub struct CollectOptions {
     pub rescan: Option<Duration>,
 }
 
-/// What a process is for as long as it lives: read once.
+/// What is known of a process besides its row, kept per (pid, start time): read again when the
+/// kernel's name in its `stat` changes (an `exec`, a `prctl`/`setproctitle` rename), and at
+/// least every [`IDENTITY_REFRESH`] (a setuid drop, a cgroup move).
 #[derive(Debug, Clone)]
 struct Known {
+    /// The kernel's name when it was read (`None`: no `stat`, refreshed by the period only).
+    comm: Option<ProcessName>,
     name: Option<ProcessName>,
     uid: Option<u32>,
     user: Option<String>,
     workload: Option<WorkloadInfo>,
     cmdline: Option<String>,
+    read_at: Instant,
     last_seen: u64,
 }
+
+/// The longest a process's owner, workload and command line are kept unread while its name
+/// stays the same.
+pub const IDENTITY_REFRESH: Duration = Duration::from_secs(10);
 
 /// The collector: a probe and the caches kept between samples.
 pub struct Collector {
@@ -58,6 +71,8 @@ pub struct Collector {
     page_size: u64,
     limits: Limits,
     users: IdentityCache,
+    /// How long identities are kept unread ([`IDENTITY_REFRESH`]; tests shorten it).
+    identity_refresh: Duration,
     known: HashMap<(u32, Option<u64>), Known>,
     tick: u64,
     /// The DRM rescan period in force, and whether it was calibrated.
@@ -143,26 +158,42 @@ impl Collector {
             page_size,
             limits: o.limits,
             users: IdentityCache::new(),
+            identity_refresh: IDENTITY_REFRESH,
             known: HashMap::new(),
             tick: 0,
             rescan,
         }
     }
 
-    fn known(&mut self, pid: u32, start: Option<u64>) -> &Known {
-        let tick = self.tick;
+    /// What is known of (`pid`, `start`), read again when its kernel name is no longer `comm`
+    /// or the refresh period has passed.
+    fn known(&mut self, pid: u32, start: Option<u64>, comm: Option<&ProcessName>) -> &Known {
+        let (tick, now) = (self.tick, Instant::now());
+        let refresh = self.identity_refresh;
         let (roots, users) = (&self.roots, &mut self.users);
-        let k = self.known.entry((pid, start)).or_insert_with(|| {
+        let mut read = || {
             let id = users.identify(roots, pid);
             Known {
+                comm: comm.cloned(),
                 name: id.name.map(|n| cut_name(n, TEXT_MAX)),
                 uid: id.uid,
                 user: id.user.map(|n| cut(n, TEXT_MAX)),
                 workload: hypomnesis::workload::of_process(roots, pid).map(Bound::bounded),
                 cmdline: cmdline(roots, pid),
+                read_at: now,
                 last_seen: tick,
             }
-        });
+        };
+        let k = match self.known.entry((pid, start)) {
+            Entry::Occupied(e) => {
+                let k = e.into_mut();
+                if k.comm.as_ref() != comm || now.duration_since(k.read_at) >= refresh {
+                    *k = read();
+                }
+                k
+            }
+            Entry::Vacant(e) => e.insert(read()),
+        };
         k.last_seen = tick;
         k
     }
@@ -184,6 +215,7 @@ impl Collector {
         if list.devices.is_empty() {
             snap.no_gpu = Some(crate::output::no_gpu_line(&list.absent_reasons()));
         }
+        let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
         let roots = self.roots.clone();
         let mut stat = |pid: u32| {
@@ -193,7 +225,29 @@ impl Collector {
                 .clone()
         };
         for p in &list.processes {
+            // The row's name, owner and workload are the probe's, read this sample.
             let mut row = ProcessRow::from_gpu(p);
+            if !host_pids_visible && matches!(p.source, Source::Nvml | Source::NvidiaSmi) {
+                // NVML's host pid names another process (or none) under this proc root (the
+                // library's rule, `pidns::visible`): read nothing of it, so no stranger's name,
+                // figures, parent or identity are shown.
+                row.gpu.unknown.push(Unknown::new(
+                    Field::Name,
+                    UnknownReason::OtherPidNamespace,
+                    format!(
+                        "NVML reports host PID {}, which {} does not show",
+                        p.pid,
+                        self.roots.proc.display()
+                    ),
+                ));
+                row.gpu.unknown.push(Unknown::new(
+                    Field::RssBytes,
+                    UnknownReason::OtherPidNamespace,
+                    format!("host PID {} is not visible here", p.pid),
+                ));
+                snap.processes.push(row);
+                continue;
+            }
             let st = stat(p.pid);
             match &st {
                 Some(st) => {
@@ -213,7 +267,7 @@ impl Collector {
                     )),
                 },
             }
-            let k = self.known(p.pid, row.start_time);
+            let k = self.known(p.pid, row.start_time, st.as_ref().map(|s| &s.comm));
             let g = &mut row.gpu;
             g.name = k.name.clone().or(g.name.take());
             g.uid = k.uid;
@@ -239,6 +293,7 @@ impl Collector {
                 snap.ancestors.push(Ancestor {
                     pid,
                     ppid: next,
+                    start_time: st.as_ref().map(|s| s.start_time),
                     name: st.map(|s| cut(s.comm.escaped(), TEXT_MAX)),
                 });
             }
@@ -268,6 +323,9 @@ pub struct Control {
     pub rescan_ms: AtomicU64,
     /// Whether that period was calibrated.
     pub rescan_calibrated: AtomicBool,
+    /// Counts the changes above ([`Control::poke`]); the thread sleeps on it between samples.
+    changes: Mutex<u64>,
+    changed: Condvar,
 }
 
 impl Control {
@@ -280,6 +338,8 @@ impl Control {
             busy_since_ms: AtomicU64::new(0),
             rescan_ms: AtomicU64::new(0),
             rescan_calibrated: AtomicBool::new(false),
+            changes: Mutex::new(0),
+            changed: Condvar::new(),
         })
     }
 
@@ -287,11 +347,50 @@ impl Control {
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
     }
+
+    /// Wakes the thread after a change of interval, pause or stop.
+    pub fn poke(&self) {
+        let mut n = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *n = n.wrapping_add(1);
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until `until` (forever with `None`) or a [`Control::poke`], whichever is first.
+    fn sleep(&self, until: Option<Instant>) {
+        let mut n = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = *n;
+        while *n == seen {
+            match until {
+                None => {
+                    n = self
+                        .changed
+                        .wait(n)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    n = self
+                        .changed
+                        .wait_timeout(n, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+    }
 }
 
-/// Starts the collector thread: it builds the probe (calibrating the rescan), then samples
-/// every interval and sends each snapshot. It is never joined: when the UI quits, the process
-/// exits, so a driver call that never returns cannot hold `hmn top` open.
+/// Starts the collector thread ([`spawn_into`]) with its snapshots sent on a channel (`hmn
+/// record`).
 ///
 /// # Errors
 /// When the thread cannot be started.
@@ -301,6 +400,25 @@ pub fn spawn(
     control: Arc<Control>,
 ) -> std::io::Result<mpsc::Receiver<Snapshot>> {
     let (tx, rx) = mpsc::channel();
+    spawn_into(opts, o, control, move |s| tx.send(s).is_ok())?;
+    Ok(rx)
+}
+
+/// Starts the collector thread: it builds the probe (calibrating the rescan), then samples
+/// every interval and hands each snapshot to `sink` (which answers whether anyone still
+/// listens). Between samples it sleeps until the next one is due or [`Control::poke`] says the
+/// interval, the pause or the stop changed: no wake-up in between. It is never joined: when
+/// the UI quits, the process exits, so a driver call that never returns cannot hold `hmn top`
+/// open.
+///
+/// # Errors
+/// When the thread cannot be started.
+pub fn spawn_into(
+    opts: ProbeOptions,
+    o: CollectOptions,
+    control: Arc<Control>,
+    mut sink: impl FnMut(Snapshot) -> bool + Send + 'static,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("hmn-collect".to_string())
         .spawn(move || {
@@ -315,28 +433,27 @@ pub fn spawn(
                 .store(c.rescan.1, Ordering::Relaxed);
             let mut next = Instant::now();
             while !control.stop.load(Ordering::Relaxed) {
-                if !control.paused.load(Ordering::Relaxed) && Instant::now() >= next {
+                if control.paused.load(Ordering::Relaxed) {
+                    control.busy_since_ms.store(0, Ordering::Relaxed);
+                    control.sleep(None);
+                    continue;
+                }
+                if Instant::now() >= next {
                     let interval = control.interval();
                     control.busy_since_ms.store(now_ms(), Ordering::Relaxed);
                     let s = c.sample(interval);
                     control.busy_since_ms.store(0, Ordering::Relaxed);
-                    if tx.send(s).is_err() {
+                    if !sink(s) {
                         return;
                     }
                     next = Instant::now() + interval;
                 }
-                // Short naps, so an interval change, a pause or a stop takes effect quickly.
-                let nap = next
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(100))
-                    .max(Duration::from_millis(10));
-                std::thread::sleep(nap);
+                control.sleep(Some(next));
                 // A shorter interval set meanwhile applies from now.
-                let soonest = Instant::now() + control.interval();
-                next = next.min(soonest);
+                next = next.min(Instant::now() + control.interval());
             }
         })?;
-    Ok(rx)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -351,5 +468,107 @@ mod tests {
             Duration::from_secs(50)
         );
         assert_eq!(calibrated_rescan(Duration::from_secs(9)), RESCAN_MAX);
+    }
+
+    use hmn_testbed::{FakeNvml, FakeProc, FakeProcess, Sandbox};
+
+    fn collector(bed: &Sandbox, max: usize) -> Collector {
+        let opts = ProbeOptions::default()
+            .roots(
+                Roots::system()
+                    .with_proc(bed.proc())
+                    .with_sys(bed.world.sys.root()),
+            )
+            .nvml_library(bed.env.nvml.clone())
+            .nvidia_smi(bed.env.nvidia_smi.clone());
+        let o = CollectOptions {
+            limits: Limits { max_processes: max },
+            rescan: Some(Duration::from_secs(5)),
+        };
+        Collector::new(opts, o)
+    }
+
+    #[test]
+    fn a_rename_exec_setuid_or_cgroup_move_shows_at_the_next_sample() {
+        let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 4242, 1 << 30));
+        let bed = Sandbox::with_nvml(&fake);
+        let f = bed.fixture();
+        f.process(&FakeProc::new(4242, "python3").cmdline(&["python3", "serve.py"]))
+            .unwrap();
+        f.stat(4242, "python3", 1, 100).unwrap();
+        f.file("4242/cgroup", "0::/system.slice/old.service\n")
+            .unwrap();
+        let mut c = collector(&bed, 64);
+        let row = |s: &Snapshot| s.processes[0].clone();
+        let before = row(&c.sample(Duration::from_secs(1)));
+        assert_eq!(before.gpu.name.as_ref().unwrap().escaped(), "python3");
+        assert_eq!(before.cmdline.as_deref(), Some("python3 serve.py"));
+        assert_eq!(before.gpu.uid, Some(0));
+        // The same process (same start time) renames itself, drops to uid 1000, moves cgroup.
+        f.process(
+            &FakeProc::new(4242, "VLLM::Worker")
+                .cmdline(&["VLLM::Worker_TP0"])
+                .uid(1000),
+        )
+        .unwrap();
+        f.stat(4242, "VLLM::Worker", 1, 100).unwrap();
+        f.file("4242/cgroup", "0::/system.slice/new.service\n")
+            .unwrap();
+        let after = row(&c.sample(Duration::from_secs(1)));
+        assert_eq!(after.start_time, before.start_time, "the same process");
+        assert_eq!(after.gpu.name.as_ref().unwrap().escaped(), "VLLM::Worker");
+        assert_eq!(after.cmdline.as_deref(), Some("VLLM::Worker_TP0"));
+        assert_eq!(after.gpu.uid, Some(1000));
+        assert_ne!(
+            after.gpu.workload, before.gpu.workload,
+            "the cgroup move is seen"
+        );
+        // A setuid drop with the name unchanged: seen once the refresh period has passed.
+        f.process(
+            &FakeProc::new(4242, "VLLM::Worker")
+                .cmdline(&["VLLM::Worker_TP0"])
+                .uid(65534),
+        )
+        .unwrap();
+        assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(1000));
+        c.identity_refresh = Duration::ZERO;
+        assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(65534));
+    }
+
+    #[test]
+    fn an_nvml_pid_hidden_by_a_pid_namespace_is_never_named_after_a_stranger() {
+        // A container's own /proc: hmn is pid 1 in a namespace of its own, and pid 7 there is
+        // an unrelated shell — NVML's host pid 7 is someone else.
+        let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 7, 1 << 30));
+        let bed = Sandbox::with_nvml(&fake);
+        let f = bed.fixture();
+        f.process(&FakeProc::new(1, "hmn")).unwrap();
+        f.process(&FakeProc::new(7, "bash").cmdline(&["bash", "-i"]))
+            .unwrap();
+        f.stat(7, "bash", 1, 100).unwrap();
+        f.pid_ns(1, 4_026_532_999).unwrap();
+        f.self_link(1).unwrap();
+        let mut c = collector(&bed, 64);
+        for _ in 0..2 {
+            let s = c.sample(Duration::from_secs(1));
+            let r = &s.processes[0];
+            assert_eq!(r.gpu.pid, 7);
+            assert!(r.gpu.name.is_none() && r.gpu.user.is_none(), "{r:?}");
+            assert_eq!(
+                (r.start_time, r.ppid, r.rss_bytes, r.cmdline.as_deref()),
+                (None, None, None, None),
+                "a stranger's figures: {r:?}"
+            );
+            assert!(
+                r.gpu
+                    .unknown
+                    .iter()
+                    .any(|u| u.field == Field::RssBytes
+                        && u.reason == UnknownReason::OtherPidNamespace),
+                "{:?}",
+                r.gpu.unknown
+            );
+            assert!(s.ancestors.is_empty());
+        }
     }
 }

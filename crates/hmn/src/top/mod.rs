@@ -10,6 +10,7 @@
 //! | [`recording_v1`] | reading a line of format version 1 into today's snapshot |
 //! | [`record`] | `hmn record` |
 //! | `ui` | `hmn top`: terminal, event loop, signals (feature `top`) |
+//! | `kill`, `pidfd` | a confirmed signal, sent only to the identity that was listed (pidfd on Linux) |
 //! | `app`, `rows`, `player` | the view's state and keys; table lines (sort, filter, tree); replay |
 //! | `view`, `table`, `panes`, `theme` | drawing: layout, devices, table, detail, status, help, colours |
 
@@ -29,7 +30,11 @@ mod app;
 #[cfg(feature = "top")]
 mod clock;
 #[cfg(feature = "top")]
+mod kill;
+#[cfg(feature = "top")]
 mod panes;
+#[cfg(all(feature = "top", target_os = "linux"))]
+mod pidfd;
 #[cfg(feature = "top")]
 mod player;
 #[cfg(all(test, feature = "top"))]

@@ -14,7 +14,7 @@ use super::table::{draw_detail, draw_table};
 use crate::format::sanitize;
 
 /// How long a status message stays.
-const MESSAGE_MS: u64 = 8000;
+pub const MESSAGE_MS: u64 = 8000;
 
 /// The table, and the detail pane beside it (wide screens) or below it.
 pub fn table_and_detail(f: &mut Frame<'_>, app: &mut App, area: Rect) {
@@ -42,13 +42,18 @@ pub fn table_and_detail(f: &mut Frame<'_>, app: &mut App, area: Rect) {
     }
 }
 
+/// How long a collection may run before the data is stale: twice the interval, at least 2 s.
+pub fn stale_limit_ms(interval_ms: u64) -> u64 {
+    interval_ms.saturating_mul(2).max(2000)
+}
+
 /// Whether live data is stale: a collection has been running for longer than twice the
 /// interval (at least 2 s). Returns since when (ms).
 pub fn stale_since(app: &App) -> Option<u64> {
     let Mode::Live { interval, paused } = &app.mode else {
         return None;
     };
-    let limit = (2 * u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)).max(2000);
+    let limit = stale_limit_ms(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX));
     let busy = app.busy_since_ms;
     (!*paused && busy > 0 && app.now_ms.saturating_sub(busy) > limit)
         .then(|| app.snap.as_ref().map_or(busy, |s| s.unix_ms))

@@ -43,13 +43,10 @@ impl Player {
         self.next_at = now + wait.max(Duration::from_millis(10));
     }
 
-    /// How long until the next step (for the event loop's timeout).
-    pub fn due(&self, now: Instant) -> Duration {
-        if self.paused || self.at_end() {
-            Duration::from_secs(1)
-        } else {
-            self.next_at.saturating_duration_since(now)
-        }
+    /// How long until the next step (for the event loop's timeout); `None` while paused or at
+    /// the end (nothing to do until a key).
+    pub fn due(&self, now: Instant) -> Option<Duration> {
+        (!self.paused && !self.at_end()).then(|| self.next_at.saturating_duration_since(now))
     }
 
     /// Whether the last sample is shown.

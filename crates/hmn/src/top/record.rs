@@ -1,28 +1,88 @@
-//! `hmn record [--interval] [--duration] FILE`: the snapshots `hmn top` draws, one JSON line
-//! per sample, flushed per sample (`docs/top.md`). FILE goes through [`crate::outfile`]: `-`
-//! streams to stdout; a file is written under a temporary name beside it and renamed into
-//! place when recording stops (duration reached, Ctrl+C, SIGTERM, SIGHUP). If hmn is killed
-//! outright, the temporary file keeps every sample written but the one in progress.
+//! `hmn record [--interval] [--duration] [--force] FILE`: the snapshots `hmn top` draws, one
+//! JSON line per sample, flushed per sample (`docs/top.md`).
+//!
+//! Sampling runs on the collector's own thread ([`super::collect::spawn`], as `hmn top`'s):
+//! the main thread only writes what arrives and watches the clock and the stop flag, so
+//! `--duration`, Ctrl+C, SIGTERM and SIGHUP (a terminal hanging up) end the recording within
+//! [`TICK`] even while a driver call hangs; the thread stuck in the driver is left behind (it
+//! ends with the process) and a warning says since when it has been waiting. Standard input is
+//! not read: `record` runs in the background (`&`, `nohup`, a unit with stdin on `/dev/null`),
+//! where stdin is at EOF from the start or reading it would stop the process (`SIGTTIN`).
+//!
+//! FILE goes through [`crate::outfile`]: `-` streams to stdout; a file is written under a
+//! temporary name beside it and renamed into place when recording stops. An existing FILE is
+//! refused unless `--force`. A failed write (a full disk) cuts the temporary file back to the
+//! last complete line and puts it in place, so every complete sample is kept; if even that
+//! fails, the temporary file is kept and named. If hmn is killed outright, the temporary file
+//! keeps every sample written but the one in progress.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hypomnesis::ProbeOptions;
 
-use super::collect::{CollectOptions, Collector};
+use super::collect::{CollectOptions, Control, now_ms};
 use super::recording::write_line;
-use super::snapshot::Limits;
+use super::snapshot::{Limits, Snapshot};
 use crate::args::RecordArgs;
+use crate::format::duration;
 use crate::outfile::{Dest, Sink};
+
+/// How often the main thread looks at the clock and the stop flag.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// How long the collector may go without finishing a sample before it counts as stuck (as
+/// `serve`'s staleness: three intervals, at least 2 s). Until the first sample arrives,
+/// `--duration` waits this long beyond its end for it.
+fn stuck_after(interval: Duration) -> Duration {
+    (interval * 3).max(Duration::from_secs(2))
+}
+
+/// A writer that counts the bytes it passed on.
+struct Counting<'a> {
+    inner: &'a mut Sink,
+    written: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// What has been written so far.
+#[derive(Debug, Default)]
+struct Progress {
+    samples: u64,
+    /// Bytes of complete, flushed lines.
+    good_bytes: u64,
+}
 
 pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let dest = Dest::of(&args.file);
-    let mut sink = Sink::open(&dest).with_context(|| format!("record: {}", args.file.display()))?;
+    let name = args.file.display().to_string();
+    if let Dest::File(p) = &dest {
+        let exists = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file());
+        anyhow::ensure!(
+            args.force || !exists,
+            "record: {name}: exists (--force replaces it)"
+        );
+    }
+    let mut sink = Sink::open(&dest).with_context(|| format!("record: {name}"))?;
     let stop = crate::signals::stop_flag()?;
-    let mut collector = Collector::new(
+    let control = Control::new(args.interval);
+    let rx = super::collect::spawn(
         opts,
         CollectOptions {
             limits: Limits {
@@ -30,62 +90,127 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
             },
             rescan: args.rescan,
         },
-    );
+        Arc::clone(&control),
+    )
+    .context("record: starting the collector thread")?;
     let on_stdout = dest == Dest::Stdout;
     if !on_stdout {
         crate::output::note(&format!(
-            "record: every {:.1} s to {}{} — Ctrl+C stops",
-            args.interval.as_secs_f64(),
-            args.file.display(),
+            "record: every {} to {name}{} — Ctrl+C stops",
+            duration(args.interval),
             args.duration
-                .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+                .map(|d| format!(" for {}", duration(d)))
                 .unwrap_or_default()
         ))?;
     }
     let started = Instant::now();
-    let mut samples = 0u64;
-    let mut failure = None;
-    loop {
-        let tick = Instant::now();
-        let snap = collector.sample(args.interval);
-        match write_line(&mut sink, &snap) {
-            Ok(()) => samples += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && on_stdout => break,
-            Err(e) => {
-                failure = Some(e);
-                break;
+    let mut progress = Progress::default();
+    let failure = record(&rx, &mut sink, args, &stop, started, &mut progress);
+    control.stop.store(true, Ordering::Relaxed);
+    let failure = match failure {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe && on_stdout => None,
+        Err(e) => Some(e),
+        Ok(()) => None,
+    };
+    stuck_warning(&control, args.interval)?;
+    let n = progress.samples;
+    let samples = format!("{n} sample{}", if n == 1 { "" } else { "s" });
+    match (sink, failure) {
+        (Sink::Stdout(_), Some(e)) => anyhow::bail!("record: {name}: {e}"),
+        (Sink::Stdout(_), None) => Ok(ExitCode::SUCCESS),
+        (Sink::File(mut f), failure) => {
+            // After a failed write: back to the last complete line, then in place as usual.
+            let cut = match &failure {
+                Some(_) => f.truncate(progress.good_bytes),
+                None => Ok(()),
+            };
+            let committed = cut
+                .map_err(|e| (e, None))
+                .and_then(|()| f.commit_or_keep(args.force));
+            match (committed, failure) {
+                (Ok(()), None) => {
+                    crate::output::note(&format!(
+                        "record: {samples} in {} written to {name}",
+                        duration(Duration::from_millis(
+                            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+                        ))
+                    ))?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                (Ok(()), Some(e)) => anyhow::bail!(
+                    "record: {name}: {e}; the {samples} written before it are in {name}"
+                ),
+                (Err((e, kept)), _) => anyhow::bail!(
+                    "record: {name}: {e}; the {samples} recorded are kept in {}",
+                    kept.map_or_else(|| "no file".to_string(), |p| p.display().to_string())
+                ),
             }
         }
-        let over = args.duration.is_some_and(|d| started.elapsed() >= d);
-        if over || wait(tick + args.interval, &stop) {
-            break;
-        }
     }
-    if let Some(e) = failure {
-        drop(sink); // the temporary file is removed; FILE is as it was
-        anyhow::bail!("record: {}: {e}", args.file.display());
-    }
-    sink.flush()
-        .and_then(|()| sink.commit())
-        .with_context(|| format!("record: {}", args.file.display()))?;
-    if !on_stdout {
-        crate::output::note(&format!(
-            "record: {samples} sample{} in {:.1} s written to {}",
-            if samples == 1 { "" } else { "s" },
-            started.elapsed().as_secs_f64(),
-            args.file.display()
-        ))?;
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
-/// Sleeps until `deadline` in short steps; true when a stop was requested.
-fn wait(deadline: Instant, stop: &AtomicBool) -> bool {
-    while Instant::now() < deadline {
+/// Writes every snapshot that arrives until `--duration` is reached, a stop is requested, the
+/// collector ends, or a write fails (that error returned).
+fn record(
+    rx: &Receiver<Snapshot>,
+    sink: &mut Sink,
+    args: &RecordArgs,
+    stop: &AtomicBool,
+    started: Instant,
+    progress: &mut Progress,
+) -> io::Result<()> {
+    let grace = stuck_after(args.interval);
+    let mut write = |snap: &Snapshot, progress: &mut Progress| {
+        let mut out = Counting {
+            inner: &mut *sink,
+            written: progress.good_bytes,
+        };
+        write_line(&mut out, snap)?;
+        progress.good_bytes = out.written;
+        progress.samples += 1;
+        io::Result::Ok(())
+    };
+    loop {
         if stop.load(Ordering::Relaxed) {
-            return true;
+            break;
         }
-        std::thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));
+        let left = args.duration.map(|d| {
+            // Until the first sample, wait beyond the end for it (a slow start), but not for a
+            // collector that is stuck.
+            let end = if progress.samples == 0 {
+                d.max(grace)
+            } else {
+                d
+            };
+            end.saturating_sub(started.elapsed())
+        });
+        if left == Some(Duration::ZERO) {
+            break;
+        }
+        match rx.recv_timeout(left.map_or(TICK, |l| l.min(TICK))) {
+            Ok(snap) => write(&snap, progress)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        }
     }
-    stop.load(Ordering::Relaxed)
+    // A sample finished while stopping is kept.
+    while let Ok(snap) = rx.try_recv() {
+        write(&snap, progress)?;
+    }
+    Ok(())
+}
+
+/// A warning when the collector has been in one sample for longer than [`stuck_after`]: the
+/// recording ends at the last sample it finished.
+fn stuck_warning(control: &Control, interval: Duration) -> anyhow::Result<()> {
+    let since = control.busy_since_ms.load(Ordering::Relaxed);
+    let waited = Duration::from_millis(now_ms().saturating_sub(since));
+    if since != 0 && waited >= stuck_after(interval) {
+        crate::output::note(&format!(
+            "record: warning: the collector has been waiting on the driver for {} (a hung \
+             driver call); the recording ends at the last sample it finished",
+            duration(Duration::from_secs(waited.as_secs()))
+        ))?;
+    }
+    Ok(())
 }

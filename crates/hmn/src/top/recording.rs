@@ -21,7 +21,7 @@ pub const LINE_MAX: usize = 16 << 20;
 /// # Errors
 /// When the write or flush fails.
 pub fn write_line(out: &mut dyn Write, snapshot: &Snapshot) -> io::Result<()> {
-    let mut line = serde_json::to_vec(snapshot).map_err(io::Error::from)?;
+    let mut line = crate::output::json_vec(snapshot).map_err(io::Error::from)?;
     line.push(b'\n');
     out.write_all(&line)?;
     out.flush()
@@ -381,6 +381,7 @@ mod tests {
             Ancestor {
                 pid: u32::MAX,
                 ppid: Some(u32::MAX),
+                start_time: Some(u64::MAX),
                 name: Some(cut(evil.clone(), TEXT_MAX)),
             };
             1000

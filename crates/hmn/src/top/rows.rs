@@ -175,10 +175,11 @@ pub fn lines(s: &Snapshot, sort: Column, descending: bool, filter: &str, tree: b
         rows_of.entry(r.gpu.pid).or_default().push(i);
         parent.insert(r.gpu.pid, r.ppid);
     }
-    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut names: HashMap<u32, (String, Option<u64>)> = HashMap::new();
     for a in &s.ancestors {
         parent.entry(a.pid).or_insert(a.ppid);
-        names.insert(a.pid, a.name.clone().unwrap_or_else(|| "?".to_string()));
+        let name = a.name.clone().unwrap_or_else(|| "?".to_string());
+        names.insert(a.pid, (name, a.start_time));
     }
     // Visible: the pids of matching rows and everything above them.
     let mut visible: BTreeSet<u32> = BTreeSet::new();
@@ -272,14 +273,22 @@ pub fn lines(s: &Snapshot, sort: Column, descending: bool, filter: &str, tree: b
                         out.push(line(s, i, branch.clone()));
                     }
                 }
-                None => out.push(Line {
-                    pid: p,
-                    row: None,
-                    device: None,
-                    start_time: None,
-                    name: names.get(&p).cloned().unwrap_or_else(|| "?".to_string()),
-                    prefix: branch,
-                }),
+                None => {
+                    // An ancestor: its identity as the snapshot carried it; a pid named only as
+                    // someone's parent (`?`) has none.
+                    let (name, start_time) = names
+                        .get(&p)
+                        .cloned()
+                        .unwrap_or_else(|| ("?".to_string(), None));
+                    out.push(Line {
+                        pid: p,
+                        row: None,
+                        device: None,
+                        start_time,
+                        name,
+                        prefix: branch,
+                    });
+                }
             }
             let child_indent = match (depth, last) {
                 (0, _) => String::new(),
@@ -325,6 +334,7 @@ mod tests {
         s.ancestors = vec![Ancestor {
             pid: 5,
             ppid: Some(1),
+            start_time: Some(77),
             name: Some("bash".into()),
         }];
         s
@@ -382,6 +392,8 @@ mod tests {
             ]
         );
         assert_eq!(l[0].name, "bash");
+        // Every line carries the identity a signal is checked against, ancestors included.
+        assert_eq!(l[0].start_time, Some(77));
         // Filtered: the match and the lines above it.
         let l = lines(&s, Column::Vram, true, "worker", true);
         assert_eq!(shown(&l)[0], "5:None");

@@ -113,6 +113,10 @@ pub struct ProcessRow {
 pub struct Ancestor {
     pub pid: u32,
     pub ppid: Option<u32>,
+    /// Start time (clock ticks after boot): with `pid`, the identity a signal is checked
+    /// against; absent when its `stat` could not be read (no signal is sent then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
     /// Its name as shown (escaped for a terminal, cut at [`TEXT_MAX`] bytes).
     pub name: Option<String>,
 }

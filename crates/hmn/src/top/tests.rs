@@ -415,3 +415,28 @@ fn a_fifo_command_line_never_blocks_the_collector() {
     assert_eq!(xorg.cmdline, None);
     assert_eq!(xorg.gpu.name, Some("Xorg".into()));
 }
+
+#[test]
+fn a_recordings_file_name_reaches_the_header_escaped() {
+    let mut app = App::new(
+        Mode::Replay {
+            file: "\x1b]2;pwned\x07\u{9b}1m.jsonl".to_string(),
+            position: 0,
+            len: 1,
+            speed: 1.0,
+            paused: false,
+            start_ms: 0,
+        },
+        Theme { mono: false },
+    );
+    app.push(Snapshot::empty(now_ms(), 1000));
+    let (screen, buf) = screen(&mut app, 120, 30);
+    assert!(screen.contains("ned\\x07\\x9b1m.jsonl"), "{screen}");
+    for cell in buf.content() {
+        assert!(
+            !cell.symbol().chars().any(char::is_control),
+            "a control character in a cell: {:?}",
+            cell.symbol()
+        );
+    }
+}

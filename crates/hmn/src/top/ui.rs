@@ -1,15 +1,18 @@
 //! `hmn top`: the terminal, the event loop, and the two sources it shows (the collector
 //! thread, or a recording).
 //!
-//! The loop owns the terminal and redraws on its own clock (on a new snapshot, an event, and
-//! every second): it never calls a GPU backend, so a driver call that hangs on the collector
-//! thread shows as "STALE since …" while keys still work. The terminal is restored on `q`,
-//! Ctrl+C, SIGTERM/SIGHUP/SIGINT, on an error, and after a panic in any thread (a panic hook
-//! restores it before the message is printed, then exits).
+//! The loop owns the terminal and sleeps on one channel fed by the input thread, the collector
+//! thread and the signal thread; it wakes for those, and otherwise only when the clock changes
+//! what is shown (a replay step, a stale age, the end of a message), and redraws only then. It
+//! never calls a GPU backend, so a driver call that hangs on the collector thread shows as
+//! "STALE since …" while keys still work. hmn ends, the terminal restored, on `q`, Ctrl+C,
+//! SIGTERM/SIGHUP/SIGINT/SIGQUIT (within [`STOP_GRACE`] whatever the UI thread is doing), when
+//! the terminal hangs up or its input ends, on an error, and after a panic in any thread (a
+//! panic hook restores it before the message is printed, then exits).
 
-use std::io::{self, IsTerminal as _, Stdout};
+use std::io::{self, BufWriter, IsTerminal as _, Stdout};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -20,8 +23,9 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::crossterm::{cursor, execute, terminal};
 
-use super::app::{Action, App, Confirm, Mode, Sig};
-use super::collect::{CollectOptions, Control, now_ms, spawn};
+use super::app::{Action, App, Mode};
+use super::collect::{CollectOptions, Control, now_ms, spawn_into};
+use super::panes::{MESSAGE_MS, stale_limit_ms, stale_since};
 use super::player::Player;
 use super::recording::Recording;
 use super::snapshot::{Limits, Snapshot};
@@ -59,12 +63,80 @@ fn install_panic_hook() {
     }));
 }
 
+/// What wakes the UI thread. It sleeps on one channel until one of these comes or something
+/// shown by the clock is due (a replay step, a stale age, a message's end): no polling.
+enum Wake {
+    /// A key, a mouse event or a resize (the input thread).
+    Input(Event),
+    /// The terminal hung up or its input ended (the input thread, or the hang-up watcher).
+    InputEnded,
+    /// A new snapshot (the collector thread).
+    Snapshot(Box<Snapshot>),
+    /// A stop signal (the signal thread).
+    Stop,
+}
+
 enum Source {
-    Live {
-        rx: mpsc::Receiver<Snapshot>,
-        control: Arc<Control>,
-    },
+    Live { control: Arc<Control> },
     Replay(Player),
+}
+
+/// How long after a stop signal hmn ends even if the UI thread has not (a draw stuck on a
+/// terminal that stopped reading): the terminal is restored best-effort and hmn exits.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Bytes a frame is buffered in before it is written (a full 300×100 redraw in colour fits).
+const FRAME_BUFFER: usize = 256 << 10;
+
+/// The input thread: crossterm's blocking `read`, each event sent on. It ends at the first
+/// error (a closed terminal), and when the UI is gone.
+fn spawn_input(tx: mpsc::Sender<Wake>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("hmn-input".to_string())
+        .spawn(move || {
+            loop {
+                let wake = match event::read() {
+                    Ok(e) => Wake::Input(e),
+                    Err(_) => Wake::InputEnded,
+                };
+                let ended = matches!(wake, Wake::InputEnded);
+                if tx.send(wake).is_err() || ended {
+                    return;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Platform seam: a thread asleep in `poll(2)` on stdin asking for nothing, which the kernel
+/// wakes only on a hang-up or an error (an ssh drop, a closed tmux window): the UI is told even
+/// when crossterm's reader, which retries a read that returns nothing, never returns.
+#[cfg(unix)]
+fn spawn_hangup_watch(tx: mpsc::Sender<Wake>) -> io::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+    std::thread::Builder::new()
+        .name("hmn-hangup".to_string())
+        .spawn(move || {
+            let stdin = io::stdin();
+            loop {
+                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Ok(n) if n > 0 => break,
+                    // Ok(0) cannot happen without a timeout; any other error ends the watch.
+                    _ => break,
+                }
+            }
+            let _ = tx.send(Wake::InputEnded);
+        })?;
+    Ok(())
+}
+
+/// Windows: the console has no hang-up; closing its window ends the process.
+#[cfg(not(unix))]
+fn spawn_hangup_watch(_tx: mpsc::Sender<Wake>) -> io::Result<()> {
+    Ok(())
 }
 
 pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
@@ -99,11 +171,13 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         app.say(w.clone());
     }
     let roots = opts.roots.clone();
+    let (tx, rx) = mpsc::channel();
     let source = match recording {
         Some(r) => Source::Replay(Player::new(r, Instant::now())),
         None => {
             let control = Control::new(args.interval);
-            let rx = spawn(
+            let snapshots = tx.clone();
+            spawn_into(
                 opts,
                 CollectOptions {
                     limits: Limits {
@@ -112,12 +186,20 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
                     rescan: args.rescan,
                 },
                 Arc::clone(&control),
+                move |s| snapshots.send(Wake::Snapshot(Box::new(s))).is_ok(),
             )
             .context("top: starting the collector")?;
-            Source::Live { rx, control }
+            Source::Live { control }
         }
     };
-    let stop = crate::signals::stop_flag()?;
+    let signals = tx.clone();
+    crate::signals::on_stop(move |sig| {
+        let _ = signals.send(Wake::Stop);
+        // The UI ends on its own within a frame; if it has not by now, it is stuck.
+        std::thread::sleep(STOP_GRACE);
+        restore();
+        std::process::exit(128 + sig);
+    })?;
     install_panic_hook();
     terminal::enable_raw_mode().context("top: the terminal refused raw mode")?;
     let guard = Guard;
@@ -125,8 +207,13 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     if args.mouse {
         execute!(io::stdout(), ratatui::crossterm::event::EnableMouseCapture)?;
     }
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-    let result = event_loop(&mut term, &mut app, source, &stop, &roots);
+    spawn_input(tx.clone()).context("top: starting the input thread")?;
+    spawn_hangup_watch(tx).context("top: starting the hang-up watch")?;
+    // One write per frame: the frame is buffered whole and flushed at the end of the draw, so
+    // a terminal (or a test reading the screen) never sees half a frame.
+    let out = BufWriter::with_capacity(FRAME_BUFFER, io::stdout());
+    let mut term = Terminal::new(CrosstermBackend::new(out))?;
+    let result = event_loop(&mut term, &mut app, source, &rx, &roots);
     drop(term);
     drop(guard);
     if let Some(w) = warning {
@@ -135,309 +222,148 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
+/// When something the clock shows changes next (ms since the epoch): a stale age or the start
+/// of staleness, the end of a status message. `None`: nothing until an event.
+fn clock_due(app: &App, last_snapshot_ms: u64) -> Option<u64> {
+    let mut due: Option<u64> = None;
+    let mut at = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
+    if let Some((_, since)) = &app.status {
+        if app.now_ms < since + MESSAGE_MS {
+            at(since + MESSAGE_MS);
+        }
+    }
+    if let Mode::Live { interval, paused } = &app.mode {
+        if !*paused {
+            let interval = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+            if let Some(since) = stale_since(app) {
+                // The age counts up in whole seconds.
+                let age = app.now_ms.saturating_sub(since);
+                at(app.now_ms + 1000 - age % 1000);
+            } else {
+                // When a collection in progress (or the next one, if it never reports back)
+                // would have run too long.
+                let busy = app.busy_since_ms;
+                let start = if busy > 0 {
+                    busy
+                } else {
+                    last_snapshot_ms.saturating_add(interval)
+                };
+                at(start.saturating_add(stale_limit_ms(interval)) + 1);
+            }
+        }
+    }
+    due
+}
+
 fn event_loop(
-    term: &mut Terminal<CrosstermBackend<Stdout>>,
+    term: &mut Terminal<CrosstermBackend<BufWriter<Stdout>>>,
     app: &mut App,
     mut source: Source,
-    stop: &AtomicBool,
+    rx: &mpsc::Receiver<Wake>,
     roots: &Roots,
 ) -> anyhow::Result<()> {
-    let mut dirty = true;
-    let mut drawn_second = 0;
+    let mut last_snapshot_ms = now_ms();
     if let Source::Replay(p) = &mut source {
         p.show(app);
     }
     loop {
         app.now_ms = now_ms();
         let now = Instant::now();
-        let timeout = match &mut source {
-            Source::Live { rx, control } => {
-                loop {
-                    match rx.try_recv() {
-                        Ok(s) => {
-                            app.push(s);
-                            dirty = true;
-                        }
-                        Err(mpsc::TryRecvError::Empty) => break,
-                        Err(mpsc::TryRecvError::Disconnected) => {
-                            app.say("the collector stopped");
-                            break;
-                        }
-                    }
-                }
+        match &mut source {
+            Source::Live { control } => {
                 app.busy_since_ms = control.busy_since_ms.load(Ordering::Relaxed);
                 let rescan = control.rescan_ms.load(Ordering::Relaxed);
                 if rescan > 0 {
                     app.rescan = Some((rescan, control.rescan_calibrated.load(Ordering::Relaxed)));
                 }
-                Duration::from_millis(200)
             }
             Source::Replay(p) => {
                 if p.tick(now) {
                     p.show(app);
-                    dirty = true;
                 }
-                p.due(now).min(Duration::from_millis(200))
             }
+        }
+        let due = clock_due(app, last_snapshot_ms);
+        // Every wake is a change (an event, a snapshot, the clock): draw once for all of it
+        // (ratatui writes only the cells that differ).
+        term.draw(|f| super::view::draw(f, app))?;
+        // Sleep until an event, or until the clock changes what is shown.
+        let mut wait = due.map(|t| Duration::from_millis(t.saturating_sub(app.now_ms)));
+        if let Source::Replay(p) = &source {
+            if let Some(d) = p.due(Instant::now()) {
+                wait = Some(wait.map_or(d, |w| w.min(d)));
+            }
+        }
+        let first = match wait {
+            None => rx.recv().ok(),
+            Some(w) => match rx.recv_timeout(w) {
+                Ok(x) => Some(x),
+                Err(mpsc::RecvTimeoutError::Timeout) => continue, // the clock changed the view
+
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
         };
-        // Redraw on change, and every second (the stale age, status messages).
-        let second = app.now_ms / 1000;
-        if dirty || second != drawn_second {
-            term.draw(|f| super::view::draw(f, app))?;
-            dirty = false;
-            drawn_second = second;
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        if !event::poll(timeout)? {
-            continue;
-        }
-        let action = match event::read()? {
-            Event::Key(k) if k.kind == KeyEventKind::Press => app.key(k),
-            Event::Mouse(m) => {
-                app.mouse(m);
-                None
-            }
-            _ => None, // a resize, or a key release: redraw
+        let Some(first) = first else {
+            return Ok(()); // every sender is gone: nothing can wake the UI again
         };
-        dirty = true;
-        let now = Instant::now();
-        match (action, &mut source) {
-            (None, _) => {}
-            (Some(Action::Quit), _) => return Ok(()),
-            (Some(Action::Interval(d)), Source::Live { control, .. }) => control.interval_ms.store(
-                u64::try_from(d.as_millis()).unwrap_or(1000),
-                Ordering::Relaxed,
-            ),
-            (Some(Action::Pause(p)), Source::Live { control, .. }) => {
-                control.paused.store(p, Ordering::Relaxed);
+        // Everything that came meanwhile, then one draw.
+        for wake in std::iter::once(first).chain(rx.try_iter()) {
+            let event = match wake {
+                Wake::Stop | Wake::InputEnded => return Ok(()),
+                Wake::Snapshot(s) => {
+                    last_snapshot_ms = now_ms();
+                    app.push(*s);
+                    continue;
+                }
+                Wake::Input(e) => e,
+            };
+            app.now_ms = now_ms();
+            let action = match event {
+                Event::Key(k) if k.kind == KeyEventKind::Press => app.key(k),
+                Event::Mouse(m) => {
+                    app.mouse(m);
+                    None
+                }
+                _ => None, // a resize, or a key release: redraw
+            };
+            let now = Instant::now();
+            match (action, &mut source) {
+                (None, _) => {}
+                (Some(Action::Quit), _) => return Ok(()),
+                (Some(Action::Interval(d)), Source::Live { control }) => {
+                    control.interval_ms.store(
+                        u64::try_from(d.as_millis()).unwrap_or(1000),
+                        Ordering::Relaxed,
+                    );
+                    control.poke();
+                }
+                (Some(Action::Pause(p)), Source::Live { control }) => {
+                    control.paused.store(p, Ordering::Relaxed);
+                    control.poke();
+                }
+                (Some(Action::Signal(c)), Source::Live { .. }) => {
+                    let text = super::kill::send(&c, roots);
+                    app.say(text);
+                }
+                (Some(Action::Pause(paused)), Source::Replay(p)) => {
+                    p.paused = paused;
+                    p.set_speed(p.speed, now);
+                    p.show(app);
+                }
+                (Some(Action::Seek(ms)), Source::Replay(p)) => {
+                    p.seek(ms, now);
+                    p.show(app);
+                }
+                (Some(Action::SeekEnd(end)), Source::Replay(p)) => {
+                    p.seek_end(end, now);
+                    p.show(app);
+                }
+                (Some(Action::Speed(s)), Source::Replay(p)) => {
+                    p.set_speed(s, now);
+                    p.show(app);
+                }
+                (Some(_), _) => {}
             }
-            (Some(Action::Signal(c)), Source::Live { .. }) => {
-                let text = send(&c, roots);
-                app.say(text);
-            }
-            (Some(Action::Pause(paused)), Source::Replay(p)) => {
-                p.paused = paused;
-                p.set_speed(p.speed, now);
-                p.show(app);
-            }
-            (Some(Action::Seek(ms)), Source::Replay(p)) => {
-                p.seek(ms, now);
-                p.show(app);
-            }
-            (Some(Action::SeekEnd(end)), Source::Replay(p)) => {
-                p.seek_end(end, now);
-                p.show(app);
-            }
-            (Some(Action::Speed(s)), Source::Replay(p)) => {
-                p.set_speed(s, now);
-                p.show(app);
-            }
-            (Some(_), _) => {}
         }
-    }
-}
-
-/// What became of a confirmed signal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    Sent,
-    /// The process belongs to another user (EPERM; Windows: access denied).
-    NotPermitted,
-    /// The process has already exited (ESRCH).
-    Gone,
-    /// Anything else, in the system's words.
-    Failed(String),
-}
-
-/// The status message for a signal's outcome.
-pub fn signal_result(c: &Confirm, r: Delivery) -> String {
-    let (sig, pid) = (c.sig.name(), c.pid);
-    match r {
-        Delivery::Sent => format!("{sig} sent to {pid} ({})", c.name),
-        Delivery::NotPermitted => {
-            let why = if cfg!(unix) { "EPERM" } else { "access denied" };
-            format!("{sig} to {pid}: not permitted ({why}): the process belongs to another user")
-        }
-        Delivery::Gone => format!("{sig} to {pid}: the process has already exited"),
-        Delivery::Failed(e) => format!("{sig} to {pid}: {e}"),
-    }
-}
-
-/// Sends a confirmed signal, only to the process that was listed: on this system's `/proc`
-/// (a proc root mounted from elsewhere names pids of another namespace), and only if its start
-/// time is still the one shown (a pid reused since is left alone; on Windows, which has no
-/// start time here, only if its name is still the one shown).
-fn send(c: &Confirm, roots: &Roots) -> String {
-    if roots.proc != std::path::Path::new("/proc") {
-        return format!(
-            "{} not sent: signals go only to processes of this system's /proc (the proc root is {})",
-            c.sig.name(),
-            roots.proc.display()
-        );
-    }
-    if let Some(start) = c.start_time {
-        match hypomnesis::process::tree::read_stat(roots, c.pid) {
-            Ok(st) if st.start_time == start => {}
-            Ok(_) => return reused(c),
-            Err(_) => return signal_result(c, Delivery::Gone),
-        }
-    } else if cfg!(not(unix)) {
-        match hypomnesis::process_name(c.pid) {
-            Some(n) if n == c.name => {}
-            Some(_) => return reused(c),
-            None => return signal_result(c, Delivery::Gone),
-        }
-    }
-    signal_result(c, deliver(c.pid, c.sig))
-}
-
-fn reused(c: &Confirm) -> String {
-    format!(
-        "{} not sent: pid {} is now another process",
-        c.sig.name(),
-        c.pid
-    )
-}
-
-/// Platform seam: `kill(2)`.
-#[cfg(unix)]
-fn deliver(pid: u32, sig: Sig) -> Delivery {
-    use nix::errno::Errno;
-    let sig = match sig {
-        Sig::Term => nix::sys::signal::Signal::SIGTERM,
-        Sig::Kill => nix::sys::signal::Signal::SIGKILL,
-    };
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
-    match nix::sys::signal::kill(pid, sig) {
-        Ok(()) => Delivery::Sent,
-        Err(Errno::EPERM) => Delivery::NotPermitted,
-        Err(Errno::ESRCH) => Delivery::Gone,
-        Err(e) => Delivery::Failed(e.desc().to_string()),
-    }
-}
-
-/// Platform seam: Windows has no signals. `taskkill /PID n` asks the process to close (what
-/// SIGTERM asks); `/F` ends it (what SIGKILL does, `TerminateProcess`).
-#[cfg(not(unix))]
-fn deliver(pid: u32, sig: Sig) -> Delivery {
-    let mut cmd = std::process::Command::new("taskkill");
-    cmd.args(["/PID", &pid.to_string()]);
-    if sig == Sig::Kill {
-        cmd.arg("/F");
-    }
-    match cmd.output() {
-        Ok(o) => taskkill_outcome(o.status.code(), &o.stdout, &o.stderr),
-        Err(e) => Delivery::Failed(format!("taskkill: {e}")),
-    }
-}
-
-/// What `taskkill` said, as a [`Delivery`] (pure): exit 0 sent, 128 no such process, "Access
-/// is denied" another user's (or a protected) process, anything else its first line.
-#[cfg_attr(unix, allow(dead_code))]
-fn taskkill_outcome(code: Option<i32>, stdout: &[u8], stderr: &[u8]) -> Delivery {
-    let text = String::from_utf8_lossy(if stderr.is_empty() { stdout } else { stderr });
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    match code {
-        Some(0) => Delivery::Sent,
-        Some(128) => Delivery::Gone,
-        _ if text.to_ascii_lowercase().contains("access is denied") => Delivery::NotPermitted,
-        Some(c) => Delivery::Failed(format!("taskkill exited {c}: {line}")),
-        None => Delivery::Failed(format!("taskkill was killed: {line}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn confirm(pid: u32, start_time: Option<u64>) -> Confirm {
-        Confirm {
-            pid,
-            start_time,
-            name: "python3".into(),
-            sig: Sig::Term,
-        }
-    }
-
-    #[test]
-    fn signal_outcomes_in_words() {
-        let c = confirm(42, None);
-        assert_eq!(
-            signal_result(&c, Delivery::Sent),
-            "SIGTERM sent to 42 (python3)"
-        );
-        assert_eq!(
-            signal_result(&c, Delivery::NotPermitted),
-            "SIGTERM to 42: not permitted (EPERM): the process belongs to another user"
-        );
-        assert_eq!(
-            signal_result(&c, Delivery::Gone),
-            "SIGTERM to 42: the process has already exited"
-        );
-    }
-
-    #[test]
-    fn taskkill_answers_in_words() {
-        // Wine 8's taskkill for a pid that does not exist (exit 128), and Windows' wording for
-        // a process of another user (exit 1).
-        assert_eq!(
-            taskkill_outcome(
-                Some(128),
-                b"",
-                b"Error: Could not find process \"99999\".\r\n"
-            ),
-            Delivery::Gone
-        );
-        let denied = b"ERROR: The process with PID 4 could not be terminated.\r\nReason: Access is denied.\r\n";
-        assert_eq!(
-            taskkill_outcome(Some(1), b"", denied),
-            Delivery::NotPermitted
-        );
-        assert_eq!(
-            taskkill_outcome(
-                Some(0),
-                b"SUCCESS: Sent termination signal to the process with PID 42.",
-                b""
-            ),
-            Delivery::Sent
-        );
-        assert_eq!(
-            taskkill_outcome(Some(1), b"", b"\r\nERROR: Invalid argument/option.\r\n"),
-            Delivery::Failed("taskkill exited 1: ERROR: Invalid argument/option.".into())
-        );
-    }
-
-    #[test]
-    fn a_reused_pid_or_a_foreign_proc_root_gets_no_signal() {
-        let me = std::process::id();
-        let msg = send(&confirm(me, Some(1)), &Roots::system());
-        assert_eq!(
-            msg,
-            format!("SIGTERM not sent: pid {me} is now another process")
-        );
-        let msg = send(&confirm(me, None), &Roots::system().with_proc("/tmp"));
-        assert!(
-            msg.starts_with("SIGTERM not sent: signals go only"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn a_real_child_is_signalled() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let st = hypomnesis::process::tree::read_stat(&Roots::system(), child.id()).unwrap();
-        let msg = send(&confirm(child.id(), Some(st.start_time)), &Roots::system());
-        assert_eq!(msg, format!("SIGTERM sent to {} (python3)", child.id()));
-        use std::os::unix::process::ExitStatusExt as _;
-        assert_eq!(child.wait().unwrap().signal(), Some(15));
     }
 }

@@ -164,7 +164,7 @@ fn host_line(app: &App, width: u16) -> Line<'static> {
             let at = app.snap.as_ref().map_or(0, |s| s.unix_ms);
             format!(
                 "replay {} · {} (+{}) · {}/{} · ×{speed}{}",
-                short(file, 20),
+                short(&sanitize(file), 20),
                 utc(at),
                 hms(at.saturating_sub(*start_ms)),
                 position + 1,

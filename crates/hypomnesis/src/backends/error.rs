@@ -8,6 +8,7 @@
 use std::io;
 use std::process::ExitStatus;
 
+use crate::types::BackendCause;
 use crate::types::error::ParseError;
 
 #[cfg(feature = "nvml")]
@@ -42,6 +43,8 @@ pub(crate) enum BackendError {
         library: String,
         /// The loader's message (`dlerror`), which may name the file already.
         message: String,
+        /// Whether the path names nothing (cause `library-missing`, else `library-unusable`).
+        missing: bool,
     },
     /// The library lacks a symbol every NVML has.
     #[cfg(feature = "nvml")]
@@ -151,6 +154,49 @@ pub(crate) enum BackendError {
 }
 
 impl BackendError {
+    /// Why, as a value callers can match ([`BackendCause`]).
+    pub(crate) fn cause(&self) -> BackendCause {
+        match self {
+            BackendError::Disabled => BackendCause::Disabled,
+            #[cfg(not(feature = "nvml"))]
+            BackendError::NotBuilt { .. } => BackendCause::NotBuilt,
+            #[cfg(feature = "nvml")]
+            BackendError::LibraryNotFound { .. } => BackendCause::LibraryMissing,
+            #[cfg(feature = "nvml")]
+            BackendError::LibraryUnloadable { missing: true, .. } => BackendCause::LibraryMissing,
+            #[cfg(feature = "nvml")]
+            BackendError::LibraryUnloadable { .. } | BackendError::NotNvml { .. } => {
+                BackendCause::LibraryUnusable
+            }
+            #[cfg(feature = "nvml")]
+            BackendError::DriverNotLoaded => BackendCause::DriverNotLoaded,
+            #[cfg(feature = "nvml")]
+            BackendError::GpuNotFound => BackendCause::NoDevice,
+            #[cfg(feature = "nvml")]
+            BackendError::NoPermission => BackendCause::PermissionDenied,
+            #[cfg(feature = "nvml")]
+            BackendError::InitFailed(e) | BackendError::Nvml(e) => nvml_cause(e),
+            #[cfg(feature = "nvml")]
+            BackendError::UnrecognisedLayout
+            | BackendError::MalformedBusId(_)
+            | BackendError::OutOfRange { .. } => BackendCause::BadAnswer,
+            BackendError::NotOnPath | BackendError::ProgramNotFound { .. } => {
+                BackendCause::LibraryMissing
+            }
+            BackendError::NotExecutable { .. } => BackendCause::LibraryUnusable,
+            BackendError::Spawn { source, .. } | BackendError::Wait { source, .. } => {
+                if source.kind() == std::io::ErrorKind::PermissionDenied {
+                    BackendCause::PermissionDenied
+                } else {
+                    BackendCause::CallFailed
+                }
+            }
+            BackendError::Timeout { .. } => BackendCause::Timeout,
+            BackendError::ExitStatus { .. } => BackendCause::CallFailed,
+            BackendError::Output { .. } => BackendCause::BadAnswer,
+        }
+    }
+
     /// Whether this failure means the backend simply is not here — disabled, not built, no
     /// library or program, the driver not loaded, no GPU found — rather than present and broken
     /// (a library/driver mismatch, refused access, a failing call), where GPUs may exist that
@@ -169,6 +215,22 @@ impl BackendError {
             | BackendError::GpuNotFound => true,
             _ => false,
         }
+    }
+}
+
+/// The cause of an NVML call's failure.
+#[cfg(feature = "nvml")]
+fn nvml_cause(e: &NvmlError) -> BackendCause {
+    match e {
+        NvmlError::NoPermission => BackendCause::PermissionDenied,
+        NvmlError::DriverNotLoaded => BackendCause::DriverNotLoaded,
+        NvmlError::NotFound => BackendCause::NoDevice,
+        NvmlError::LibRmVersionMismatch
+        | NvmlError::FunctionNotFound
+        | NvmlError::FailedToLoadSymbol(_) => BackendCause::VersionMismatch,
+        NvmlError::Timeout => BackendCause::Timeout,
+        NvmlError::LibloadingError(_) => BackendCause::LibraryUnusable,
+        _ => BackendCause::CallFailed,
     }
 }
 
@@ -283,7 +345,8 @@ mod tests {
         assert_eq!(
             BackendError::LibraryUnloadable {
                 library: "/x/lib.so".into(),
-                message: "/x/lib.so: cannot open shared object file".into()
+                message: "/x/lib.so: cannot open shared object file".into(),
+                missing: true,
             }
             .to_string(),
             "cannot load /x/lib.so: cannot open shared object file"
@@ -291,7 +354,8 @@ mod tests {
         assert_eq!(
             BackendError::LibraryUnloadable {
                 library: "/x/lib.so".into(),
-                message: "invalid ELF header".into()
+                message: "invalid ELF header".into(),
+                missing: false,
             }
             .to_string(),
             "cannot load /x/lib.so: invalid ELF header"

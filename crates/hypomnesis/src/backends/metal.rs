@@ -28,9 +28,10 @@ pub(crate) fn append_devices(list: &mut DeviceList) {
     let Some(dev) = MTLCreateSystemDefaultDevice() else {
         list.backends.push(BackendStatus::new(
             Backend::Metal,
-            BackendState::Absent {
-                reason: "MTLCreateSystemDefaultDevice returned no device".to_string(),
-            },
+            BackendState::absent(
+                crate::types::BackendCause::NoDevice,
+                "MTLCreateSystemDefaultDevice returned no device",
+            ),
         ));
         return;
     };

@@ -7,7 +7,7 @@ use crate::probe::{Probe, ProbeOptions};
 use crate::system::fsread::{self, Cap};
 use crate::system::pidns::PidView;
 use crate::system::roots::Roots;
-use crate::types::BackendStatus;
+use crate::types::{BackendStatus, Device, MemoryHealth, Unattributed};
 
 use super::model::Platform;
 
@@ -208,6 +208,53 @@ impl CgroupFacts {
     }
 }
 
+/// One device as these checks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceMemoryFacts {
+    /// Its index.
+    pub index: u32,
+    /// Its name, or `unknown GPU`.
+    pub name: String,
+    /// Its memory, bytes.
+    pub total_bytes: Option<u64>,
+    /// Its memory health, when read.
+    pub health: Option<MemoryHealth>,
+}
+
+impl DeviceMemoryFacts {
+    /// The facts of `d`.
+    pub fn of(d: &Device) -> DeviceMemoryFacts {
+        DeviceMemoryFacts {
+            index: d.index,
+            name: d.name_or_unknown().to_string(),
+            total_bytes: d.memory.total_bytes,
+            health: d.health.clone(),
+        }
+    }
+}
+
+/// What `gather` read for these checks: every device (with its health) and its unattributed
+/// memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryFacts {
+    /// The devices.
+    pub devices: Vec<DeviceMemoryFacts>,
+    /// Per device ([`crate::ProcessList::unattributed`]).
+    pub unattributed: Vec<Unattributed>,
+}
+
+impl MemoryFacts {
+    /// Facts from a listing: its devices (health read) and their unattributed memory.
+    pub fn of(list: &crate::types::ProcessList) -> MemoryFacts {
+        MemoryFacts {
+            devices: list.devices.iter().map(DeviceMemoryFacts::of).collect(),
+            unattributed: list.unattributed(),
+        }
+    }
+}
+
 /// Everything the checks judge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -243,6 +290,8 @@ pub struct Facts {
     pub platform: Platform,
     /// The probe's backend states (off Linux: DXGI, Metal).
     pub gpu_backends: Vec<BackendStatus>,
+    /// Devices with their memory health, and their unattributed memory (`None`: not read).
+    pub memory: Option<MemoryFacts>,
 }
 
 impl Facts {
@@ -264,6 +313,7 @@ impl Facts {
             pid,
             platform: Platform::Linux,
             gpu_backends: Vec::new(),
+            memory: None,
         }
     }
 }
@@ -315,10 +365,11 @@ pub fn parse_proc_mount(mountinfo: &str, mount_point: &Path) -> Option<ProcMount
 
 /// Reads every fact under `options` (the one function of `doctor` that does I/O).
 pub fn gather(options: &ProbeOptions) -> Facts {
-    let probe = Probe::with_options(options.clone());
+    let probe = Probe::with_options(options.clone().health(true));
     let mut f = Facts::empty(options.roots.clone(), probe.pid_view().clone());
     f.platform = Platform::current();
     f.nvml = nvml_facts(&probe, options);
+    f.memory = Some(MemoryFacts::of(&probe.gpu_processes()));
     f.nvidia_smi = find_nvidia_smi(options);
     #[cfg(target_os = "linux")]
     linux_facts(&mut f);

@@ -19,6 +19,8 @@
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
+//! | `memory-health` | every device's ECC counts, remapped rows or retired pages, amdgpu RAS counters: a pending remap or retirement asks for a GPU reset or reboot, uncorrectable errors fail |
+//! | `unattributed` | device memory no listed process accounts for, and the likely causes (hidden processes, other PID namespaces, MIG, an MPS server, the driver) |
 //! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
 //!
 //! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and
@@ -30,13 +32,15 @@
 mod checks;
 mod facts;
 mod kernel;
+mod memory;
 mod model;
 mod portable;
 mod userns;
 
 pub use facts::{
-    CgroupFacts, DevNode, DrmFacts, Facts, NvmlDeviceFacts, NvmlFacts, NvmlState, ProcMount,
-    UserFacts, gather, parse_cap_eff, parse_nvidia_version, parse_proc_mount,
+    CgroupFacts, DevNode, DeviceMemoryFacts, DrmFacts, Facts, MemoryFacts, NvmlDeviceFacts,
+    NvmlFacts, NvmlState, ProcMount, UserFacts, gather, parse_cap_eff, parse_nvidia_version,
+    parse_proc_mount,
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
@@ -79,10 +83,14 @@ impl Report {
 /// Every check over the facts, in the order of the [module docs](self): Linux's
 /// (`checks.rs`), or another platform's (`portable.rs`).
 pub fn checks(f: &Facts) -> Vec<Check> {
-    if f.platform != Platform::Linux {
-        return portable::checks(f);
-    }
-    checks::linux(f)
+    let mut out = if f.platform == Platform::Linux {
+        checks::linux(f)
+    } else {
+        portable::checks(f)
+    };
+    out.push(memory::health(f));
+    out.push(memory::unattributed(f));
+    out
 }
 
 /// Gathers the facts under `options` and checks them. The `cgroup` check creates and removes

@@ -102,9 +102,9 @@ fn gpu_backends(f: &Facts) -> Check {
                 "{name}: {devices} device{}",
                 if *devices == 1 { "" } else { "s" }
             )),
-            BackendState::Absent { reason } => saw.push(format!("{name}: {reason}")),
+            BackendState::Absent { reason, .. } => saw.push(format!("{name}: {reason}")),
             BackendState::NotTried => saw.push(format!("{name}: not needed")),
-            BackendState::Failed { reason } => {
+            BackendState::Failed { reason, .. } => {
                 saw.push(format!("{name}: failed: {reason}"));
                 broken.push(name);
             }
@@ -194,12 +194,16 @@ mod tests {
     fn a_failed_backend_warns_and_an_absent_one_is_said() {
         let mut f = facts(Platform::Windows);
         f.gpu_backends = vec![
-            BackendStatus::new(Backend::Nvml, BackendState::Absent { reason: "x".into() }),
+            BackendStatus::new(
+                Backend::Nvml,
+                BackendState::absent(crate::types::BackendCause::LibraryMissing, "x"),
+            ),
             BackendStatus::new(
                 Backend::Dxgi,
-                BackendState::Absent {
-                    reason: "CreateDXGIFactory1 failed (0x887A0004)".into(),
-                },
+                BackendState::absent(
+                    crate::types::BackendCause::CallFailed,
+                    "CreateDXGIFactory1 failed (0x887A0004)",
+                ),
             ),
         ];
         let c = gpu_backends(&f);
@@ -207,9 +211,7 @@ mod tests {
         assert_eq!(c.saw, "DXGI: CreateDXGIFactory1 failed (0x887A0004)");
         f.gpu_backends = vec![BackendStatus::new(
             Backend::Dxgi,
-            BackendState::Failed {
-                reason: "E_FAIL".into(),
-            },
+            BackendState::failed(crate::types::BackendCause::CallFailed, "E_FAIL"),
         )];
         let c = gpu_backends(&f);
         assert_eq!(c.status, Status::Warn);

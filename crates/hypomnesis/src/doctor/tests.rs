@@ -55,7 +55,14 @@ fn windows_and_macos_get_their_own_checks_and_linux_keeps_its_own() {
     let win = on(Platform::Windows);
     assert_eq!(
         ids(&win),
-        ["nvml", "nvidia-smi", "accounting", "gpu-backends"]
+        [
+            "nvml",
+            "nvidia-smi",
+            "accounting",
+            "gpu-backends",
+            "memory-health",
+            "unattributed"
+        ]
     );
     assert_eq!(ids(&on(Platform::MacOs)), ids(&win));
     let linux = on(Platform::Linux);

@@ -99,22 +99,7 @@ fn generic_components(model: &ModelSpec, p: &FitParams) -> Vec<Component> {
             ),
         ),
     ];
-    let hv = arch.and_then(|a| Some((a.hidden_size?, a.vocab_size?)));
-    let (low, high, note) = match hv {
-        None => (
-            w / 20,
-            w / 5,
-            "5–20 % of the weights (no hidden/vocab size known)".to_string(),
-        ),
-        Some((h, v)) => {
-            let low = p.batch * v * 4 + p.batch * p.context.saturating_mul(h) * 2 * 2;
-            (
-                low,
-                (2 * low).max(w / 5),
-                "logits + hidden states; up to 20 % of weights (EleutherAI rule)".to_string(),
-            )
-        }
-    };
+    let (low, high, note) = generic_activations(arch, p, w);
     // Eager attention materialises one layer's heads × context² scores (bf16).
     let scores = match (p.flash_attn, arch.and_then(|a| a.attention_heads)) {
         (FlashAttn::Off, Some(heads)) => {
@@ -141,6 +126,50 @@ fn generic_components(model: &ModelSpec, p: &FitParams) -> Vec<Component> {
     ));
     let high = sum_high(&c) / 10;
     with_margin(c, 0, high, "10 % for alignment and fragmentation")
+}
+
+/// The activations of one PyTorch forward pass over the whole prompt (no chunking): the largest
+/// transient of a layer, per token, plus the kept logits (one token, fp32).
+///
+/// With the MLP width known, the peak is inside the MLP: `act(gate(x))`, `up(x)` and their
+/// product live at once (3 × intermediate), beside a few hidden-size tensors (the residual, the
+/// normed input, the attention output, rotary tables): low 2 × intermediate + 2 × hidden, high
+/// 3 × intermediate + 6 × hidden elements of 2 bytes (bf16/fp16) per token. Measured on an H200
+/// (transformers 5.17, torch 2.11, SDPA, a 16-layer Llama-3-8B-shaped model,
+/// `bench/device/run-all.sh`): 123 KB per token at 8192 and 120 KB at 32768 tokens, against
+/// 74 KB low and 135 KB high here. Without it, logits + hidden states, up to 20 % of the weights.
+fn generic_activations(arch: Option<&Architecture>, p: &FitParams, w: u64) -> (u64, u64, String) {
+    let tokens = p.batch.saturating_mul(p.context);
+    match arch.and_then(|a| Some((a.hidden_size?, a.vocab_size?, a.intermediate_size))) {
+        None => (
+            w / 20,
+            w / 5,
+            "5–20 % of the weights (no hidden/vocab size known)".to_string(),
+        ),
+        Some((h, v, Some(ff))) if ff > 0 => {
+            let logits = p.batch.saturating_mul(v).saturating_mul(4);
+            let per = |n_ff: u64, n_h: u64| {
+                n_ff.saturating_mul(ff)
+                    .saturating_add(n_h.saturating_mul(h))
+                    .saturating_mul(2)
+            };
+            (
+                tokens.saturating_mul(per(2, 2)).saturating_add(logits),
+                tokens.saturating_mul(per(3, 6)).saturating_add(logits),
+                "one layer's MLP transients over the whole prompt (2–3 × intermediate + \
+                 hidden states, bf16) + the kept logits"
+                    .to_string(),
+            )
+        }
+        Some((h, v, _)) => {
+            let low = p.batch * v * 4 + tokens.saturating_mul(h) * 2 * 2;
+            (
+                low,
+                (2 * low).max(w / 5),
+                "logits + hidden states; up to 20 % of weights (EleutherAI rule)".to_string(),
+            )
+        }
+    }
 }
 
 /// vLLM, per tensor-parallel rank.
@@ -271,6 +300,30 @@ mod tests {
         assert!(e.warnings[0].contains("incomplete"), "{:?}", e.warnings);
         let given = Estimate::requested(14 << 30);
         assert!(given.is_complete() && given.assumptions.is_none());
+    }
+
+    /// The device run of 2026-11-26 (H200, transformers 5.17, SDPA, 16-layer Llama-3-8B shape,
+    /// docs/validation.md): the forward pass's activations (max_allocated − weights − KV) were
+    /// 1,010,958,336 B at 8192 tokens and 3,943,170,048 B at 32768; the old rule's high end
+    /// (1,816,187,699 B at both) was below the second, and the whole peak +10.1 % above the band.
+    #[test]
+    fn generic_activations_scale_with_the_prompt_as_measured_on_an_h200() {
+        // Activations do not depend on the layer count: the 32-layer model stands in, with
+        // the MLP width of the measured one (config.json's intermediate_size).
+        let mut m = llama_8b();
+        if let Some(a) = m.arch.as_mut() {
+            a.intermediate_size = Some(14336);
+        }
+        for (ctx, measured) in [(8192u64, 1_010_958_336u64), (32768, 3_943_170_048)] {
+            let p = FitParams::new(ctx, 1, KvDtype::BF16, Runtime::Generic);
+            let e = estimate(&m, p);
+            let a = find(&e, "activations");
+            let (lo, hi) = (a.low_bytes.unwrap(), a.high_bytes.unwrap());
+            assert!(
+                lo <= measured && measured <= hi,
+                "{ctx}: {lo} ≤ {measured} ≤ {hi}"
+            );
+        }
     }
 
     #[test]

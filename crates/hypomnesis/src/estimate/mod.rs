@@ -19,6 +19,7 @@
 //! | [`mod@judge`] | [`Verdict`] against a budget and the host, refusals, largest context / batch / `--gpu-layers` |
 //! | [`budget`] | the [`Budget`] a runtime may use on a device and its [`BudgetSource`] |
 //! | [`mod@plan`] | [`plan()`]: where an estimate is judged over devices (one, the best, llama.cpp's layer split, vLLM tensor parallel, the CPU, a given budget), the chosen device and the overall verdict |
+//! | [`pick`] | picking free devices for a command (`hmn pick`, `hmn run --gpu`): candidates, best fit, claims under device leases, the child's visibility variables |
 //! | [`tracker`] | [`MemoryTracker`] (atomic check-and-add) |
 //! | `gguf`, `safetensors`, `safetensors_header`, `config`, `gguf_arch`, `model` | header readers (feature `models`): headers only, with limits; a safetensors header streamed into the sums the estimator uses |
 //! | `hub` | the same headers from a Hugging Face Hub or an `https://` URL, by range requests (feature `hub`) |
@@ -27,7 +28,8 @@
 //! `models` feature (serde and serde_json).
 
 // Layer 4 (ARCHITECTURE.md "Layers"): will it fit. May import the layers below (it uses
-// `types`, and `system` to read model files); never `measure` (its sibling) or anything above.
+// `types`, `system` to read model files and hold device leases, `probe` and `backends` to pick
+// devices); never `measure` (its sibling) or anything above.
 
 mod arch;
 pub mod assume;
@@ -42,6 +44,7 @@ pub mod llama_graph;
 pub mod offload;
 pub mod params;
 mod parts;
+pub mod pick;
 pub mod plan;
 pub mod runtime;
 pub mod split;

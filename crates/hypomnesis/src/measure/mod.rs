@@ -6,6 +6,7 @@
 //! rank), nor anything above.
 
 pub mod eviction;
+pub mod growth;
 pub mod own;
 pub mod peaks;
 pub mod phase;

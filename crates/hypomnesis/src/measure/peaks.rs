@@ -171,7 +171,9 @@ pub struct DevicePeak {
     pub largest_process_peak_vram_bytes: Option<u64>,
     /// Whether the driver's accounting gave that peak.
     pub vram_accounting: AccountingState,
-    /// Why it is [`AccountingState::Unavailable`].
+    /// Why it is [`AccountingState::Unavailable`], or, when it is
+    /// [`AccountingState::Enabled`], why `largest_process_peak_vram_bytes` is still unknown
+    /// (no record of the command's processes: [`NO_RECORD`]).
     pub vram_accounting_detail: Option<String>,
     /// Device-wide used memory (every process), highest sample.
     pub peak_device_used_bytes: Option<u64>,
@@ -344,7 +346,10 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
         .iter()
         .map(|(&index, &sampled)| {
             let largest = report.max_process_peak_vram_bytes.get(&index).copied();
-            let (state, detail) = accounting_state(report, index);
+            let (state, mut detail) = accounting_state(report, index);
+            if state == AccountingState::Enabled && largest.is_none() {
+                detail = Some(NO_RECORD.to_string());
+            }
             DevicePeak {
                 index,
                 peak_vram_bytes: floored(sampled, largest),
@@ -389,6 +394,11 @@ pub fn accounting_state(report: &SamplerReport, index: u32) -> (AccountingState,
         ),
     }
 }
+
+/// Why the largest single-process peak is unknown although accounting is on.
+pub const NO_RECORD: &str = "accounting is on, but the driver kept no record with a peak for \
+     the command's processes on this device (none of them used it, or each record belonged to \
+     another process with the same pid)";
 
 /// `bytes`, raised to `floor` when that is larger.
 fn floored(bytes: u64, floor: Option<u64>) -> u64 {

@@ -475,13 +475,15 @@ impl Sampler {
                 }
                 None => {}
             }
-            if dev.complete() {
-                let max = dev
+            // No matching record with a peak: no entry (unknown, never 0; `device_peaks` says
+            // why).
+            if dev.complete()
+                && let Some(max) = dev
                     .processes
                     .iter()
                     .filter_map(|p| p.max_memory_bytes)
                     .max()
-                    .unwrap_or(0);
+            {
                 r.max_process_peak_vram_bytes.insert(dev.index, max);
             }
             r.vram_accounting.push(dev);

@@ -23,10 +23,12 @@ use crate::system::roots::Roots;
 #[cfg_attr(not(feature = "nvml"), allow(unused_imports))]
 use crate::types::error::Error;
 use crate::types::{
-    Backend, BackendState, BackendStatus, Device, DeviceList, Field, GpuProcess, ProcessList,
-    Source, Unknown, UnknownReason, Warning,
+    Backend, BackendCause, BackendState, BackendStatus, Device, DeviceList, Field, GpuProcess,
+    ProcessList, Source, Unknown, UnknownReason, Warning,
 };
 
+// XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
+pub mod events;
 mod options;
 // Public at the crate root (`hypomnesis::select`), documented there.
 #[doc(hidden)]
@@ -64,6 +66,7 @@ pub struct Probe {
     smi: crate::backends::smi::Smi,
     drm: DrmBackend,
     pid_view: OnceLock<crate::system::pidns::PidView>,
+    names: crate::system::workload::names::NameCache,
 }
 
 impl std::fmt::Debug for Probe {
@@ -102,6 +105,7 @@ impl Probe {
             options,
             nvml: OnceLock::new(),
             pid_view: OnceLock::new(),
+            names: crate::system::workload::names::NameCache::new(),
         }
     }
 
@@ -159,7 +163,7 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev = nvml.device(index);
+                            let dev = nvml.device_with(index, self.options.health);
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -182,9 +186,10 @@ impl Probe {
                     }
                     Err(reason) => list.backends.push(BackendStatus::new(
                         Backend::Nvml,
-                        BackendState::Failed {
-                            reason: format!("cannot count devices: {reason}"),
-                        },
+                        BackendState::failed(
+                            reason.cause(),
+                            format!("cannot count devices: {reason}"),
+                        ),
                     )),
                 }
                 None
@@ -215,9 +220,7 @@ impl Probe {
         if !self.options.use_drm {
             list.backends.push(BackendStatus::new(
                 Backend::Drm,
-                BackendState::Absent {
-                    reason: "disabled".to_string(),
-                },
+                BackendState::absent(BackendCause::Disabled, "disabled"),
             ));
             return (list, DrmDevices::default());
         }
@@ -231,9 +234,8 @@ impl Probe {
             }
         }
         let state = if found.is_empty() {
-            BackendState::Absent {
-                reason: drm_absent_reason(&self.options.roots.sys),
-            }
+            let (cause, reason) = drm_absent_reason(&self.options.roots.sys);
+            BackendState::absent(cause, reason)
         } else {
             BackendState::Active {
                 devices: u32::try_from(found.len()).unwrap_or(u32::MAX),
@@ -241,6 +243,9 @@ impl Probe {
         };
         list.backends.push(BackendStatus::new(Backend::Drm, state));
         list.devices.extend(found);
+        if self.options.health {
+            drm_health(&mut list.devices, &map);
+        }
         (list, map)
     }
 
@@ -275,7 +280,7 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                return unreadable_is_error(nvml.device(index));
+                return unreadable_is_error(nvml.device_with(index, self.options.health));
             }
         }
         self.devices().device(index).cloned()
@@ -414,6 +419,9 @@ impl Probe {
             row.user = id.user;
             row.ns_pid = id.ns_pid;
             row.workload = crate::system::workload::of_process(roots, row.pid);
+            if let Some(w) = &mut row.workload {
+                self.names.fill(roots, w);
+            }
         }
         #[cfg(feature = "nvml")]
         crate::backends::nvml::mps::classify(rows, |r| {
@@ -452,14 +460,52 @@ impl Probe {
 /// Why the DRM backend found nothing. Platform seam: DRM is Linux's; elsewhere a sysfs exists
 /// only as a copy passed through the roots, and without one the reason says so (not a path
 /// with mixed separators that was never going to exist).
-fn drm_absent_reason(sys: &std::path::Path) -> String {
+fn drm_absent_reason(sys: &std::path::Path) -> (BackendCause, String) {
     if cfg!(not(target_os = "linux")) && !sys.exists() {
-        return format!(
-            "not on this platform (DRM is Linux's /sys; {} names a copy)",
-            crate::system::roots::ENV_SYS_ROOT
+        return (
+            BackendCause::NotBuilt,
+            format!(
+                "not on this platform (DRM is Linux's /sys; {} names a copy)",
+                crate::system::roots::ENV_SYS_ROOT
+            ),
         );
     }
-    format!("no DRM GPU under {}/class/drm", sys.display())
+    (
+        BackendCause::NoDevice,
+        format!("no DRM GPU under {}/class/drm", sys.display()),
+    )
+}
+
+/// Every listed DRM device's memory health: amdgpu's RAS counters where the device has a
+/// `ras/` directory (no other driver makes one); a suspended device is not read.
+fn drm_health(devices: &mut [Device], map: &DrmDevices) {
+    for (f, index) in &map.listed {
+        let Some(d) = devices.iter_mut().find(|d| d.index == *index) else {
+            continue;
+        };
+        d.health = Some(if f.suspended() {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                crate::types::Field::Health,
+                UnknownReason::Suspended,
+                "the device is runtime-suspended; reading it would wake it",
+            ));
+            h
+        } else if d.driver.as_deref() == Some("amdgpu") {
+            crate::backends::drm::ras::read(&f.dir)
+        } else {
+            let mut h = crate::types::MemoryHealth::default();
+            h.unknown.push(Unknown::new(
+                crate::types::Field::Health,
+                UnknownReason::Unsupported,
+                format!(
+                    "the {} driver exposes no memory-health counters",
+                    d.driver.as_deref().unwrap_or("DRM")
+                ),
+            ));
+            h
+        });
+    }
 }
 
 #[cfg(feature = "nvml")]
@@ -476,23 +522,16 @@ fn unreadable_is_error(dev: Device) -> Result<Device, Error> {
 /// NVML's state when it could not be used: absent (no library, driver not loaded, no GPU),
 /// or failed (present but broken: GPUs may exist that it cannot show).
 fn nvml_state(reason: &BackendError) -> BackendState {
-    let reason_text = reason.to_string();
     if reason.means_absent() {
-        BackendState::Absent {
-            reason: reason_text,
-        }
+        BackendState::absent(reason.cause(), reason.to_string())
     } else {
-        BackendState::Failed {
-            reason: reason_text,
-        }
+        BackendState::failed(reason.cause(), reason.to_string())
     }
 }
 
 fn smi_devices(smi: Option<&crate::backends::smi::Smi>, devices: &mut Vec<Device>) -> BackendState {
     let Some(smi) = smi else {
-        return BackendState::Absent {
-            reason: "disabled".to_string(),
-        };
+        return BackendState::absent(BackendCause::Disabled, "disabled");
     };
     match smi.devices() {
         Ok(found) => {
@@ -500,8 +539,6 @@ fn smi_devices(smi: Option<&crate::backends::smi::Smi>, devices: &mut Vec<Device
             devices.extend(found);
             BackendState::Active { devices: n }
         }
-        Err(reason) => BackendState::Absent {
-            reason: reason.to_string(),
-        },
+        Err(reason) => BackendState::absent(reason.cause(), reason.to_string()),
     }
 }

@@ -37,6 +37,10 @@ pub struct ProbeOptions {
     /// is rebuilt. Queries in between read only the fdinfo of known DRM fds; a process that
     /// opens a GPU after the last rebuild appears at the next one.
     pub drm_index_max_age: Duration,
+    /// Read each device's memory health (ECC, remapped rows or retired pages, amdgpu RAS)
+    /// into `Device::health`: a few more driver calls (and, on amdgpu, hardware queries) per
+    /// device and query. Off by default.
+    pub health: bool,
 }
 
 impl Default for ProbeOptions {
@@ -51,6 +55,7 @@ impl Default for ProbeOptions {
             use_nvidia_smi: true,
             use_drm: true,
             drm_index_max_age: Duration::from_secs(2),
+            health: false,
         }
     }
 }
@@ -124,6 +129,13 @@ impl ProbeOptions {
     #[must_use]
     pub fn drm_index_max_age(mut self, age: Duration) -> Self {
         self.drm_index_max_age = age;
+        self
+    }
+
+    /// Reads memory health with every device query ([`ProbeOptions::health`]).
+    #[must_use]
+    pub fn health(mut self, on: bool) -> Self {
+        self.health = on;
         self
     }
 

@@ -12,6 +12,8 @@ pub(crate) mod fsread;
 pub mod host;
 #[cfg(feature = "hub")]
 pub mod http;
+// Advisory device leases (`hmn pick`, `hmn run --gpu`).
+pub mod lease;
 pub mod pci_ids;
 pub mod pidns;
 pub mod process;

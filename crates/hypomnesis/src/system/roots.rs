@@ -17,6 +17,16 @@ pub const ENV_DEV_ROOT: &str = "HMN_DEV_ROOT";
 /// Environment variable naming the shared-data root (default `/usr/share`), where the system's
 /// `hwdata/pci.ids`, `misc/pci.ids` and `libdrm/amdgpu.ids` are looked for.
 pub const ENV_SHARE_ROOT: &str = "HMN_SHARE_ROOT";
+/// Environment variable naming the log root (default `/var/log`), where the kubelet keeps
+/// `pods/` and `containers/` (workload names).
+pub const ENV_LOG_ROOT: &str = "HMN_LOG_ROOT";
+/// Environment variable naming Docker's data root (default `/var/lib/docker`).
+pub const ENV_DOCKER_ROOT: &str = "HMN_DOCKER_ROOT";
+/// Environment variable naming containerd's state root (default `/run/containerd`).
+pub const ENV_CONTAINERD_ROOT: &str = "HMN_CONTAINERD_ROOT";
+/// Environment variable naming CRI-O's (containers/storage) run root (default
+/// `/run/containers/storage`).
+pub const ENV_CRIO_ROOT: &str = "HMN_CRIO_ROOT";
 
 /// The roots of the kernel's pseudo-filesystems.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +41,16 @@ pub struct Roots {
     /// The shared-data root, normally `/usr/share`: device name databases (`pci.ids`,
     /// `amdgpu.ids`) are read from it, never bundled.
     pub share: PathBuf,
+    /// The log root, normally `/var/log`: the kubelet's `pods/` and `containers/` name the
+    /// pods and containers (`hypomnesis::workload::names`).
+    pub log: PathBuf,
+    /// Docker's data root, normally `/var/lib/docker` (`containers/<id>/config.v2.json`).
+    pub docker: PathBuf,
+    /// containerd's state root, normally `/run/containerd` (runtime bundles' `config.json`).
+    pub containerd: PathBuf,
+    /// CRI-O's run root, normally `/run/containers/storage` (`overlay-containers/<id>/
+    /// userdata/config.json`).
+    pub crio: PathBuf,
 }
 
 impl Default for Roots {
@@ -40,6 +60,10 @@ impl Default for Roots {
             sys: PathBuf::from("/sys"),
             dev: PathBuf::from("/dev"),
             share: PathBuf::from("/usr/share"),
+            log: PathBuf::from("/var/log"),
+            docker: PathBuf::from("/var/lib/docker"),
+            containerd: PathBuf::from("/run/containerd"),
+            crio: PathBuf::from("/run/containers/storage"),
         }
     }
 }
@@ -50,7 +74,8 @@ impl Roots {
         Roots::default()
     }
 
-    /// The roots from `HMN_PROC_ROOT`, `HMN_SYS_ROOT`, `HMN_DEV_ROOT` and `HMN_SHARE_ROOT`, each
+    /// The roots from `HMN_PROC_ROOT`, `HMN_SYS_ROOT`, `HMN_DEV_ROOT`, `HMN_SHARE_ROOT`,
+    /// `HMN_LOG_ROOT`, `HMN_DOCKER_ROOT`, `HMN_CONTAINERD_ROOT` and `HMN_CRIO_ROOT`, each
     /// defaulting to the system path when unset or empty.
     pub fn from_env() -> Self {
         let get = |name: &str, default: &str| {
@@ -63,6 +88,10 @@ impl Roots {
             sys: get(ENV_SYS_ROOT, "/sys"),
             dev: get(ENV_DEV_ROOT, "/dev"),
             share: get(ENV_SHARE_ROOT, "/usr/share"),
+            log: get(ENV_LOG_ROOT, "/var/log"),
+            docker: get(ENV_DOCKER_ROOT, "/var/lib/docker"),
+            containerd: get(ENV_CONTAINERD_ROOT, "/run/containerd"),
+            crio: get(ENV_CRIO_ROOT, "/run/containers/storage"),
         }
     }
 
@@ -91,6 +120,24 @@ impl Roots {
     #[must_use]
     pub fn with_share(mut self, share: impl Into<PathBuf>) -> Self {
         self.share = share.into();
+        self
+    }
+
+    /// Replaces the log root.
+    #[must_use]
+    pub fn with_log(mut self, log: impl Into<PathBuf>) -> Self {
+        self.log = log.into();
+        self
+    }
+
+    /// Replaces the container runtimes' roots (Docker, containerd, CRI-O) with directories
+    /// under `dir`: `docker`, `containerd`, `crio` (for fixtures).
+    #[must_use]
+    pub fn with_runtimes_under(mut self, dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        self.docker = dir.join("docker");
+        self.containerd = dir.join("containerd");
+        self.crio = dir.join("crio");
         self
     }
 

@@ -20,12 +20,22 @@
 //! The kind is the most specific thing found: pod, then container, then Slurm job, then unit;
 //! a path with none of them is `other`, and the root (`/`, what a process in a private cgroup
 //! namespace sees of itself) is no workload at all.
+//!
+//! The names of a pod or container (namespace, pod, container) come from the node's own files
+//! where they are readable ([`names`]: the kubelet's log layout, Docker's and the OCI
+//! bundles' configs), filled in by the probe.
+
+// Names from the node's own files (the kubelet's log layout, Docker's and the OCI bundles'
+// configs).
+pub mod names;
 
 use crate::system::cgroup::lines::{CgroupLine, parse_proc_cgroup, v2_path};
 use crate::system::fsread;
 use crate::system::roots::Roots;
 // The vocabulary (the data model's `GpuProcess::workload`), at this module's public path too.
-pub use crate::types::workload::{ContainerRuntime, Workload, WorkloadInfo, WorkloadKind};
+pub use crate::types::workload::{
+    ContainerRuntime, NameSource, Workload, WorkloadInfo, WorkloadKind,
+};
 
 /// Classifies a cgroup path (pure; see the [module docs](self)). `None` for the root.
 ///
@@ -42,16 +52,7 @@ pub fn classify(path: &str) -> Option<WorkloadInfo> {
     if comps.is_empty() {
         return None;
     }
-    let mut w = WorkloadInfo {
-        kind: WorkloadKind::Other,
-        runtime: None,
-        container_id: None,
-        pod_uid: None,
-        slurm_job: None,
-        slurm_step: None,
-        unit: None,
-        cgroup: path.to_string(),
-    };
+    let mut w = WorkloadInfo::new(WorkloadKind::Other, path);
     let mut in_slurm = false;
     for (i, c) in comps.iter().enumerate() {
         let parent = i.checked_sub(1).and_then(|p| comps.get(p)).copied();

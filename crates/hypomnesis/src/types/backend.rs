@@ -1,5 +1,6 @@
 //! The GPU backends and what became of each during a query: [`Backend`], [`BackendStatus`],
-//! [`BackendState`].
+//! [`BackendState`], and why one is absent or failed as a value callers can match:
+//! [`BackendCause`] (with the text shown beside it), gathered as [`BackendProblem`]s.
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -22,6 +23,72 @@ spelled! {
         Dxgi = "DXGI",
         /// macOS Metal.
         Metal = "Metal",
+    }
+}
+
+spelled! {
+    /// Why a backend is absent or failed, for callers that branch on it (the text beside it in
+    /// [`BackendState`] is for people). Spelled in JSON as `"cause": "library-missing"` etc.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum BackendCause {
+        /// Turned off in the probe's options.
+        Disabled = "disabled",
+        /// Compiled out of this build, or not on this platform.
+        NotBuilt = "not-built",
+        /// No library or program to load: no driver installed (`libnvidia-ml.so.1` unknown to
+        /// the loader, `nvidia-smi` not on `PATH`).
+        LibraryMissing = "library-missing",
+        /// A library or program is there but cannot be used (does not load, is not NVML, is not
+        /// executable).
+        LibraryUnusable = "library-unusable",
+        /// The kernel driver is not loaded.
+        DriverNotLoaded = "driver-not-loaded",
+        /// The driver is there and found no device.
+        NoDevice = "no-device",
+        /// Access to the driver or its files was refused.
+        PermissionDenied = "permission-denied",
+        /// The library and the kernel driver are of different versions (or the library lacks
+        /// a call this one needs).
+        VersionMismatch = "version-mismatch",
+        /// The driver or program did not answer in time.
+        Timeout = "timeout",
+        /// A call failed otherwise (the text says which).
+        CallFailed = "call-failed",
+        /// The driver or program answered something this crate does not understand.
+        BadAnswer = "bad-answer",
+    }
+}
+
+/// One backend that is absent or failed (or found no device), and why: what
+/// [`crate::Error::NoGpu`] lists and [`absent_reasons`](crate::types::absent_reasons) returns.
+/// `Display` is `backend: reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize))]
+#[non_exhaustive]
+pub struct BackendProblem {
+    /// The backend.
+    pub backend: Backend,
+    /// Why, as a value.
+    pub cause: BackendCause,
+    /// Why, in words.
+    pub reason: String,
+}
+
+impl BackendProblem {
+    /// A problem record.
+    pub fn new(backend: Backend, cause: BackendCause, reason: impl Into<String>) -> Self {
+        BackendProblem {
+            backend,
+            cause,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for BackendProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.backend, self.reason)
     }
 }
 
@@ -60,7 +127,9 @@ pub enum BackendState {
     },
     /// The backend is not available here.
     Absent {
-        /// Why (library missing, driver not loaded, binary not found…).
+        /// Why, as a value.
+        cause: BackendCause,
+        /// Why, in words (library missing, driver not loaded, binary not found…).
         reason: String,
     },
     /// The backend was not needed (a fallback whose primary worked).
@@ -68,9 +137,29 @@ pub enum BackendState {
     /// The backend is here but broken (an NVML library that does not match the driver, refused
     /// access, a device count that fails): GPUs may exist that it cannot show.
     Failed {
-        /// What failed.
+        /// Why, as a value.
+        cause: BackendCause,
+        /// What failed, in words.
         reason: String,
     },
+}
+
+impl BackendState {
+    /// An absent backend.
+    pub fn absent(cause: BackendCause, reason: impl Into<String>) -> Self {
+        BackendState::Absent {
+            cause,
+            reason: reason.into(),
+        }
+    }
+
+    /// A failed backend.
+    pub fn failed(cause: BackendCause, reason: impl Into<String>) -> Self {
+        BackendState::Failed {
+            cause,
+            reason: reason.into(),
+        }
+    }
 }
 
 impl BackendStatus {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::health::MemoryHealth;
 use super::nvidia::{MigDevice, MigState};
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
@@ -101,6 +102,14 @@ pub struct Device {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub mig: Option<MigState>,
+    /// Memory health (ECC, remapped rows or retired pages, amdgpu RAS), when it was read
+    /// (`ProbeOptions::health`): every reading `None` with an `unknown` entry where the driver
+    /// gives none.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub health: Option<MemoryHealth>,
 }
 
 impl Device {
@@ -124,6 +133,7 @@ impl Device {
             unknown: Vec::new(),
             error: None,
             mig: None,
+            health: None,
         }
     }
 

@@ -75,14 +75,16 @@ pub enum Error {
     BackendAbsent {
         /// The backend.
         backend: crate::types::backend::Backend,
-        /// Why it is absent.
+        /// Why it is absent, as a value.
+        cause: crate::types::backend::BackendCause,
+        /// Why it is absent, in words.
         reason: String,
     },
-    /// No GPU could be found by any backend; each backend's reason is listed.
+    /// No GPU could be found by any backend; each backend's cause and reason is listed.
     #[error("no GPU found ({})", format_reasons(reasons))]
     NoGpu {
-        /// `(backend, reason)` for each backend that was tried.
-        reasons: Vec<(String, String)>,
+        /// Each backend that was tried: its cause (matchable) and reason (text).
+        reasons: Vec<crate::types::backend::BackendProblem>,
     },
     /// A device index beyond the number of devices.
     #[error("device index {index} out of range (have {count} device{})", if *count == 1 { "" } else { "s" })]
@@ -131,10 +133,10 @@ fn shown(path: &Path) -> String {
     escape(&path.display().to_string())
 }
 
-fn format_reasons(reasons: &[(String, String)]) -> String {
+fn format_reasons(reasons: &[crate::types::backend::BackendProblem]) -> String {
     reasons
         .iter()
-        .map(|(b, r)| format!("{b}: {r}"))
+        .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -248,10 +250,19 @@ mod tests {
     fn messages_are_one_line_and_name_the_input() {
         let e = Error::parse("/proc/meminfo", Some(3), "bad number \"x\"");
         assert_eq!(e.to_string(), "/proc/meminfo:3: bad number \"x\"");
+        use crate::types::backend::{Backend, BackendCause, BackendProblem};
         let e = Error::NoGpu {
             reasons: vec![
-                ("NVML".into(), "library not found".into()),
-                ("nvidia-smi".into(), "not on PATH".into()),
+                BackendProblem::new(
+                    Backend::Nvml,
+                    BackendCause::LibraryMissing,
+                    "library not found",
+                ),
+                BackendProblem::new(
+                    Backend::NvidiaSmi,
+                    BackendCause::LibraryMissing,
+                    "not on PATH",
+                ),
             ],
         };
         assert_eq!(

@@ -82,6 +82,30 @@ spelled! {
         PssBytes = "pss_bytes",
         /// A process's private bytes (commit charge).
         PrivateBytes = "private_bytes",
+        /// A device's memory health as a whole (no backend reads it for this device).
+        Health = "health",
+        /// ECC mode.
+        HealthEcc = "health.ecc",
+        /// Corrected ECC errors since the driver loaded.
+        HealthEccErrorsCorrectedVolatile = "health.ecc_errors.corrected_volatile",
+        /// Uncorrected ECC errors since the driver loaded.
+        HealthEccErrorsUncorrectedVolatile = "health.ecc_errors.uncorrected_volatile",
+        /// Corrected ECC errors over the GPU's life.
+        HealthEccErrorsCorrectedAggregate = "health.ecc_errors.corrected_aggregate",
+        /// Uncorrected ECC errors over the GPU's life.
+        HealthEccErrorsUncorrectedAggregate = "health.ecc_errors.uncorrected_aggregate",
+        /// Row remapping (and page retirement, when neither is supported).
+        HealthRemappedRows = "health.remapped_rows",
+        /// Pages retired after single-bit errors.
+        HealthRetiredPagesSingleBit = "health.retired_pages.single_bit",
+        /// Pages retired after a double-bit error.
+        HealthRetiredPagesDoubleBit = "health.retired_pages.double_bit",
+        /// Pages pending retirement.
+        HealthRetiredPagesPending = "health.retired_pages.pending",
+        /// amdgpu RAS error counts (the detail names the block).
+        HealthRas = "health.ras",
+        /// amdgpu bad VRAM pages.
+        HealthBadPages = "health.bad_pages",
     }
 }
 

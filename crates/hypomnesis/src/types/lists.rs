@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::backend::{Backend, BackendState, BackendStatus};
+use super::backend::{Backend, BackendCause, BackendProblem, BackendState, BackendStatus};
 use super::device::Device;
 use super::process::GpuProcess;
 use crate::types::error::Error;
@@ -68,14 +68,14 @@ pub struct DeviceList {
 }
 
 impl DeviceList {
-    /// `(backend, reason)` for each absent backend: what to tell a user who sees no GPU.
-    pub fn absent_reasons(&self) -> Vec<(String, String)> {
+    /// Each absent backend and why: what to tell a user who sees no GPU.
+    pub fn absent_reasons(&self) -> Vec<BackendProblem> {
         absent_reasons(&self.backends)
     }
 
-    /// `(backend, reason)` for each backend that failed with no fallback in its place: GPUs may
-    /// exist that this list cannot show (see [`failed_reasons`]).
-    pub fn failed_reasons(&self) -> Vec<(String, String)> {
+    /// Each backend that failed with no fallback in its place: GPUs may exist that this list
+    /// cannot show (see [`failed_reasons`]).
+    pub fn failed_reasons(&self) -> Vec<BackendProblem> {
         failed_reasons(&self.backends)
     }
 
@@ -89,10 +89,9 @@ impl DeviceList {
     }
 }
 
-/// `(backend, reason)` for each backend that failed (see [`BackendState::Failed`]) while no
-/// fallback listed the devices it would have: NVML's failure does not count when `nvidia-smi`
-/// answered in its place.
-pub fn failed_reasons(backends: &[BackendStatus]) -> Vec<(String, String)> {
+/// Each backend that failed (see [`BackendState::Failed`]) while no fallback listed the devices
+/// it would have: NVML's failure does not count when `nvidia-smi` answered in its place.
+pub fn failed_reasons(backends: &[BackendStatus]) -> Vec<BackendProblem> {
     let smi_answered = backends.iter().any(|b| {
         b.backend == Backend::NvidiaSmi
             && matches!(b.state, BackendState::Active { devices } if devices > 0)
@@ -101,23 +100,28 @@ pub fn failed_reasons(backends: &[BackendStatus]) -> Vec<(String, String)> {
         .iter()
         .filter_map(|b| match &b.state {
             BackendState::Failed { .. } if b.backend == Backend::Nvml && smi_answered => None,
-            BackendState::Failed { reason } => Some((b.backend.to_string(), reason.clone())),
+            BackendState::Failed { cause, reason } => {
+                Some(BackendProblem::new(b.backend, *cause, reason.clone()))
+            }
             _ => None,
         })
         .collect()
 }
 
-/// `(backend, reason)` for each backend that is absent, failed or found no device.
-pub fn absent_reasons(backends: &[BackendStatus]) -> Vec<(String, String)> {
+/// Each backend that is absent, failed or found no device (cause
+/// [`BackendCause::NoDevice`], reason `no devices`).
+pub fn absent_reasons(backends: &[BackendStatus]) -> Vec<BackendProblem> {
     backends
         .iter()
         .filter_map(|b| match &b.state {
-            BackendState::Absent { reason } | BackendState::Failed { reason } => {
-                Some((b.backend.to_string(), reason.clone()))
+            BackendState::Absent { cause, reason } | BackendState::Failed { cause, reason } => {
+                Some(BackendProblem::new(b.backend, *cause, reason.clone()))
             }
-            BackendState::Active { devices: 0 } => {
-                Some((b.backend.to_string(), "no devices".to_string()))
-            }
+            BackendState::Active { devices: 0 } => Some(BackendProblem::new(
+                b.backend,
+                BackendCause::NoDevice,
+                "no devices",
+            )),
             BackendState::Active { .. } | BackendState::NotTried => None,
         })
         .collect()
@@ -146,14 +150,14 @@ pub struct ProcessList {
 }
 
 impl ProcessList {
-    /// `(backend, reason)` for each absent backend.
-    pub fn absent_reasons(&self) -> Vec<(String, String)> {
+    /// Each absent backend and why.
+    pub fn absent_reasons(&self) -> Vec<BackendProblem> {
         absent_reasons(&self.backends)
     }
 
-    /// `(backend, reason)` for each backend that failed with no fallback in its place: GPUs may
+    /// Each backend that failed with no fallback in its place: GPUs may
     /// exist that this list cannot show (see [`failed_reasons`]).
-    pub fn failed_reasons(&self) -> Vec<(String, String)> {
+    pub fn failed_reasons(&self) -> Vec<BackendProblem> {
         failed_reasons(&self.backends)
     }
 
@@ -184,7 +188,7 @@ impl ProcessList {
 /// range, or a device that refused every query.
 fn pick(
     devices: &[Device],
-    absent: impl FnOnce() -> Vec<(String, String)>,
+    absent: impl FnOnce() -> Vec<BackendProblem>,
     index: u32,
 ) -> Result<&Device, Error> {
     let count = u32::try_from(devices.len()).unwrap_or(u32::MAX);
@@ -221,22 +225,22 @@ mod tests {
     fn a_failure_counts_unless_a_fallback_listed_devices() {
         let failed = BackendStatus::new(
             Backend::Nvml,
-            BackendState::Failed {
-                reason: "mismatch".into(),
-            },
+            BackendState::failed(BackendCause::VersionMismatch, "mismatch"),
         );
         let smi =
             |devices| BackendStatus::new(Backend::NvidiaSmi, BackendState::Active { devices });
         assert_eq!(
             failed_reasons(&[failed.clone(), smi(0)]),
-            [("NVML".to_string(), "mismatch".to_string())]
+            [BackendProblem::new(
+                Backend::Nvml,
+                BackendCause::VersionMismatch,
+                "mismatch"
+            )]
         );
         assert!(failed_reasons(&[failed, smi(1)]).is_empty());
         let absent = BackendStatus::new(
             Backend::Nvml,
-            BackendState::Absent {
-                reason: "no lib".into(),
-            },
+            BackendState::absent(BackendCause::LibraryMissing, "no lib"),
         );
         assert!(failed_reasons(&[absent]).is_empty());
     }
@@ -247,9 +251,7 @@ mod tests {
             backends: vec![
                 BackendStatus::new(
                     Backend::Nvml,
-                    BackendState::Absent {
-                        reason: "no lib".into(),
-                    },
+                    BackendState::absent(BackendCause::LibraryMissing, "no lib"),
                 ),
                 BackendStatus::new(Backend::NvidiaSmi, BackendState::Active { devices: 0 }),
                 BackendStatus::new(Backend::Drm, BackendState::NotTried),
@@ -259,8 +261,8 @@ mod tests {
         assert_eq!(
             list.absent_reasons(),
             vec![
-                ("NVML".to_string(), "no lib".to_string()),
-                ("nvidia-smi".to_string(), "no devices".to_string())
+                BackendProblem::new(Backend::Nvml, BackendCause::LibraryMissing, "no lib"),
+                BackendProblem::new(Backend::NvidiaSmi, BackendCause::NoDevice, "no devices")
             ]
         );
     }
@@ -271,15 +273,15 @@ mod tests {
         let mut list = ProcessList {
             backends: vec![BackendStatus::new(
                 Backend::Nvml,
-                BackendState::Absent {
-                    reason: "no lib".into(),
-                },
+                BackendState::absent(BackendCause::LibraryMissing, "no lib"),
             )],
             ..ProcessList::default()
         };
         assert!(matches!(
             list.device(0),
-            Err(Error::NoGpu { reasons }) if reasons == [("NVML".to_string(), "no lib".to_string())]
+            Err(Error::NoGpu { reasons })
+                if reasons.len() == 1 && reasons[0].cause == BackendCause::LibraryMissing
+                    && reasons[0].to_string() == "NVML: no lib"
         ));
         let mut lost = Device::new(2, Vendor::Nvidia, Source::Nvml);
         lost.error = Some("GPU is lost".into());

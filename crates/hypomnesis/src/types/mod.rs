@@ -17,6 +17,7 @@ mod device;
 mod field;
 // The truthful API's errors (public through the crate root's `error` module).
 pub(crate) mod error;
+mod health;
 mod kind;
 mod lists;
 mod name;
@@ -29,12 +30,18 @@ mod source;
 // `spelled!` and `text_serde!`: each contract value's one spelling (used by every layer).
 pub(crate) mod spelling;
 mod totals;
+mod unattributed;
 mod usage;
 pub(crate) mod workload;
 
-pub use backend::{Backend, BackendState, BackendStatus};
+pub use backend::{Backend, BackendCause, BackendProblem, BackendState, BackendStatus};
 pub use device::{Device, Telemetry};
 pub use field::Field;
+pub use health::{
+    BadPages, EccErrors, EccMode, HealthFinding, MemoryHealth, REMEDY_REBOOT_AMD, REMEDY_RESET,
+    REMEDY_SERVICE, REMEDY_WATCH, RasCount, RemappedRows, RetiredPages, Severity, XidClass,
+    XidEvent, XidTally, xid_meaning,
+};
 pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons};
 pub use name::ProcessName;
@@ -46,6 +53,7 @@ pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};
 pub use spelling::UnknownSpelling;
 pub use totals::{Completeness, VramSum};
+pub use unattributed::{Bound, Cause, Unattributed};
 pub use usage::{DeviceMemory, DeviceRegion, EngineUsage, Engines, ProcessRegions, RegionUsage};
 
 #[cfg(test)]

@@ -46,13 +46,14 @@ fn contract_enums_serialise_as_before() {
     );
     let failed = BackendStatus::new(
         Backend::Nvml,
-        BackendState::Failed {
-            reason: "cannot count devices: Unknown".into(),
-        },
+        BackendState::failed(
+            crate::types::BackendCause::CallFailed,
+            "cannot count devices: Unknown",
+        ),
     );
     assert_eq!(
         json(&failed),
-        r#"{"backend":"NVML","state":"failed","reason":"cannot count devices: Unknown"}"#
+        r#"{"backend":"NVML","state":"failed","cause":"call-failed","reason":"cannot count devices: Unknown"}"#
     );
 }
 
@@ -108,7 +109,7 @@ fn kinds_merge() {
 fn devices_and_processes_read_back_what_they_wrote() {
     use std::collections::BTreeMap;
 
-    use super::workload::{ContainerRuntime, WorkloadInfo, WorkloadKind};
+    use super::workload::{ContainerRuntime, NameSource, WorkloadInfo, WorkloadKind};
 
     fn round_trip<T>(v: &T)
     where
@@ -148,6 +149,20 @@ fn devices_and_processes_read_back_what_they_wrote() {
     ));
     nv.mig = Some(mig);
     round_trip(&nv);
+    let mut h = MemoryHealth {
+        ecc: Some(health::EccMode::new(true, false)),
+        remapped_rows: Some(health::RemappedRows::new(1, 0, true, false)),
+        ras: vec![health::RasCount::new("umc", 0, 3)],
+        ..MemoryHealth::default()
+    };
+    h.ecc_errors.corrected_volatile = Some(4);
+    h.unknown.push(Unknown::new(
+        Field::HealthEccErrorsUncorrectedAggregate,
+        UnknownReason::Unsupported,
+        "no",
+    ));
+    nv.health = Some(h);
+    round_trip(&nv);
 
     let mut p = GpuProcess::new(7, 3, ProcessKind::Mps, Source::Nvml);
     p.name = Some(ProcessName::from_bytes(b"gpu\xff\x1bjob".to_vec()));
@@ -176,6 +191,10 @@ fn devices_and_processes_read_back_what_they_wrote() {
         slurm_step: None,
         unit: Some("docker-4e9a.scope".into()),
         cgroup: "/system.slice/docker-4e9a.scope".into(),
+        namespace: None,
+        pod_name: None,
+        container_name: Some("vllm".into()),
+        names_from: Some(NameSource::Docker),
     });
     p.unknown.push(Unknown::new(
         Field::Utilization,

@@ -78,10 +78,10 @@ impl VramSum {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Completeness {
-    /// `(backend, reason)` for each backend that failed with no fallback in its place
+    /// Each backend that failed with no fallback in its place
     /// ([`failed_reasons`]): an NVML that cannot start or count. GPUs may exist that the
     /// listing cannot show.
-    pub failed_backends: Vec<(String, String)>,
+    pub failed_backends: Vec<crate::types::backend::BackendProblem>,
     /// The devices asked about that could not be read: whose process list failed
     /// ([`ProcessList::failed_devices`]), or, for a device listing, that refused every query
     /// ([`Device::error`](crate::Device::error)).
@@ -185,9 +185,10 @@ mod tests {
     fn broken_nvml() -> BackendStatus {
         BackendStatus::new(
             Backend::Nvml,
-            BackendState::Failed {
-                reason: "nvmlInit returned ERROR_LIB_RM_VERSION_MISMATCH (18)".into(),
-            },
+            BackendState::failed(
+                crate::types::backend::BackendCause::VersionMismatch,
+                "nvmlInit returned ERROR_LIB_RM_VERSION_MISMATCH (18)",
+            ),
         )
     }
 
@@ -261,7 +262,7 @@ mod tests {
         };
         let c = broken.completeness(None);
         assert!(c.is_failure() && c.nothing_read);
-        assert_eq!(c.failed_backends[0].0, "NVML");
+        assert_eq!(c.failed_backends[0].backend, Backend::Nvml);
     }
 
     #[test]

@@ -43,8 +43,24 @@ spelled! {
     }
 }
 
+spelled! {
+    /// Where a workload's names were read (never from an API call: files the node keeps).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum NameSource {
+        /// The kubelet's log layout (`/var/log/pods`, `/var/log/containers`).
+        KubeletLogs = "kubelet_logs",
+        /// Docker's container config (`config.v2.json`).
+        Docker = "docker",
+        /// The OCI runtime bundle's annotations (containerd, CRI-O).
+        OciBundle = "oci_bundle",
+    }
+}
+
 /// Everything a cgroup path says about the workload holding a process. Fields that the path
-/// does not name are `None` (and omitted from JSON).
+/// does not name are `None` (and omitted from JSON); the names (`namespace`, `pod_name`,
+/// `container_name`) come from the node's own files where readable
+/// (`hypomnesis::workload::names`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[non_exhaustive]
@@ -89,12 +105,72 @@ pub struct WorkloadInfo {
     pub unit: Option<String>,
     /// The cgroup path this was read from.
     pub cgroup: String,
+    /// The Kubernetes namespace.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub namespace: Option<String>,
+    /// The Kubernetes pod's name.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub pod_name: Option<String>,
+    /// The container's name (Kubernetes' container name, or Docker's without its `/`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub container_name: Option<String>,
+    /// Where the names were read.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub names_from: Option<NameSource>,
 }
 
 impl WorkloadInfo {
-    /// A short label for a table: `pod:<uid>/<runtime>:<12 hex>`, `docker:<12 hex>`,
-    /// `slurm:<job>.<step>`, `unit:<name>`, or the path.
+    /// A workload with only its kind and cgroup path; the rest `None`.
+    pub fn new(kind: WorkloadKind, cgroup: impl Into<String>) -> WorkloadInfo {
+        WorkloadInfo {
+            kind,
+            runtime: None,
+            container_id: None,
+            pod_uid: None,
+            slurm_job: None,
+            slurm_step: None,
+            unit: None,
+            cgroup: cgroup.into(),
+            namespace: None,
+            pod_name: None,
+            container_name: None,
+            names_from: None,
+        }
+    }
+
+    /// A short label for a table: `<namespace>/<pod>/<container>` (or `<namespace>/<pod>`)
+    /// where the names are known, else `pod:<uid>/<runtime>:<12 hex>`; `docker:<name>` or
+    /// `docker:<12 hex>`; `slurm:<job>.<step>`, `unit:<name>`, or the path.
     pub fn label(&self) -> String {
+        if let (WorkloadKind::Pod, Some(ns), Some(pod)) =
+            (self.kind, &self.namespace, &self.pod_name)
+        {
+            return match &self.container_name {
+                Some(c) => format!("{ns}/{pod}/{c}"),
+                None => format!("{ns}/{pod}"),
+            };
+        }
+        if let (WorkloadKind::Container, Some(name)) = (self.kind, &self.container_name) {
+            let runtime = self.runtime.map_or("container", ContainerRuntime::as_str);
+            return format!("{runtime}:{name}");
+        }
+        self.id_label()
+    }
+
+    /// The label without names (ids only).
+    fn id_label(&self) -> String {
         let container = || {
             self.container_id.as_deref().map(|id| {
                 let short = id.get(..12).unwrap_or(id);
@@ -123,11 +199,14 @@ impl WorkloadInfo {
         }
     }
 
-    /// Whether `pattern` occurs, case-insensitively, in the label or the cgroup path (so a
-    /// full container id, a pod UID, `slurm`, `docker` or a unit name all match).
+    /// Whether `pattern` occurs, case-insensitively, in the label, the id label or the cgroup
+    /// path (so a full container id, a pod UID or name, a namespace, `slurm`, `docker` or a
+    /// unit name all match).
     pub fn matches(&self, pattern: &str) -> bool {
         let p = pattern.to_lowercase();
-        self.label().to_lowercase().contains(&p) || self.cgroup.to_lowercase().contains(&p)
+        self.label().to_lowercase().contains(&p)
+            || self.id_label().to_lowercase().contains(&p)
+            || self.cgroup.to_lowercase().contains(&p)
     }
 
     /// The coarse key `hmn serve` groups device memory by: the kind and one name — the pod

@@ -3,7 +3,7 @@
 //! tables and the fake library reads it back through the same ones.
 
 use super::model::{
-    FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample,
+    FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample,
 };
 use super::profiles::profile_table;
 use super::text::{
@@ -148,7 +148,61 @@ pub(crate) const DEVICE: &[Key<FakeDevice>] = &[
     key!("privileged", d => d.extras.privileged),
     key!("mps_supported", d => d.extras.mps_supported),
     key!("mig_record_ids", d => d.extras.mig_record_ids),
+    key!("ecc_mode", d => d.health.ecc_mode),
+    key!("ecc_pending", d => d.health.ecc_pending),
+    Key {
+        name: "ecc_corrected_volatile",
+        write: |d| write_seq(&d.health.ecc_counts[0]),
+        read: |d, v| d.health.ecc_counts[0].read(v),
+    },
+    Key {
+        name: "ecc_uncorrected_volatile",
+        write: |d| write_seq(&d.health.ecc_counts[1]),
+        read: |d, v| d.health.ecc_counts[1].read(v),
+    },
+    Key {
+        name: "ecc_corrected_aggregate",
+        write: |d| write_seq(&d.health.ecc_counts[2]),
+        read: |d, v| d.health.ecc_counts[2].read(v),
+    },
+    Key {
+        name: "ecc_uncorrected_aggregate",
+        write: |d| write_seq(&d.health.ecc_counts[3]),
+        read: |d, v| d.health.ecc_counts[3].read(v),
+    },
+    Key {
+        name: "remapped_rows",
+        write: |d| {
+            d.health
+                .remapped_rows
+                .iter()
+                .map(|r| format!("{},{},{},{}", r[0], r[1], r[2], r[3]))
+                .collect()
+        },
+        read: |d, v| {
+            let mut parts: Vec<u32> = Vec::new();
+            parts.read(v)?;
+            let r: [u32; 4] = parts
+                .try_into()
+                .map_err(|_| format!("must be corr,unc,pending,failure, got {v:?}"))?;
+            d.health.remapped_rows = Some(r);
+            Ok(())
+        },
+    },
+    key!("retired_sbe", d => d.health.retired[0]),
+    key!("retired_dbe", d => d.health.retired[1]),
+    key!("retired_pending", d => d.health.retired_pending),
+    key!("events_supported", d => d.health.events_supported),
 ];
+
+/// A sequence key left out when empty (NOT_SUPPORTED).
+fn write_seq(v: &[u64]) -> Vec<String> {
+    if v.is_empty() {
+        Vec::new()
+    } else {
+        v.to_vec().write()
+    }
+}
 
 /// `[process]` (`pid` is required).
 pub(crate) const PROCESS: &[Key<FakeProcess>] = &[
@@ -231,4 +285,14 @@ pub(crate) const SAMPLE: &[Key<FakeSample>] = &[
         read: |s, v| read_half(&mut s.rounds, (0, u64::MAX), true, v),
     },
     key!("late", s => s.late),
+];
+
+/// `[event]`.
+pub(crate) const EVENT: &[Key<FakeEvent>] = &[
+    key!("device", e => e.device),
+    key!("event_type", e => e.event_type),
+    key!("xid", e => e.xid),
+    key!("after_waits", e => e.after_waits),
+    key!("gpu_instance_id", e => e.gpu_instance_id),
+    key!("compute_instance_id", e => e.compute_instance_id),
 ];

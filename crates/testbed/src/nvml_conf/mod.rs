@@ -7,8 +7,8 @@
 //! or a path outside this folder.
 //!
 //! The file is INI-like: `key = value` lines, `#` starts a comment (at the start of a line or
-//! after whitespace), and `[device]`, `[process]`, `[gpu_instance]`, `[compute_instance]` and
-//! `[sample]` start new sections. Anything the reader does not understand is an error, which
+//! after whitespace), and `[device]`, `[process]`, `[gpu_instance]`, `[compute_instance]`,
+//! `[sample]` and `[event]` start new sections. Anything the reader does not understand is an error, which
 //! makes `nvmlInit*` return `NVML_ERROR_UNKNOWN` (999), so that a typo in a scenario is noticed
 //! at once. Numbers are decimal or `0x` hex (`max` is 2^64 − 1, NVML's "not available" for a
 //! process's memory); sequences (`memory_used = 1,2,3`) give one value per call, the last one
@@ -45,6 +45,18 @@
 //! uuid = MIG-8443519f-66f7-5962-8955-60dba0866f3a
 //! gone_after_calls = 3    # the handle answers 3 calls, then INVALID_ARGUMENT; slot NOT_FOUND
 //!
+//! [device]                # memory health (every key absent: NOT_SUPPORTED)
+//! ecc_mode = 1            # ecc_pending = 0|1
+//! ecc_uncorrected_volatile = 0,0,2    # also ecc_corrected_volatile, ecc_*_aggregate
+//! remapped_rows = 0,0,1,0 # corr,unc,pending,failure (NOT_SUPPORTED under MIG)
+//! retired_sbe = 2         # retired_dbe, retired_pending = 0|1
+//! events_supported = 0xff9f
+//!
+//! [event]                 # one XID event, delivered to every set that registered its device
+//! device = 0
+//! xid = 79
+//! after_waits = 3         # at the set's 4th wait
+//!
 //! [sample]                # one nvmlDeviceGetProcessUtilization sample
 //! device = 0
 //! pid = 4242
@@ -62,8 +74,10 @@ pub(crate) mod profiles;
 mod tests;
 pub(crate) mod text;
 
-use keys::{COMPUTE_INSTANCE, DEVICE, GLOBAL, GPU_INSTANCE, PROCESS, PlacedCi, SAMPLE};
-use model::{FakeComputeInstance, FakeDevice, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample};
+use keys::{COMPUTE_INSTANCE, DEVICE, EVENT, GLOBAL, GPU_INSTANCE, PROCESS, PlacedCi, SAMPLE};
+use model::{
+    FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeNvml, FakeProcess, FakeSample,
+};
 use text::{read_key, strip_comment, write_section};
 
 impl FakeNvml {
@@ -91,6 +105,9 @@ impl FakeNvml {
         }
         for x in &self.samples {
             write_section(&mut s, "sample", SAMPLE, x);
+        }
+        for e in &self.events {
+            write_section(&mut s, "event", EVENT, e);
         }
         s
     }
@@ -133,6 +150,7 @@ impl FakeNvml {
                         ci: FakeComputeInstance::new(0, "1g.10gb", ""),
                     }),
                     "[sample]" => f.samples.push(FakeSample::new(0, 0, [0; 4])),
+                    "[event]" => f.events.push(FakeEvent::xid(0, 0)),
                     _ => return Err(format!("unknown section {line:?}")),
                 }
                 section = line;
@@ -161,6 +179,10 @@ impl FakeNvml {
                 "[compute_instance]" => {
                     let c = cis.last_mut().ok_or_else(none)?;
                     read_key(COMPUTE_INSTANCE, section, c, key, v)?;
+                }
+                "[event]" => {
+                    let e = f.events.last_mut().ok_or_else(none)?;
+                    read_key(EVENT, section, e, key, v)?;
                 }
                 _ => {
                     let s = f.samples.last_mut().ok_or_else(none)?;

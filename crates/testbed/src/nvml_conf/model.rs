@@ -106,6 +106,32 @@ pub struct FakeDevice {
     pub extras: DeviceExtras,
     /// Persistence mode: `Some(on)`, or `None` for a device that does not support it.
     pub persistence: Option<bool>,
+    /// ECC, remapped rows, retired pages and event support ([`FakeHealth`]; every reading
+    /// NOT_SUPPORTED by default).
+    pub health: FakeHealth,
+}
+
+/// Memory health and event support of one fake GPU. `None` (or an empty sequence) is
+/// NOT_SUPPORTED, the default, so scenarios that do not name these keys answer as before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FakeHealth {
+    /// `nvmlDeviceGetEccMode`'s current mode.
+    pub ecc_mode: Option<bool>,
+    /// Its pending mode (`None`: the current one).
+    pub ecc_pending: Option<bool>,
+    /// `nvmlDeviceGetTotalEccErrors` per call (the last value repeats), in the order corrected
+    /// volatile, uncorrected volatile, corrected aggregate, uncorrected aggregate; answered
+    /// only while ECC is on.
+    pub ecc_counts: [Vec<u64>; 4],
+    /// `nvmlDeviceGetRemappedRows`: correctable, uncorrectable, pending, failure (NOT_SUPPORTED
+    /// too while MIG is on, as the driver answers).
+    pub remapped_rows: Option<[u32; 4]>,
+    /// Pages retired after multiple single-bit errors, after a double-bit error.
+    pub retired: [Option<u32>; 2],
+    /// `nvmlDeviceGetRetiredPagesPendingStatus`.
+    pub retired_pending: Option<bool>,
+    /// `nvmlDeviceGetSupportedEventTypes` (`0xff9f` on an H200).
+    pub events_supported: Option<u64>,
 }
 
 impl FakeDevice {
@@ -133,6 +159,7 @@ impl FakeDevice {
             accounting: false,
             extras: DeviceExtras::default(),
             persistence: Some(false),
+            health: FakeHealth::default(),
         }
     }
 
@@ -355,6 +382,39 @@ impl FakeSample {
     }
 }
 
+/// One event the fake delivers through `nvmlEventSetWait*` (an `[event]` section): to every
+/// set that registered its device for its type, once that set has been waited on
+/// `after_waits` times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeEvent {
+    /// Device index.
+    pub device: u32,
+    /// `nvmlEventType*` bit (default `0x8`, a critical XID error).
+    pub event_type: u64,
+    /// The event data: the XID.
+    pub xid: u64,
+    /// Waits on a set before the event is delivered to it.
+    pub after_waits: u64,
+    /// MIG GPU instance (`None`: `0xFFFFFFFF`).
+    pub gpu_instance_id: Option<u32>,
+    /// MIG compute instance (`None`: `0xFFFFFFFF`).
+    pub compute_instance_id: Option<u32>,
+}
+
+impl FakeEvent {
+    /// XID `xid` on `device`, delivered at a set's first wait.
+    pub fn xid(device: u32, xid: u64) -> Self {
+        FakeEvent {
+            device,
+            event_type: 0x8,
+            xid,
+            after_waits: 0,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+}
+
 /// A scenario for the fake NVML (the file's global keys, then its sections).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FakeNvml {
@@ -384,6 +444,8 @@ pub struct FakeNvml {
     pub gpu_instances: Vec<FakeGpuInstance>,
     /// `nvmlDeviceGetProcessUtilization` samples.
     pub samples: Vec<FakeSample>,
+    /// Events (`[event]` sections).
+    pub events: Vec<FakeEvent>,
 }
 
 impl FakeNvml {

@@ -1,4 +1,4 @@
-use super::keys::{COMPUTE_INSTANCE, DEVICE, GLOBAL, GPU_INSTANCE, PROCESS, SAMPLE};
+use super::keys::{COMPUTE_INSTANCE, DEVICE, EVENT, GLOBAL, GPU_INSTANCE, PROCESS, SAMPLE};
 use super::model::*;
 use super::text::Key;
 
@@ -38,6 +38,20 @@ fn everything() -> FakeNvml {
         mps_supported: false,
         mig_record_ids: false,
     };
+    d.health = FakeHealth {
+        ecc_mode: Some(true),
+        ecc_pending: Some(false),
+        ecc_counts: [vec![1, 2], vec![3], vec![4], vec![5, 6]],
+        remapped_rows: Some([7, 8, 1, 0]),
+        retired: [Some(9), Some(10)],
+        retired_pending: Some(true),
+        events_supported: Some(0xff9f),
+    };
+    let mut ev = FakeEvent::xid(1, 79);
+    ev.event_type = 0x10;
+    ev.after_waits = 3;
+    ev.gpu_instance_id = Some(2);
+    ev.compute_instance_id = Some(0);
     let mut p = FakeProcess::new(1, ProcessListKind::Mps, 4242, 0);
     p.used = vec![Used::Bytes(1 << 30), Used::NotAvailable];
     p.gpu_instance_id = Some(11);
@@ -89,6 +103,7 @@ fn everything() -> FakeNvml {
         processes: vec![p, child, me],
         gpu_instances: vec![gi, FakeGpuInstance::new(1, 13, 19, (6, 1), 15 << 20)],
         samples: vec![s, s_child, s_me],
+        events: vec![ev],
     }
 }
 
@@ -138,6 +153,10 @@ fn every_key_written_is_read_back_into_the_same_scenario() {
     all(
         written(SAMPLE, &text, "[sample]"),
         SAMPLE.iter().map(|k| k.name).collect(),
+    );
+    all(
+        written(EVENT, &text, "[event]"),
+        EVENT.iter().map(|k| k.name).collect(),
     );
     // Written twice, read twice: the text is a fixed point.
     assert_eq!(back.to_conf(), text);

@@ -17,6 +17,16 @@ import torch
 __version__ = "0.0-rehearsal-stub"
 
 
+class _Layer:
+    def __init__(self, keys, values):
+        self.keys, self.values = keys, values
+
+
+class _Cache:
+    def __init__(self, layers):
+        self.layers = layers
+
+
 class LlamaConfig:
     model_type = "llama"
 
@@ -109,8 +119,11 @@ class LlamaForCausalLM:
         b, t = input_ids.shape
         hd = c.hidden_size // c.num_attention_heads
         dev = input_ids.device
-        past = [torch.Tensor((b, c.num_key_value_heads, t, hd), torch.bfloat16, dev)
-                for _ in range(2 * c.num_hidden_layers)] if use_cache else None
+        # transformers 5's DynamicCache: `.layers[i].keys` / `.values` (the layout the real run
+        # met; the measurement once counted only its first layer).
+        past = _Cache([_Layer(torch.Tensor((b, c.num_key_value_heads, t, hd), torch.bfloat16, dev),
+                              torch.Tensor((b, c.num_key_value_heads, t, hd), torch.bfloat16, dev))
+                       for _ in range(c.num_hidden_layers)]) if use_cache else None
         mlp = [torch.Tensor((b, t, c.intermediate_size), torch.bfloat16, dev) for _ in range(3)]
         del mlp
         kept = logits_to_keep or t

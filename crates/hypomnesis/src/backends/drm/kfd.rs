@@ -60,6 +60,48 @@ fn topology(roots: &Roots) -> BTreeMap<u64, PciBusId> {
     map
 }
 
+/// A KFD topology node with compute cores: what ROCr enumerates (and what
+/// `ROCR_VISIBLE_DEVICES` indexes or names by UUID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KfdNode {
+    /// The node's number (its directory).
+    pub node: u32,
+    /// Its PCI address.
+    pub pci: Option<PciBusId>,
+    /// `unique_id` (0 or absent: no UUID; `GPU-<16 hex>` otherwise).
+    pub unique_id: Option<u64>,
+}
+
+/// The KFD nodes with compute cores (`simd_count` > 0; CPU nodes have none), in node order:
+/// ROCr's device order.
+pub(crate) fn compute_nodes(roots: &Roots) -> Vec<KfdNode> {
+    let Ok(nodes) = fsread::list_dir(&roots.sys.join("class/kfd/kfd/topology/nodes")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<KfdNode> = nodes
+        .iter()
+        .filter_map(|dir| {
+            let node = dir.file_name()?.to_str()?.parse::<u32>().ok()?;
+            let props = fsread::read_string(&dir.join("properties"), Cap::SYSFS).ok()?;
+            let get = |key: &str| {
+                props.lines().find_map(|l| {
+                    let mut it = l.split_ascii_whitespace();
+                    (it.next() == Some(key))
+                        .then(|| it.next()?.parse::<u64>().ok())
+                        .flatten()
+                })
+            };
+            (get("simd_count").unwrap_or(0) > 0).then(|| KfdNode {
+                node,
+                pci: parse_location(&props),
+                unique_id: get("unique_id").filter(|u| *u != 0),
+            })
+        })
+        .collect();
+    out.sort_by_key(|n| n.node);
+    out
+}
+
 /// The PCI address in a KFD node's `properties` text (pure).
 pub(crate) fn parse_location(properties: &str) -> Option<PciBusId> {
     let get = |key: &str| {

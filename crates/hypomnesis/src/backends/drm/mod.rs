@@ -17,6 +17,8 @@ pub(crate) mod fdinfo;
 pub(crate) mod kfd;
 pub(crate) mod kind;
 pub(crate) mod model;
+// amdgpu's RAS counters (memory health).
+pub(crate) mod ras;
 pub(crate) mod scan;
 // The spill readings of a DRM device (`hmn spill`, upstream's `SpillTracker`).
 pub(crate) mod spill;

@@ -12,14 +12,17 @@
 //! MIG devices ([`mig`]), MPS clients and the server ([`mps`]) and per-process utilization
 //! ([`util`]) are read here too; a GPU in MIG mode lists its processes per MIG device.
 //!
-//! Submodules: [`convert`] (pure decoding and guards), [`ffi`] and [`ffi_mig`] (the raw calls,
-//! the crate's only `unsafe`, with [`facts`]: what `hmn doctor` asks, including the version of
-//! a library that failed to initialise), [`mig`], [`mps`], [`util`].
+//! Submodules: [`convert`] (pure decoding and guards), [`ffi`], [`ffi_mig`] and [`ffi_health`]
+//! (the raw calls, the crate's only `unsafe`, with [`facts`]: what `hmn doctor` asks, including
+//! the version of a library that failed to initialise), [`mig`], [`mps`], [`util`], and
+//! [`health`] (memory health and XID events).
 
 pub(crate) mod convert;
 pub(crate) mod facts;
 mod ffi;
+mod ffi_health;
 mod ffi_mig;
+pub(crate) mod health;
 mod locate;
 mod mig;
 mod mig_processes;
@@ -99,6 +102,7 @@ impl NvmlBackend {
                 BackendError::LibraryUnloadable {
                     library: shown(),
                     message: err.to_string(),
+                    missing: library.is_some_and(|p| !p.exists()),
                 }
             }
             NvmlError::LibloadingError(_) => BackendError::LibraryNotFound { library: shown() },
@@ -124,6 +128,23 @@ impl NvmlBackend {
     /// The number of devices NVML counts (including ones it will refuse a handle for).
     pub(crate) fn device_count(&self) -> Result<u32, BackendError> {
         Ok(self.nvml.device_count()?)
+    }
+
+    /// Reads one device, and its memory health when `health` ([`health::read`]).
+    pub(crate) fn device_with(&self, index: u32, with_health: bool) -> Device {
+        let mut dev = self.device(index);
+        if with_health && dev.error.is_none() {
+            if let Ok(handle) = self.nvml.device_by_index(index) {
+                dev.health = Some(health::read(self.nvml.lib(), &handle, dev.mig_enabled()));
+            }
+        }
+        dev
+    }
+
+    /// The XID event set over every device ([`health::Events`]), or why there is none.
+    pub(crate) fn events(&self) -> Result<health::Events<'_>, String> {
+        let count = self.device_count().map_err(|e| e.to_string())?;
+        health::Events::new(&self.nvml, count)
     }
 
     /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device

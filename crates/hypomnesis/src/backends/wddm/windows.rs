@@ -341,14 +341,15 @@ pub(crate) fn append_devices(list: &mut crate::types::DeviceList) {
             let n = u32::try_from(found.len()).unwrap_or(u32::MAX);
             list.devices.extend(found.into_iter().map(|(d, _)| d));
             if n == 0 {
-                BackendState::Absent {
-                    reason: "no DXGI adapter besides NVML's and the software renderer".to_string(),
-                }
+                BackendState::absent(
+                    crate::types::BackendCause::NoDevice,
+                    "no DXGI adapter besides NVML's and the software renderer",
+                )
             } else {
                 BackendState::Active { devices: n }
             }
         }
-        Err(reason) => BackendState::Absent { reason },
+        Err(reason) => BackendState::absent(crate::types::BackendCause::CallFailed, reason),
     };
     list.backends.push(BackendStatus::new(Backend::Dxgi, state));
 }

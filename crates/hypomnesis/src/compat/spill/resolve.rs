@@ -30,7 +30,7 @@ pub(crate) fn resolve(probe: &Probe, index: u32) -> Result<Box<dyn SpillSource>,
             let failed: String = list
                 .failed_reasons()
                 .iter()
-                .map(|(backend, reason)| format!("; {backend} failed: {reason}"))
+                .map(|p| format!("; {} failed: {}", p.backend, p.reason))
                 .collect();
             Err(format!(
                 "no GPU at index {index} ({} device{} found{failed})",

@@ -178,6 +178,18 @@ fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
     assert_eq!(d[1].vram_accounting, AccountingState::Enabled);
     assert_eq!(d[1].vram_accounting_detail, None);
     assert_eq!(d[1].peak_device_used_bytes, None, "unknown is not 0");
+
+    // Accounting on, but no record of the tree's processes: unknown with a reason, not 0.
+    r.max_process_peak_vram_bytes.clear();
+    let d = device_peaks(&r);
+    assert_eq!(d[1].largest_process_peak_vram_bytes, None);
+    assert_eq!(d[1].vram_accounting, AccountingState::Enabled);
+    assert_eq!(d[1].vram_accounting_detail.as_deref(), Some(NO_RECORD));
+    assert_eq!(
+        d[1].peak_vram_bytes,
+        2 * MIB,
+        "the sampled sum, not floored"
+    );
     // A per-process peak below the sampled sum changes nothing.
     r.max_process_peak_vram_bytes.insert(0, MIB);
     assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);

@@ -183,27 +183,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cached_statm_is_read_fresh_each_time() {
+        // A fixture root: the file is rewritten in place between two readings through the one
+        // cached descriptor, which must see the new content (deterministic, whatever else the
+        // test binary's threads do to its RSS).
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("self")).unwrap();
+        let file = dir.path().join("self/statm");
+        std::fs::write(&file, "1000 50 10 1 0 100 0\n").unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let statm = SelfStatm::new(&roots);
+        let sys = SystemInfo::current();
+        assert_eq!(statm.rss_bytes(sys).unwrap(), 50 * sys.page_size);
+        let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        std::io::Write::write_all(&mut f, b"1000 70 10 1 0 100 0\n").unwrap();
+        drop(f);
+        assert_eq!(statm.rss_bytes(sys).unwrap(), 70 * sys.page_size);
+    }
+
+    #[test]
     fn own_rss_from_the_live_proc() {
-        let _serial = crate::system::host::RSS_TEST_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let roots = Roots::system();
         let statm = SelfStatm::new(&roots);
-        let rss = statm.rss_bytes(SystemInfo::current()).unwrap();
-        // The second reading goes through the cached file and must be fresh, not a replay of
-        // the first: allocate and touch 64 MiB in between.
-        let block = vec![1u8; 64 << 20];
-        let after = statm.rss_bytes(SystemInfo::current()).unwrap();
-        assert!(after >= rss + (60 << 20), "{rss} then {after}");
-        drop(block);
+        let sys = SystemInfo::current();
+        let rss = statm.rss_bytes(sys).unwrap();
         assert!(rss > 0);
         let mem = process_memory(&roots, std::process::id(), MemoryDetail::WithPss).unwrap();
-        // Both read the same counters a few microseconds apart; a test binary's RSS does not
-        // change by 64 MiB in between.
         let status_rss = mem.rss_bytes.unwrap();
-        assert!(status_rss.abs_diff(rss) < 64 << 20, "{status_rss} vs {rss}");
-        assert!(mem.peak_rss_bytes.unwrap() >= status_rss);
+        assert!(
+            mem.peak_rss_bytes.unwrap() >= status_rss,
+            "one reading of status"
+        );
         assert!(mem.pss_bytes.unwrap() > 0);
+        // statm and status count the same pages. Other test threads move this process's RSS
+        // at any time, so the two are compared only between two equal statm readings (no
+        // change seen around the status read); a machine too busy for that in 1000 tries
+        // leaves the comparison out rather than guess.
+        for _ in 0..1000 {
+            let before = statm.rss_bytes(sys).unwrap();
+            let status = process_memory(&roots, std::process::id(), MemoryDetail::Basic)
+                .unwrap()
+                .rss_bytes
+                .unwrap();
+            if statm.rss_bytes(sys).unwrap() == before {
+                // The kernel's per-thread counter caches may lag by a few pages each.
+                assert!(status.abs_diff(before) < 8 << 20, "{status} vs {before}");
+                return;
+            }
+        }
     }
 
     #[test]

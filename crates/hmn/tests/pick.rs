@@ -1,0 +1,267 @@
+//! `hmn pick` and `hmn run --gpu`: best fit first, reservations that keep concurrent picks
+//! off the same memory, `--need` as a size or a model, the child's visibility variables, and
+//! bad input refused with one line and exit 2.
+
+use std::process::Stdio;
+
+use hmn_testbed::{FakeDevice, FakeNvml};
+use serde_json::Value;
+
+use crate::util::{Bed, json, stderr, stdout};
+
+const GIB: u64 = 1 << 30;
+
+fn uuid(index: u32) -> String {
+    format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e{index:04x}")
+}
+
+/// Two H100s (≈ 79 GiB free each, less `used`).
+fn two(used0: u64, used1: u64) -> Bed {
+    Bed::with_nvml(
+        &FakeNvml::new()
+            .device(FakeDevice::h100(0).memory_used(&[used0]))
+            .device(FakeDevice::h100(1).memory_used(&[used1])),
+    )
+}
+
+#[test]
+fn best_fit_first_and_a_second_pick_counts_the_first_reservation() {
+    // GPU 0 has ≈ 19 GiB free, GPU 1 ≈ 78 GiB: 10 GiB fits both, GPU 0 is the tighter fit.
+    let bed = two(60 * GIB, GIB);
+    let first = bed.run(&["pick", "--need", "10GiB"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(stdout(&first), format!("{}\n", uuid(0)));
+    assert!(
+        stderr(&first).contains("10 GiB reserved for 60 s"),
+        "{}",
+        stderr(&first)
+    );
+    // GPU 0 has 19 − 10 GiB left under the first pick's lease: the next goes to GPU 1.
+    let second = bed.run(&["pick", "--json", "--need", "10GiB"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let v = json(&second);
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["picked"][0]["selector"], uuid(1));
+    assert_eq!(v["env"]["CUDA_VISIBLE_DEVICES"], uuid(1));
+    assert_eq!(v["need_bytes"].as_u64(), Some(10 * GIB));
+    assert!(v["lock"].as_str().unwrap().ends_with("locks"), "{v}");
+    let gpu0 = v["considered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["selector"] == uuid(0))
+        .unwrap();
+    assert_eq!(gpu0["reserved_bytes"].as_u64(), Some(10 * GIB));
+    assert_eq!(gpu0["fits"], false);
+    // Nothing has 70 GiB once 10 GiB of GPU 1 is reserved: exit 1, every candidate explained.
+    let none = bed.run(&["pick", "--need", "70GiB"]);
+    assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+    assert_eq!(stdout(&none), "");
+    let err = stderr(&none);
+    assert!(err.contains("pick: no device has room for 70 GiB"), "{err}");
+    assert!(
+        err.contains("GPU 1 [NVIDIA H100 80GB HBM3]") && err.contains("reserved by other picks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lapsed_lease_frees_the_memory_again() {
+    let bed = two(60 * GIB, 60 * GIB);
+    let a = bed.run(&["pick", "--need", "15GiB", "--lease", "1ms"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let b = bed.run(&["pick", "--json", "--need", "15GiB"]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    let v = json(&b);
+    assert!(
+        v["considered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["reserved_bytes"] == 0),
+        "an expired lease holds nothing: {v}"
+    );
+}
+
+#[test]
+fn concurrent_picks_never_share_memory() {
+    // Two GPUs with room for two 30 GiB jobs each: five picks at once, four succeed, two per GPU.
+    let bed = two(GIB, GIB);
+    let children: Vec<_> = (0..5)
+        .map(|_| {
+            bed.cmd(&["pick", "--need", "30GiB"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let picked: Vec<String> = outs
+        .iter()
+        .filter(|o| o.status.success())
+        .map(|o| stdout(o).trim().to_string())
+        .collect();
+    assert_eq!(picked.len(), 4, "{outs:?}");
+    for i in 0..2 {
+        assert_eq!(
+            picked.iter().filter(|p| **p == uuid(i)).count(),
+            2,
+            "{picked:?}"
+        );
+    }
+    let failed: Vec<_> = outs.iter().filter(|o| !o.status.success()).collect();
+    assert_eq!(failed[0].status.code(), Some(1));
+}
+
+#[test]
+fn count_vendor_and_an_inherited_cuda_visible_devices() {
+    let bed = two(GIB, GIB);
+    let o = bed.run(&["pick", "--need", "1GiB", "--count", "2", "--lease", "1ms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 2);
+    let amd = bed.run(&["pick", "--need", "1GiB", "--vendor", "amd"]);
+    assert_eq!(amd.status.code(), Some(1), "{}", stderr(&amd));
+    let o = bed
+        .cmd(&["pick", "--need", "1GiB", "--lease", "1ms"])
+        .env("CUDA_VISIBLE_DEVICES", uuid(1))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), uuid(1), "only what the caller may see");
+}
+
+#[test]
+fn a_model_as_the_need_is_judged_as_fits_would() {
+    // Llama 3.1 8B in BF16 (≈ 16 GiB of weights) fits GPU 1 (≈ 78 GiB free), not GPU 0 (≈ 9).
+    let bed = two(70 * GIB, GIB);
+    let model = crate::fits::llama_8b(&bed.path("models"));
+    let m = model.to_str().unwrap();
+    let o = bed.run(&["pick", "--json", "--need", m, "--lease", "1ms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["picked"][0]["selector"], uuid(1));
+    assert!(v["need_bytes"].as_u64().unwrap() > 15 * GIB, "{v}");
+    let full = two(70 * GIB, 70 * GIB);
+    let model = crate::fits::llama_8b(&full.path("models"));
+    let o = full.run(&["pick", "--need", model.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the model ("), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let bed = two(GIB, GIB);
+    let bad_model = bed.path("broken.safetensors");
+    std::fs::write(&bad_model, b"not a model").unwrap();
+    for (args, says) in [
+        (vec!["pick", "--need", "lots"], "--need lots: no such file"),
+        (vec!["pick", "--need", "12XB"], "--need"),
+        (
+            vec!["pick", "--need", bad_model.to_str().unwrap()],
+            "broken.safetensors",
+        ),
+        (vec!["pick", "--need", "1GiB", "--count", "0"], "--count"),
+        (vec!["pick", "--need", "1GiB", "--wait", "soon"], "--wait"),
+        (
+            vec!["pick", "--need", "1GiB", "--vendor", "matrox"],
+            "--vendor",
+        ),
+        (vec!["pick"], "--need"),
+        (vec!["run", "--gpu", "auto", "--", "true"], "needs --need"),
+        (vec!["run", "--gpu", "GPU-nope!", "--", "true"], "--gpu"),
+        (vec!["run", "--gpu", "7", "--", "true"], "run --gpu"),
+        (vec!["run", "--need", "1GiB", "--", "true"], "--gpu"),
+        (
+            vec!["run", "--gpu", "auto", "--need", "x1", "--", "true"],
+            "--need",
+        ),
+    ] {
+        let o = bed.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+}
+
+#[test]
+fn waiting_ends_with_exit_1_and_the_reason() {
+    let bed = two(79 * GIB, 79 * GIB);
+    let o = bed.run(&["pick", "--need", "10GiB", "--wait", "300ms"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no device has room"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_gpu_sets_the_variable_and_ends_its_reservation() {
+    let bed = two(60 * GIB, GIB).real_proc();
+    let o = bed.run(&[
+        "run",
+        "--gpu",
+        "auto",
+        "--need",
+        "10GiB",
+        "--",
+        "sh",
+        "-c",
+        "echo \"cuda=$CUDA_VISIBLE_DEVICES\"",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("cuda={}", uuid(0))),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("run: on GPU 0"), "{}", stderr(&o));
+    // The command ended: its reservation is gone, the next pick sees all of GPU 0's room.
+    let after = bed.run(&["pick", "--json", "--need", "10GiB", "--lease", "1ms"]);
+    let v = json(&after);
+    assert_eq!(v["picked"][0]["selector"], uuid(0), "{v}");
+    assert_eq!(v["picked"][0]["reserved_bytes"], 0, "{v}");
+    // A named device, no need: that device, whatever its room.
+    let o = bed.run(&[
+        "run",
+        "--gpu",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "echo \"cuda=$CUDA_VISIBLE_DEVICES\"",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("cuda={}", uuid(1))));
+    // No room: the command never starts; exit 1.
+    let o = bed.run(&[
+        "run", "--gpu", "auto", "--need", "500GiB", "--", "sh", "-c", "echo ran",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("ran"));
+    assert!(
+        stderr(&o).contains("run --gpu: no device has room for 500 GiB"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_unusable_lock_dir_means_uncoordinated_picks_said_once() {
+    let bed = two(GIB, GIB);
+    let file = bed.path("not-a-dir");
+    std::fs::write(&file, b"").unwrap();
+    let o = bed
+        .cmd(&["pick", "--json", "--need", "1GiB"])
+        .env("HMN_LOCK_DIR", &file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("picks are not coordinated").count(), 1, "{err}");
+    let v: Value = json(&o);
+    assert!(v["lock"].is_null() && v["lock_reason"].is_string(), "{v}");
+}

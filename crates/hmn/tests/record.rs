@@ -1,0 +1,218 @@
+//! `hmn record` under a hung driver, signals, a failed write and an existing FILE (issue 22):
+//! the recording is committed on `--duration` and on SIGTERM while the collector is stuck in
+//! the driver; a write error keeps every complete line; an existing FILE is refused unless
+//! `--force`; the interval is announced as given.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProc, FakeProcess};
+use serde_json::Value;
+
+use crate::util::{Bed, stderr};
+
+/// One H100 with one process.
+fn bed() -> Bed {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).memory_used(&[20 << 30]))
+        .process(FakeProcess::compute(0, 4242, 12 << 30));
+    let bed = Bed::with_nvml(&fake);
+    bed.fixture()
+        .process(&FakeProc::new(4242, "python3"))
+        .unwrap();
+    bed
+}
+
+/// Every line of `text`, each complete and a snapshot.
+fn snapshots(text: &str) -> Vec<Value> {
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "a cut line: {text:?}"
+    );
+    text.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"));
+            assert_eq!(v["format"], "hmn-top");
+            v
+        })
+        .collect()
+}
+
+/// The temporary file of a recording in progress in `dir`.
+fn temporary(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".hmn-tmp"))
+}
+
+/// Waits (up to a minute: a loaded machine) until the temporary file holds `n` lines.
+fn wait_for_lines(dir: &std::path::Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(t) = temporary(dir)
+            && std::fs::read_to_string(&t).unwrap().lines().count() >= n
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {n} samples flushed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (up to a minute) for `child` to end; kills it and fails when it does not.
+fn ends(child: &mut Child) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("record did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: err.into_bytes(),
+    }
+}
+
+#[test]
+fn duration_ends_a_recording_whose_driver_hangs_and_commits_it() {
+    let bed = bed();
+    // Hung from the start: not one sample completes.
+    std::fs::write(hmn_testbed::nvml_hang_flag(&bed.env.nvml), "").unwrap();
+    let file = bed.path("hung.jsonl");
+    let mut child = bed
+        .cmd(&[
+            "record",
+            "--interval",
+            "100ms",
+            "--duration",
+            "3s",
+            file.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = ends(&mut child);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("waiting on the driver"), "{e}");
+    assert!(e.contains("0 samples"), "{e}");
+    assert!(file.exists(), "committed");
+    assert!(temporary(bed.dir.path()).is_none());
+}
+
+#[test]
+fn sigterm_commits_the_samples_taken_before_the_driver_hung() {
+    use nix::sys::signal::{Signal, kill};
+    let bed = bed();
+    let file = bed.path("night.jsonl");
+    let mut child = bed
+        .cmd(&["record", "--interval", "50ms", file.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_lines(bed.dir.path(), 2);
+    std::fs::write(hmn_testbed::nvml_hang_flag(&bed.env.nvml), "").unwrap();
+    // Every sample begun from now on hangs; the one in progress (if any) ends. Once the
+    // temporary file stops growing the collector is stuck in the driver.
+    let tmp = temporary(bed.dir.path()).unwrap();
+    let mut last = std::fs::metadata(&tmp).unwrap().len();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = std::fs::metadata(&tmp).unwrap().len();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let o = ends(&mut child);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept = snapshots(&std::fs::read_to_string(&file).unwrap());
+    assert!(kept.len() >= 2, "{}", kept.len());
+    assert!(temporary(bed.dir.path()).is_none());
+}
+
+#[test]
+fn a_failed_write_keeps_every_complete_line() {
+    let bed = bed();
+    let file = bed.path("full.jsonl");
+    let hmn = env!("CARGO_BIN_EXE_hmn");
+    // A file size limit: writes past ~8 KiB fail (EFBIG) as on a full disk (the same write
+    // error path as ENOSPC); SIGXFSZ ignored so the write fails instead of killing hmn.
+    let o = bed
+        .env
+        .command("sh")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 16; exec \"$0\" record --interval 1ms \"$1\"",
+            hmn,
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(
+        e.lines().count(),
+        2,
+        "the announcement and one error line: {e}"
+    );
+    let error = e.lines().nth(1).unwrap();
+    assert!(error.starts_with("hmn: record: "), "{e}");
+    assert!(error.contains("written before it are in"), "{e}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept = snapshots(&text);
+    assert!(!kept.is_empty(), "the complete samples are kept");
+    assert!(
+        error.contains(&format!("the {} sample", kept.len())),
+        "{e} ({} kept)",
+        kept.len()
+    );
+    assert!(temporary(bed.dir.path()).is_none());
+}
+
+#[test]
+fn an_existing_file_is_refused_unless_forced() {
+    let bed = bed();
+    let file = bed.path("old.jsonl");
+    std::fs::write(&file, "yesterday\n").unwrap();
+    let path = file.to_str().unwrap();
+    let o = bed.run(&["record", "--duration", "100ms", path]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("exists") && e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "yesterday\n");
+
+    let o = bed.run(&["record", "--duration", "100ms", "--force", path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!snapshots(&std::fs::read_to_string(&file).unwrap()).is_empty());
+}
+
+#[test]
+fn the_interval_is_announced_as_given() {
+    let bed = bed();
+    let file = bed.path("fast.jsonl");
+    let o = bed.run(&[
+        "record",
+        "--interval",
+        "50ms",
+        "--duration",
+        "100ms",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("every 50 ms"), "{e}");
+    assert!(!e.contains("0.1 s"), "{e}");
+    for s in snapshots(&std::fs::read_to_string(&file).unwrap()) {
+        assert_eq!(s["interval_ms"], 50);
+    }
+}

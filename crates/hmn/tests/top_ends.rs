@@ -1,0 +1,179 @@
+//! `hmn top` ends when its terminal goes away or a stop signal comes, whatever it is doing:
+//! the tmux server killed under a live view and a replay (the pty hangs up, as on an ssh drop),
+//! in a session of hmn's own (no SIGHUP then: only the hang-up itself says so), and SIGTERM /
+//! SIGQUIT while a driver call hangs, with the terminal restored. Each hmn is found by pid and
+//! must be gone, not spinning in an orphaned loop.
+
+use std::time::{Duration, Instant};
+
+use crate::top::{Tmux, bed};
+use crate::util::stderr;
+
+/// The pids of the `hmn` processes below `root` (the pane's shell).
+fn hmn_below(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32, String)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 2..]
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        parents.push((pid, ppid, comm));
+    }
+    let mut below = vec![root];
+    let mut found = Vec::new();
+    while let Some(p) = below.pop() {
+        for (pid, ppid, comm) in &parents {
+            if *ppid == p {
+                below.push(*pid);
+                if comm == "hmn" {
+                    found.push(*pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether `pid` is still running (a zombie waiting for its parent has ended).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|c| s[c + 2..].starts_with('Z'))
+                .map(|z| !z)
+        })
+        .unwrap_or(false)
+}
+
+/// The pid of the hmn in `t`'s pane.
+fn hmn_of(t: &Tmux) -> u32 {
+    let pane: u32 = t
+        .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    let pids = hmn_below(pane);
+    assert_eq!(pids.len(), 1, "hmn below the pane's shell {pane}: {pids:?}");
+    pids[0]
+}
+
+/// Waits up to `limit` for `pid` to end; how long it took.
+fn ends_within(pid: u32, limit: Duration) -> Duration {
+    let t = Instant::now();
+    while running(pid) {
+        assert!(
+            t.elapsed() < limit,
+            "hmn {pid} still runs {limit:?} later: {}",
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.elapsed()
+}
+
+fn kill_server_and_expect_the_end(t: &Tmux) {
+    let pid = hmn_of(t);
+    t.tmux(&["kill-server"]);
+    ends_within(pid, Duration::from_secs(3));
+}
+
+#[test]
+fn top_ends_when_its_terminal_goes_away() {
+    let bed = bed();
+    let Some(t) = Tmux::start(&bed, &["top", "--interval", "250ms"], 100, 30) else {
+        return;
+    };
+    t.wait_for(" 4242 ");
+    kill_server_and_expect_the_end(&t);
+}
+
+#[test]
+fn top_in_a_session_of_its_own_ends_on_the_hang_up_alone() {
+    // `setsid`: the pane's pty is not hmn's controlling terminal, so the kernel sends no SIGHUP
+    // when it hangs up; hmn must notice the hang-up itself.
+    let bed = bed();
+    let Some(t) = Tmux::start_under(
+        &bed,
+        &["setsid"],
+        &["top", "--interval", "250ms"],
+        100,
+        30,
+        None,
+    ) else {
+        return;
+    };
+    t.wait_for(" 4242 ");
+    kill_server_and_expect_the_end(&t);
+}
+
+#[test]
+fn a_replay_ends_when_its_terminal_goes_away() {
+    let bed = bed();
+    let file = bed.path("rec.jsonl");
+    let o = bed.run(&[
+        "record",
+        "--interval",
+        "100ms",
+        "--duration",
+        "300ms",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let args = ["top", "--replay", file.to_str().unwrap()];
+    let Some(t) = Tmux::start_under(&bed, &["setsid"], &args, 100, 30, None) else {
+        return;
+    };
+    t.wait_for("replay rec.jsonl");
+    kill_server_and_expect_the_end(&t);
+    let Some(t) = Tmux::start(&bed, &args, 100, 30) else {
+        return;
+    };
+    t.wait_for("replay rec.jsonl");
+    kill_server_and_expect_the_end(&t);
+}
+
+#[test]
+fn sigterm_and_sigquit_end_top_while_the_driver_hangs_and_restore_the_terminal() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    for sig in [Signal::SIGTERM, Signal::SIGQUIT] {
+        let bed = bed();
+        let flag = hmn_testbed::nvml_hang_flag(&bed.env.nvml);
+        // The pane lives on after hmn (tmux reports no cursor for a dead pane).
+        let linger = ["sh", "-c", "\"$@\"; sleep 10", "sh"];
+        let args = ["top", "--interval", "250ms"];
+        let Some(t) = Tmux::start_under(&bed, &linger, &args, 100, 30, None) else {
+            return;
+        };
+        t.wait_for(" 4242 ");
+        std::fs::write(&flag, "").unwrap();
+        t.wait_for("STALE since");
+        let pid = hmn_of(&t);
+        kill(Pid::from_raw(pid as i32), sig).unwrap();
+        let took = ends_within(pid, Duration::from_secs(3));
+        let _ = std::fs::remove_file(&flag);
+        assert!(took < Duration::from_millis(1500), "{sig}: {took:?}");
+        // The main screen is back, with the cursor shown.
+        let flags = t.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            "t",
+            "#{alternate_on} #{cursor_flag}",
+        ]);
+        assert_eq!(flags.trim(), "0 1", "{sig}: alternate screen, cursor");
+        assert!(!t.screen().contains("q quit"), "{sig}:\n{}", t.screen());
+    }
+}

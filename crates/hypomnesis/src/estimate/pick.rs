@@ -1,0 +1,561 @@
+//! Picking a free device for a command: `hmn pick` and `hmn run --gpu auto`. Which devices
+//! qualify, in which order, how concurrent picks keep from taking the same device before its
+//! command has allocated, and the variables that make a command see only what was picked.
+//!
+//! | Rule | Where |
+//! |---|---|
+//! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
+//! | what fits: effective free (the device's free memory less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) against the effective free | [`rank`] |
+//! | the order: fitting first; the smallest effective free that fits (keeps big devices for big jobs); then the least busy; then the higher index (GPU 0 stays free for desktops) | [`rank`] |
+//! | the claim: each device's lock taken in turn, its reservations re-read and re-judged under the lock, ours appended (a lease: `--lease`), released if `count` cannot be met | [`pick`] |
+//! | the child's variables ([`visible`]): `CUDA_VISIBLE_DEVICES` = full UUIDs (never indices: CUDA's order is not NVML's); `ROCR_VISIBLE_DEVICES` = `GPU-<KFD unique_id>` or the index among KFD compute nodes, and `HIP_VISIBLE_DEVICES` unset; `ZE_AFFINITY_MASK` = the rank by PCI address among Intel GPUs, with `ZE_ENABLE_PCI_ID_DEVICE_ORDER=1` | [`visible::visible_env_for`] |
+//!
+//! The locks and reservations themselves are `hypomnesis::lease`. See `docs/pick.md`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::fit::{Estimate, FitParams, ModelSpec};
+use super::judge::Fit;
+use super::plan::{Target, plan};
+use crate::probe::Probe;
+use crate::probe::select::Selected;
+use crate::system::lease::{LockDir, Reservation};
+use crate::system::roots::Roots;
+use crate::types::{Device, Vendor};
+
+/// How long a claim waits for another pick's lock (held for milliseconds).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+/// How often `--wait` retries (± 20 %, so parallel waiters do not retry together).
+pub const RETRY: Duration = Duration::from_secs(2);
+
+/// What the command needs.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Need<'a> {
+    /// This much free memory.
+    Bytes(u64),
+    /// Room for this model, as `hmn fits` judges it.
+    Model {
+        /// The model.
+        spec: &'a ModelSpec,
+        /// How it runs.
+        params: &'a FitParams,
+        /// Its estimate (the reservation is its high end).
+        estimate: &'a Estimate,
+    },
+}
+
+impl Need<'_> {
+    /// The bytes a reservation holds: the size, or the estimate's high end (its device part).
+    pub fn reserve_bytes(&self) -> u64 {
+        match self {
+            Need::Bytes(b) => *b,
+            Need::Model { estimate, .. } => estimate.high_bytes,
+        }
+    }
+}
+
+/// Who holds a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Holder {
+    /// A lease only: the picked command is started by someone else (`hmn pick`).
+    Lease,
+    /// This process (`hmn run --gpu`): the reservation also ends when it does.
+    Process {
+        /// Its pid.
+        pid: u32,
+        /// Its start time, clock ticks since boot.
+        start_ticks: u64,
+    },
+}
+
+/// A pick request.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Request<'a> {
+    /// What the command needs on each device.
+    pub need: Need<'a>,
+    /// How many devices.
+    pub count: usize,
+    /// Only this vendor's devices.
+    pub vendor: Option<Vendor>,
+    /// Only these devices (a selector, an inherited `CUDA_VISIBLE_DEVICES`).
+    pub within: Option<Vec<Selected>>,
+    /// How long a reservation holds at most.
+    pub lease: Duration,
+    /// Who holds the reservations.
+    pub holder: Holder,
+}
+
+impl<'a> Request<'a> {
+    /// One device with `need`, any vendor, a 60 s lease held by no process.
+    pub fn new(need: Need<'a>) -> Request<'a> {
+        Request {
+            need,
+            count: 1,
+            vendor: None,
+            within: None,
+            lease: Duration::from_secs(60),
+            holder: Holder::Lease,
+        }
+    }
+}
+
+/// One device that could be picked.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Candidate {
+    /// The device (a MIG device stands as its own, [`crate::MigDevice::as_device`]).
+    pub device: Device,
+    /// How a command names it: `GPU-…`/`MIG-…` UUID, else the PCI bus id.
+    pub selector: String,
+    /// The MIG device's index on its GPU.
+    pub mig_index: Option<u32>,
+    /// Live reservations of others on it, bytes.
+    pub reserved_bytes: u64,
+    /// Free memory less those reservations; `None` when free memory is unknown.
+    pub effective_free_bytes: Option<u64>,
+    /// Whether the need fits.
+    pub fits: bool,
+    /// Why not, when it does not.
+    pub why_not: Option<String>,
+}
+
+impl Candidate {
+    fn new(device: Device, mig_index: Option<u32>) -> Option<Candidate> {
+        let selector = device
+            .uuid
+            .clone()
+            .or_else(|| device.pci_bus_id.map(|p| p.to_string()))?;
+        Some(Candidate {
+            device,
+            selector,
+            mig_index,
+            reserved_bytes: 0,
+            effective_free_bytes: None,
+            fits: false,
+            why_not: None,
+        })
+    }
+}
+
+/// The candidates among `devices` for `req` (pure; see the [module docs](self)), and notes on
+/// what was left out.
+pub fn candidates(devices: &[Device], req: &Request<'_>) -> (Vec<Candidate>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    let allowed = |index: u32, mig: Option<u32>| {
+        req.within.as_ref().is_none_or(|w| {
+            w.iter()
+                .any(|s| s.device_index == index && (s.mig_index.is_none() || s.mig_index == mig))
+        })
+    };
+    for d in devices {
+        if d.error.is_some() || req.vendor.as_ref().is_some_and(|v| *v != d.vendor) {
+            continue;
+        }
+        match d.mig.as_ref().filter(|m| m.enabled()) {
+            Some(_) if req.count > 1 => notes.push(format!(
+                "GPU {} has MIG on: left out (CUDA shows a process one MIG device only)",
+                d.index
+            )),
+            Some(m) => {
+                for inst in &m.instances {
+                    if allowed(d.index, Some(inst.index)) {
+                        out.extend(Candidate::new(inst.as_device(d), Some(inst.index)));
+                    }
+                }
+            }
+            None => {
+                if allowed(d.index, None) {
+                    match Candidate::new(d.clone(), None) {
+                        Some(c) => out.push(c),
+                        None => notes.push(format!(
+                            "GPU {} has neither a UUID nor a PCI address to name it by",
+                            d.index
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    (out, notes)
+}
+
+/// Sets each candidate's effective free memory from `reserved` (by selector), judges the need
+/// with `judge` (the device with its effective free memory → fits, or why not), and sorts
+/// (pure; see the [module docs](self)).
+pub fn rank(
+    cands: &mut [Candidate],
+    reserved: &BTreeMap<String, u64>,
+    judge: &dyn Fn(&Device) -> Result<bool, String>,
+) {
+    for c in cands.iter_mut() {
+        c.reserved_bytes = reserved.get(&c.selector).copied().unwrap_or(0);
+        c.effective_free_bytes = c
+            .device
+            .memory
+            .free_bytes
+            .map(|f| f.saturating_sub(c.reserved_bytes));
+        (c.fits, c.why_not) = match c.effective_free_bytes {
+            None => (false, Some("its free memory is unknown".to_string())),
+            Some(free) => {
+                let mut d = c.device.clone();
+                d.memory.free_bytes = Some(free);
+                match judge(&d) {
+                    Ok(true) => (true, None),
+                    Ok(false) => (false, Some("not enough free memory".to_string())),
+                    Err(why) => (false, Some(why)),
+                }
+            }
+        };
+    }
+    cands.sort_by(|a, b| {
+        let busy = |c: &Candidate| {
+            c.device
+                .telemetry
+                .utilization_percent
+                .map_or(u64::MAX, |u| (u * 100.0) as u64)
+        };
+        b.fits
+            .cmp(&a.fits)
+            .then(
+                a.effective_free_bytes
+                    .unwrap_or(u64::MAX)
+                    .cmp(&b.effective_free_bytes.unwrap_or(u64::MAX)),
+            )
+            .then(busy(a).cmp(&busy(b)))
+            .then(b.device.index.cmp(&a.device.index))
+            .then(b.mig_index.cmp(&a.mig_index))
+    });
+}
+
+/// Whether `need` fits on `d` (its free memory as given): the size against free memory, or
+/// the model's `fits` verdict.
+pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result<bool, String> {
+    match need {
+        Need::Bytes(b) => Ok(d.memory.free_bytes.is_some_and(|f| f >= *b)),
+        Need::Model {
+            spec,
+            params,
+            estimate,
+        } => {
+            let devices = [d.clone()];
+            let p = plan(
+                Target::Devices {
+                    devices: &devices,
+                    every: false,
+                },
+                Some((spec, **params)),
+                estimate,
+                host_available,
+            );
+            match (p.fit, p.error) {
+                (Some(f), _) => Ok(f == Fit::Fits),
+                (None, Some(e)) => Err(e.to_string()),
+                (None, None) => Err("no verdict".to_string()),
+            }
+        }
+    }
+}
+
+/// A successful pick.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Picked {
+    /// The devices, best first.
+    pub devices: Vec<Candidate>,
+    /// Every candidate as judged (the picked ones included).
+    pub considered: Vec<Candidate>,
+    /// Our reservations: (selector, token).
+    pub reservations: Vec<(String, u64)>,
+    /// The lock directory, or why picks are not coordinated.
+    pub lock: Result<std::path::PathBuf, String>,
+    /// What was left out, and why.
+    pub notes: Vec<String>,
+}
+
+/// Why nothing was picked.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PickError {
+    /// Not enough devices fit.
+    #[error("{reason}")]
+    NoneFits {
+        /// In words: how many fit of how many asked.
+        reason: String,
+        /// Every candidate as judged.
+        considered: Vec<Candidate>,
+        /// What was left out, and why.
+        notes: Vec<String>,
+    },
+}
+
+impl PickError {
+    /// Every candidate as judged.
+    pub fn considered(&self) -> &[Candidate] {
+        match self {
+            PickError::NoneFits { considered, .. } => considered,
+        }
+    }
+
+    /// What was left out, and why.
+    pub fn notes(&self) -> &[String] {
+        match self {
+            PickError::NoneFits { notes, .. } => notes,
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// This boot's id (`<proc>/sys/kernel/random/boot_id`), or empty.
+fn boot_id(roots: &Roots) -> String {
+    crate::system::fsread::read_trimmed(&roots.proc.join("sys/kernel/random/boot_id"))
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit() || *c == '-')
+        .take(64)
+        .collect()
+}
+
+/// The live reservations in `lock`, dead ones dropped.
+fn live(roots: &Roots, records: Vec<Reservation>, boot: &str) -> Vec<Reservation> {
+    let now = now_ms();
+    records
+        .into_iter()
+        .filter(|r| {
+            let start = (r.pid != 0)
+                .then(|| crate::system::process::tree::read_stat(roots, r.pid).ok())
+                .flatten()
+                .map(|s| s.start_time);
+            r.is_live(now, boot, start)
+        })
+        .collect()
+}
+
+/// Picks `req.count` devices (see the [module docs](self)), reserving each under its lock in
+/// `locks` (`Err`: why picks are not coordinated; they are then judged on free memory alone).
+///
+/// # Errors
+/// [`PickError::NoneFits`] when fewer than `count` devices fit (what was reserved is
+/// released).
+pub fn pick(
+    probe: &Probe,
+    req: &Request<'_>,
+    locks: Result<&LockDir, &str>,
+) -> Result<Picked, PickError> {
+    let roots = probe.roots();
+    let list = probe.devices();
+    let (mut cands, notes) = candidates(&list.devices, req);
+    let host = match req.need {
+        Need::Model { estimate, .. } if estimate.host_high_bytes.is_some() => {
+            probe.host_memory().ok().map(|h| h.memory_available_bytes)
+        }
+        _ => None,
+    };
+    let boot = boot_id(roots);
+    // A first ranking on the reservations as they stand (read under each lock, briefly).
+    let mut reserved = BTreeMap::new();
+    if let Ok(dir) = locks {
+        for c in &cands {
+            if let Ok(mut l) = dir.lock(&c.selector, LOCK_WAIT) {
+                let sum = live(roots, l.read(), &boot)
+                    .iter()
+                    .fold(0u64, |a, r| a.saturating_add(r.need_bytes));
+                reserved.insert(c.selector.clone(), sum);
+            }
+        }
+    }
+    let judge_fn = |d: &Device| judge(&req.need, d, host);
+    rank(&mut cands, &reserved, &judge_fn);
+    let mut picked: Vec<Candidate> = Vec::new();
+    let mut tokens: Vec<(String, u64)> = Vec::new();
+    let base = now_ms();
+    let lease_ms = u64::try_from(req.lease.as_millis()).unwrap_or(u64::MAX);
+    for (i, c) in cands.iter().enumerate() {
+        if picked.len() >= req.count || !c.fits {
+            continue;
+        }
+        let Ok(dir) = locks else {
+            picked.push(c.clone());
+            continue;
+        };
+        let Ok(mut l) = dir.lock(&c.selector, LOCK_WAIT) else {
+            continue;
+        };
+        // Re-judged under the lock: another pick may have reserved since the ranking.
+        let mut records = live(roots, l.read(), &boot);
+        let others = records
+            .iter()
+            .fold(0u64, |a, r| a.saturating_add(r.need_bytes));
+        let mut again = [c.clone()];
+        let one = BTreeMap::from([(c.selector.clone(), others)]);
+        rank(&mut again, &one, &judge_fn);
+        if !again[0].fits {
+            continue;
+        }
+        let token = base ^ (u64::from(std::process::id()) << 32) ^ (i as u64);
+        let mut r = Reservation::new(
+            token,
+            req.need.reserve_bytes(),
+            base.saturating_add(lease_ms),
+        );
+        r.boot_id.clone_from(&boot);
+        r.uid = own_uid();
+        if let Holder::Process { pid, start_ticks } = req.holder {
+            (r.pid, r.start_ticks) = (pid, start_ticks);
+        }
+        records.push(r);
+        if l.write(&records).is_ok() {
+            tokens.push((c.selector.clone(), token));
+            let [mut got] = again;
+            got.reserved_bytes = others;
+            picked.push(got);
+        }
+    }
+    let lock = locks.map(|d| d.path.clone()).map_err(ToString::to_string);
+    if picked.len() < req.count {
+        if let Ok(dir) = locks {
+            release(dir, &tokens);
+        }
+        let reason = match (cands.is_empty(), picked.len()) {
+            (true, _) => "no device to pick from".to_string(),
+            (false, 0) => "no device has room".to_string(),
+            (false, n) => format!("only {n} of the {} devices asked for have room", req.count),
+        };
+        return Err(PickError::NoneFits {
+            reason,
+            considered: cands,
+            notes,
+        });
+    }
+    Ok(Picked {
+        devices: picked,
+        considered: cands,
+        reservations: tokens,
+        lock,
+        notes,
+    })
+}
+
+/// Removes our reservations (the command allocated, or ended).
+pub fn release(locks: &LockDir, reservations: &[(String, u64)]) {
+    for (selector, token) in reservations {
+        if let Ok(mut l) = locks.lock(selector, LOCK_WAIT) {
+            let kept: Vec<Reservation> =
+                l.read().into_iter().filter(|r| r.token != *token).collect();
+            let _ = l.write(&kept);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn own_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+#[cfg(not(unix))]
+fn own_uid() -> u32 {
+    0
+}
+
+/// [`pick`] again every [`RETRY`] (± 20 %) until it succeeds, `wait` has passed (`None`: try
+/// once) or `stop` is set.
+///
+/// # Errors
+/// The last attempt's [`PickError`].
+pub fn pick_until(
+    probe: &Probe,
+    req: &Request<'_>,
+    locks: Result<&LockDir, &str>,
+    wait: Option<Duration>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Picked, PickError> {
+    let deadline = wait.map(|w| std::time::Instant::now() + w);
+    loop {
+        let err = match pick(probe, req, locks) {
+            Ok(p) => return Ok(p),
+            Err(e) => e,
+        };
+        let Some(deadline) = deadline else {
+            return Err(err);
+        };
+        // ± 20 % from the clock's nanoseconds: parallel waiters drift apart.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let pause = RETRY.mul_f64(0.8 + 0.4 * f64::from(nanos % 1000) / 1000.0);
+        let until = std::time::Instant::now() + pause;
+        loop {
+            let now = std::time::Instant::now();
+            if stop.load(std::sync::atomic::Ordering::Relaxed) || now >= deadline {
+                return Err(err);
+            }
+            if now >= until {
+                break;
+            }
+            std::thread::sleep(
+                (until - now)
+                    .min(deadline - now)
+                    .min(Duration::from_millis(50)),
+            );
+        }
+    }
+}
+
+/// A model as a need: opened (headers only), estimated with the default runtime's defaults,
+/// as `hmn fits PATH` does.
+#[cfg(feature = "models")]
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ModelNeed {
+    /// The model.
+    pub model: super::model::OpenedModel,
+    /// Its run parameters (the default runtime's defaults).
+    pub params: FitParams,
+    /// Its estimate.
+    pub estimate: Estimate,
+}
+
+#[cfg(feature = "models")]
+impl ModelNeed {
+    /// Opens and estimates the model at `path`.
+    ///
+    /// # Errors
+    /// The model cannot be read, or its default parameters are refused.
+    pub fn open(path: &std::path::Path) -> Result<ModelNeed, String> {
+        let model = super::model::open(path).map_err(|e| e.to_string())?;
+        let arch = model.spec.arch.as_ref();
+        let runtime = super::runtime::Runtime::for_target(None, false);
+        let params = FitParams::defaults(runtime, arch);
+        params.validate(arch).map_err(|e| e.to_string())?;
+        let estimate = super::fit::estimate(&model.spec, params);
+        Ok(ModelNeed {
+            model,
+            params,
+            estimate,
+        })
+    }
+
+    /// The need.
+    pub fn need(&self) -> Need<'_> {
+        Need::Model {
+            spec: &self.model.spec,
+            params: &self.params,
+            estimate: &self.estimate,
+        }
+    }
+}
+
+// The variables a command is started with (`visible::visible_env_for`).
+pub mod visible;
+
+#[cfg(test)]
+mod tests;

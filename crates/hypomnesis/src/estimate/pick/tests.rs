@@ -1,0 +1,168 @@
+//! The pick rules over hand-built devices: candidates (MIG, vendor, an allowed set), the
+//! order, the fit under reservations, and the child's variables.
+
+use super::visible::visible_env;
+use super::*;
+use crate::backends::drm::kfd::KfdNode;
+use crate::types::{MigDevice, MigMode, MigState, Source};
+
+const GIB: u64 = 1 << 30;
+
+fn gpu(index: u32, free: Option<u64>, util: Option<f64>) -> Device {
+    let mut d = Device::new(index, Vendor::Nvidia, Source::Nvml);
+    d.uuid = Some(format!("GPU-{index}"));
+    d.memory.total_bytes = Some(80 * GIB);
+    d.memory.free_bytes = free;
+    d.telemetry.utilization_percent = util;
+    d
+}
+
+fn by_bytes(need: u64) -> impl Fn(&Device) -> Result<bool, String> {
+    move |d: &Device| judge(&Need::Bytes(need), d, None)
+}
+
+fn order(cands: &[Candidate]) -> Vec<&str> {
+    cands.iter().map(|c| c.selector.as_str()).collect()
+}
+
+#[test]
+fn best_fit_first_then_the_least_busy_then_the_higher_index() {
+    let devices = [
+        gpu(0, Some(70 * GIB), Some(0.0)),
+        gpu(1, Some(30 * GIB), Some(50.0)),
+        gpu(2, Some(30 * GIB), Some(10.0)),
+        gpu(3, Some(10 * GIB), Some(0.0)),
+        gpu(4, None, None),
+        gpu(5, Some(30 * GIB), Some(10.0)),
+    ];
+    let req = Request::new(Need::Bytes(20 * GIB));
+    let (mut c, notes) = candidates(&devices, &req);
+    assert!(notes.is_empty());
+    rank(&mut c, &BTreeMap::new(), &by_bytes(20 * GIB));
+    assert_eq!(
+        order(&c),
+        ["GPU-5", "GPU-2", "GPU-1", "GPU-0", "GPU-3", "GPU-4"],
+        "smallest fit, least busy, higher index; the ones that do not fit after"
+    );
+    assert!(!c[4].fits && !c[5].fits);
+    assert_eq!(c[5].why_not.as_deref(), Some("its free memory is unknown"));
+    assert_eq!(c[4].why_not.as_deref(), Some("not enough free memory"));
+}
+
+#[test]
+fn reservations_of_others_take_their_share() {
+    let devices = [gpu(0, Some(70 * GIB), None), gpu(1, Some(60 * GIB), None)];
+    let req = Request::new(Need::Bytes(40 * GIB));
+    let (mut c, _) = candidates(&devices, &req);
+    // A first pick reserved 40 GiB on GPU 1 (the better fit): the second goes to GPU 0.
+    let reserved = BTreeMap::from([("GPU-1".to_string(), 40 * GIB)]);
+    rank(&mut c, &reserved, &by_bytes(40 * GIB));
+    assert_eq!(order(&c), ["GPU-0", "GPU-1"]);
+    assert_eq!(c[1].effective_free_bytes, Some(20 * GIB));
+    assert!(!c[1].fits);
+    // Two small jobs still share a big GPU.
+    let (mut c, _) = candidates(&devices, &Request::new(Need::Bytes(10 * GIB)));
+    rank(&mut c, &reserved, &by_bytes(10 * GIB));
+    assert!(c.iter().all(|x| x.fits));
+}
+
+#[test]
+fn mig_devices_are_candidates_alone_and_left_out_for_several() {
+    let mut parent = gpu(0, None, None);
+    let mut m = MigState::new(MigMode::Enabled, MigMode::Enabled);
+    for (i, free) in [(0u32, 9 * GIB), (1, 19 * GIB)] {
+        let mut inst = MigDevice::new(i, 0);
+        inst.uuid = Some(format!("MIG-{i}"));
+        inst.memory.free_bytes = Some(free);
+        m.instances.push(inst);
+    }
+    parent.mig = Some(m);
+    let devices = [parent, gpu(1, Some(40 * GIB), None)];
+    let mut req = Request::new(Need::Bytes(8 * GIB));
+    let (mut c, _) = candidates(&devices, &req);
+    rank(&mut c, &BTreeMap::new(), &by_bytes(8 * GIB));
+    assert_eq!(
+        order(&c),
+        ["MIG-0", "MIG-1", "GPU-1"],
+        "the parent is not one"
+    );
+    assert_eq!(c[0].mig_index, Some(0));
+    req.count = 2;
+    let (c, notes) = candidates(&devices, &req);
+    assert_eq!(order(&c), ["GPU-1"]);
+    assert!(notes[0].contains("MIG on"), "{notes:?}");
+    // An allowed set (an inherited CUDA_VISIBLE_DEVICES naming one MIG device).
+    req.count = 1;
+    req.within = Some(vec![Selected::mig(0, 1)]);
+    assert_eq!(order(&candidates(&devices, &req).0), ["MIG-1"]);
+    req.within = None;
+    req.vendor = Some(Vendor::Amd);
+    assert!(candidates(&devices, &req).0.is_empty());
+}
+
+#[test]
+fn an_unreadable_or_unnamed_device_is_no_candidate() {
+    let mut lost = gpu(0, Some(GIB), None);
+    lost.error = Some("GPU is lost".into());
+    let mut unnamed = gpu(1, Some(GIB), None);
+    unnamed.uuid = None;
+    let (c, notes) = candidates(&[lost, unnamed], &Request::new(Need::Bytes(1)));
+    assert!(c.is_empty());
+    assert!(notes[0].contains("neither a UUID nor a PCI address"));
+}
+
+#[test]
+fn the_child_sees_what_was_picked() {
+    use crate::types::pci::PciBusId;
+    let pci = |bus| PciBusId::new(0, bus, 0, 0);
+    let nv = Candidate::new(gpu(3, Some(GIB), None), None).unwrap();
+    let mut amd = Device::new(4, Vendor::Amd, Source::Sysfs);
+    amd.pci_bus_id = Some(pci(0x83));
+    let mut amd2 = amd.clone();
+    amd2.pci_bus_id = Some(pci(0x84));
+    let kfd = [
+        KfdNode {
+            node: 1,
+            pci: Some(pci(0x83)),
+            unique_id: Some(0xabc),
+        },
+        KfdNode {
+            node: 2,
+            pci: Some(pci(0x84)),
+            unique_id: None,
+        },
+    ];
+    let cand = |d: &Device| Candidate::new(d.clone(), None).unwrap();
+    let env = visible_env(&[nv, cand(&amd), cand(&amd2)], &[], &kfd).unwrap();
+    assert_eq!(
+        env,
+        [
+            (
+                "CUDA_VISIBLE_DEVICES".to_string(),
+                Some("GPU-3".to_string())
+            ),
+            (
+                "ROCR_VISIBLE_DEVICES".to_string(),
+                Some("GPU-0000000000000ABC,1".to_string())
+            ),
+            ("HIP_VISIBLE_DEVICES".to_string(), None),
+        ]
+    );
+    let mut i1 = Device::new(5, Vendor::Intel, Source::Sysfs);
+    i1.pci_bus_id = Some(pci(0x03));
+    let mut i0 = i1.clone();
+    i0.pci_bus_id = Some(pci(0x02));
+    let env = visible_env(&[cand(&i1)], &[i1.clone(), i0], &[]).unwrap();
+    assert_eq!(
+        env[1],
+        ("ZE_AFFINITY_MASK".to_string(), Some("1".to_string()))
+    );
+    assert!(
+        visible_env(&[cand(&amd)], &[], &[])
+            .unwrap_err()
+            .contains("KFD")
+    );
+    let mut other = Device::new(6, Vendor::Other("v3d".into()), Source::Sysfs);
+    other.pci_bus_id = Some(pci(9));
+    assert!(visible_env(&[cand(&other)], &[], &[]).is_err());
+}

@@ -1,0 +1,121 @@
+//! The variables that make a command see only the devices picked for it (see the parent
+//! module's table): `CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES` (and `HIP_VISIBLE_DEVICES`
+//! unset), `ZE_AFFINITY_MASK` with `ZE_ENABLE_PCI_ID_DEVICE_ORDER=1`.
+
+use super::{Candidate, Picked};
+use crate::backends::drm::kfd::{KfdNode, compute_nodes};
+use crate::probe::Probe;
+use crate::types::{Device, Vendor};
+
+/// The variables that make a command see only `picked` (see the [module docs](self)): `(name,
+/// value)`, `None` to unset. `all`: every device (Intel ranks); `kfd`: the KFD compute nodes.
+///
+/// # Errors
+/// A picked device that cannot be named to its runtime (no UUID; an AMD GPU without a KFD
+/// node; another vendor).
+pub(crate) fn visible_env(
+    picked: &[Candidate],
+    all: &[Device],
+    kfd: &[KfdNode],
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let mut cuda = Vec::new();
+    let mut rocr = Vec::new();
+    let mut ze = Vec::new();
+    for c in picked {
+        let d = &c.device;
+        match d.vendor {
+            Vendor::Nvidia => match &d.uuid {
+                Some(u) => cuda.push(u.clone()),
+                None => {
+                    return Err(format!(
+                        "GPU {} has no UUID for CUDA_VISIBLE_DEVICES",
+                        d.index
+                    ));
+                }
+            },
+            Vendor::Amd => {
+                let at = kfd
+                    .iter()
+                    .position(|n| n.pci.is_some() && n.pci == d.pci_bus_id)
+                    .ok_or_else(|| {
+                        format!(
+                            "GPU {}: no KFD compute node at its PCI address (ROCm not loaded?)",
+                            d.index
+                        )
+                    })?;
+                rocr.push(match kfd.get(at).and_then(|n| n.unique_id) {
+                    Some(id) => format!("GPU-{id:016X}"),
+                    None => at.to_string(),
+                });
+            }
+            Vendor::Intel => {
+                let mut intel: Vec<_> = all
+                    .iter()
+                    .filter(|x| x.vendor == Vendor::Intel)
+                    .filter_map(|x| x.pci_bus_id)
+                    .collect();
+                intel.sort();
+                let rank = d
+                    .pci_bus_id
+                    .and_then(|p| intel.iter().position(|x| *x == p))
+                    .ok_or_else(|| {
+                        format!("GPU {} has no PCI address for ZE_AFFINITY_MASK", d.index)
+                    })?;
+                ze.push(rank.to_string());
+            }
+            Vendor::Other(ref drv) => {
+                return Err(format!(
+                    "GPU {} ({drv}): no variable selects it for a command",
+                    d.index
+                ));
+            }
+        }
+    }
+    let mut env = Vec::new();
+    if !cuda.is_empty() {
+        env.push(("CUDA_VISIBLE_DEVICES".to_string(), Some(cuda.join(","))));
+    }
+    if !rocr.is_empty() {
+        env.push(("ROCR_VISIBLE_DEVICES".to_string(), Some(rocr.join(","))));
+        // It would index the list ROCr already filtered.
+        env.push(("HIP_VISIBLE_DEVICES".to_string(), None));
+    }
+    if !ze.is_empty() {
+        env.push((
+            "ZE_ENABLE_PCI_ID_DEVICE_ORDER".to_string(),
+            Some("1".to_string()),
+        ));
+        env.push(("ZE_AFFINITY_MASK".to_string(), Some(ze.join(","))));
+    }
+    Ok(env)
+}
+
+/// `visible_env` for a pick on `probe`'s machine (reads the KFD topology when an AMD GPU
+/// was picked).
+///
+/// # Errors
+/// As `visible_env`.
+pub fn visible_env_for(
+    probe: &Probe,
+    picked: &Picked,
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let kfd = if picked
+        .devices
+        .iter()
+        .any(|c| c.device.vendor == Vendor::Amd)
+    {
+        compute_nodes(probe.roots())
+    } else {
+        Vec::new()
+    };
+    let all = if picked
+        .devices
+        .iter()
+        .any(|c| c.device.vendor == Vendor::Intel)
+    {
+        probe.devices().devices
+    } else {
+        Vec::new()
+    };
+    visible_env(&picked.devices, &all, &kfd)
+}
