@@ -198,13 +198,19 @@ impl Acc {
         if self.sum.tensor_count >= self.max_tensors {
             return Err(format!("more than {} tensors (limit)", self.max_tensors));
         }
-        let d = SafetensorsDtype::parse(&e.dtype.0).map_err(|x| x.message)?;
+        // File text goes into messages as it is: `Error` escapes control characters when shown.
+        let d = SafetensorsDtype::parse(&e.dtype.0).map_err(|_| {
+            format!(
+                "tensor \"{shown}\": unknown safetensors dtype \"{}\"",
+                e.dtype.0.chars().take(64).collect::<String>()
+            )
+        })?;
         let bytes = tensor_bytes(&e.shape.0, Dtype::Safetensors(d))
-            .map_err(|x| format!("tensor {shown:?}: {}", x.message))?;
+            .map_err(|x| format!("tensor \"{shown}\": {}", x.message))?;
         let (b, end) = e.data_offsets;
         if end.checked_sub(b) != Some(bytes) {
             return Err(format!(
-                "tensor {shown:?}: data_offsets [{b}, {end}] for {bytes} bytes of {d:?} {:?}",
+                "tensor \"{shown}\": data_offsets [{b}, {end}] for {bytes} bytes of {d:?} {:?}",
                 e.shape.0
             ));
         }
