@@ -72,6 +72,8 @@
 //!   (`[NVML debug]`, `[nvidia-smi debug]`, and `[DRM debug]` for this crate's DRM devices).
 //! - `serde`: `Serialize` for the data types (field names are the `hmn --json` contract).
 //! - `models`: read safetensors/GGUF headers and `config.json` for [`estimate`].
+//! - `hub`: the same headers from a Hugging Face Hub (`hf:ORG/REPO`) or an `https://` URL,
+//!   by HTTP range requests (`estimate::hub`; adds `ureq` over rustls).
 //! - `test-helpers`: builders for the `#[non_exhaustive]` types, for downstream tests:
 //!   upstream's `GpuDeviceInfo::builder()` and `GpuProcessEntry::builder()`, and this crate's
 //!   `test_helpers` module.

@@ -39,8 +39,10 @@ macro_rules! closed {
 #[test]
 fn every_contract_enum_has_one_spelling() {
     use hypomnesis::doctor::Status;
+    use hypomnesis::estimate::llama_graph::Phase;
     use hypomnesis::estimate::{
-        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Placement, Runtime, TargetKind,
+        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, LlamaApi, Memory, Placement, Runtime,
+        TargetKind,
     };
     use hypomnesis::growth::Rejection;
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
@@ -75,6 +77,8 @@ fn every_contract_enum_has_one_spelling() {
         KvDtype,
         Runtime,
         FlashAttn,
+        LlamaApi,
+        Phase,
         KvHeadsFrom,
         Placement,
         TargetKind,

@@ -461,8 +461,12 @@ mod tests {
         judge_host(&mut shared, &est, &Budget::host(pool));
         assert_eq!(shared.host.as_ref().unwrap().budget_bytes, host);
         assert_eq!(shared.fit, Fit::Fits);
-        let mut short = judge_estimate(&est, &Budget::host(pool - 1));
-        judge_host(&mut short, &est, &Budget::host(pool - 1));
+        let mut tight = judge_estimate(&est, &Budget::host(pool - 1));
+        judge_host(&mut tight, &est, &Budget::host(pool - 1));
+        assert_eq!(tight.fit, Fit::Tight, "the host part's low end still fits");
+        let below = est.high_bytes + est.host_low_bytes.unwrap() - 1;
+        let mut short = judge_estimate(&est, &Budget::host(below));
+        judge_host(&mut short, &est, &Budget::host(below));
         assert_eq!(short.fit, Fit::DoesNotFit);
     }
 
