@@ -71,7 +71,9 @@ fn windows_and_macos_get_their_own_checks_and_linux_keeps_its_own() {
             "nvidia-smi",
             "accounting",
             "gpu-backends",
-            "memory-pool"
+            "memory-pool",
+            "memory-health",
+            "unattributed"
         ]
     );
     let linux = on(Platform::Linux);
