@@ -404,7 +404,8 @@ def timing(d):
         return c
     for name, x in t["commands"].items():
         c.add(f"{name}: median wall", "INFO" if x.get("rcs") == ["0"] else "FAIL",
-              note=f"{x['runs']} runs, exit statuses {x['rcs']}", median_s=x["median_s"], min_s=x["min_s"])
+              note=f"{x['runs']} runs, exit statuses {x['rcs']}", median_s=x["median_s"], min_s=x["min_s"],
+              median_cpu_s=x.get("median_cpu_s"))
     for k, v in t["ratios"].items():
         c.add(f"ratio {k}", "INFO", note="medians, same run", ratio=v)
     return c
