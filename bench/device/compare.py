@@ -404,10 +404,64 @@ def timing(d):
         return c
     for name, x in t["commands"].items():
         c.add(f"{name}: median wall", "INFO" if x.get("rcs") == ["0"] else "FAIL",
-              note=f"{x['runs']} runs, exit statuses {x['rcs']}", median_s=x["median_s"], min_s=x["min_s"])
+              note=f"{x['runs']} runs, exit statuses {x['rcs']}", median_s=x["median_s"], min_s=x["min_s"],
+              median_cpu_s=x.get("median_cpu_s"))
     for k, v in t["ratios"].items():
         c.add(f"ratio {k}", "INFO", note="medians, same run", ratio=v)
     return c
+
+
+def health(c, d):
+    """hmn's memory health (issue 24) against nvidia-smi's counters: equal, N/A = unknown."""
+    h = load(d, "hmn-health.json") or {}
+    rows = [[x.strip() for x in ln.split(",")] for ln in text(d, "smi-health.csv").splitlines()
+            if ln.strip() and ln[0].isdigit()]
+    if not h or not rows:
+        c.add("memory health", "SKIP", note="no hmn --json or nvidia-smi health query")
+        return
+    names = ["ecc_current", "ecc_pending", "cv", "uv", "ca", "ua", "rc", "ru", "rp", "rf", "sbe", "dbe", "pp"]
+
+    def smi_val(v):
+        if v in ("[N/A]", "N/A", "[Not Supported]", ""):
+            return None
+        if v in ("Enabled", "Yes"):
+            return True
+        if v in ("Disabled", "No"):
+            return False
+        try:
+            return int(v)
+        except ValueError:
+            return v
+    for r in rows:
+        i = int(r[0])
+        s = dict(zip(names, map(smi_val, r[1:])))
+        dev = next((x for x in h.get("devices", []) if x.get("index") == i), {})
+        mh = dev.get("health")
+        if mh is None:
+            c.add(f"GPU {i} health", "FAIL", note="hmn --json has no health object", smi=s)
+            continue
+        ecc = mh.get("ecc") or {}
+        errs = mh.get("ecc_errors") or {}
+        rr = mh.get("remapped_rows") or {}
+        rp = mh.get("retired_pages") or {}
+        pairs = [("ECC mode current", ecc.get("current"), s["ecc_current"]),
+                 ("ECC mode pending", ecc.get("pending"), s["ecc_pending"]),
+                 ("ECC corrected volatile", errs.get("corrected_volatile"), s["cv"]),
+                 ("ECC uncorrected volatile", errs.get("uncorrected_volatile"), s["uv"]),
+                 ("ECC corrected aggregate", errs.get("corrected_aggregate"), s["ca"]),
+                 ("ECC uncorrected aggregate", errs.get("uncorrected_aggregate"), s["ua"]),
+                 ("remapped rows correctable", rr.get("correctable"), s["rc"]),
+                 ("remapped rows uncorrectable", rr.get("uncorrectable"), s["ru"]),
+                 ("remapped rows pending", rr.get("pending"), s["rp"]),
+                 ("remapped rows failure", rr.get("failure"), s["rf"]),
+                 ("retired pages single bit", rp.get("single_bit"), s["sbe"]),
+                 ("retired pages double bit", rp.get("double_bit"), s["dbe"])]
+        for label, a, b in pairs:
+            if b is None and a is None:
+                c.add(f"GPU {i} {label}", "PASS", "both unknown (N/A)", hmn=a, smi=b)
+            else:
+                c.add(f"GPU {i} {label}", "PASS" if a == b else "FAIL",
+                      "hmn --json health = nvidia-smi --query-gpu (unknown is null, never 0)", hmn=a, smi=b)
 
 
 def extras(d):
@@ -428,6 +482,7 @@ def extras(d):
     new = load(d, "new-fields.json") or {}
     for k, v in new.items():
         c.add(f"hmn --json new field {k}", "INFO", note=json.dumps(v)[:400])
+    health(c, d)
     m = text(d, "metrics.txt")
     fams = sorted({ln.split()[2] for ln in m.splitlines() if ln.startswith("# TYPE")})
     if m:

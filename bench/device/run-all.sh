@@ -20,6 +20,7 @@
 #   4-extras  hmn doctor, new JSON fields (health, pool), hmn pick, one hmn serve scrape
 #   3-fits    bench/validate-fits.sh: hmn fits band vs a real forward pass (FITS_CONTEXTS)
 #   6-llama   only with WITH_LLAMA_CUDA=1 and LLAMA_STAGE=DIR (bench/llama_cpp_cuda.sh --stage)
+# STEPS=1,4,5 runs only those steps (by number; 0-facts always runs).
 # $OUT gets four files: summary.md, compare.json, raw.tgz (every raw output), run-all.log.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -82,6 +83,10 @@ step() {
   local name=$1 limit=$2 kind=$3 fn=$4 now left t rc note=""
   now=$(($(date +%s) - T0)); left=$((DEADLINE_S - now))
   mkdir -p "$RAW/$name"
+  if [ -n "${STEPS:-}" ] && [[ ",$STEPS," != *",${name%%-*},"* ]]; then
+    printf '%s\tskipped\t0\tnot in STEPS=%s\n' "$name" "$STEPS" >> "$WORK/steps.tsv"
+    echo "== [$now s] $name: skipped (STEPS=$STEPS)"; return
+  fi
   if ((left < 15)); then
     printf '%s\tskipped\t0\tdeadline: %s s of %s s used\n' "$name" "$now" "$DEADLINE_S" >> "$WORK/steps.tsv"
     echo "== [$now s] $name: skipped (deadline)"; return
@@ -175,6 +180,10 @@ s4_extras() {
   local st=() port S
   timeout 20 "$HMN" doctor --json > "$STEP_DIR/doctor.json" 2> "$STEP_DIR/doctor.err"; st+=("doctor.json=$?")
   timeout 30 python3 "$HERE/new_fields.py" "$HMN" "$STEP_DIR/new-fields.json"
+  # Memory health (issue 24): hmn's device JSON against nvidia-smi's own counters.
+  timeout 20 "$HMN" --json > "$STEP_DIR/hmn-health.json" 2> "$STEP_DIR/hmn-health.err"
+  timeout 20 nvidia-smi --query-gpu=index,ecc.mode.current,ecc.mode.pending,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.aggregate.total,ecc.errors.uncorrected.aggregate.total,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure,retired_pages.single_bit_ecc.count,retired_pages.double_bit.count,retired_pages.pending \
+    --format=csv,noheader,nounits > "$STEP_DIR/smi-health.csv" 2>&1
   "$HMN" help > "$STEP_DIR/help.txt" 2>&1
   if grep -qE '^  pick ' "$STEP_DIR/help.txt"; then
     timeout 20 "$HMN" pick --need 1GiB --json > "$STEP_DIR/pick.json" 2> "$STEP_DIR/pick.err"; st+=("pick.json=$?")
@@ -249,9 +258,10 @@ accounting_restore() {
   echo "accounting restored to Disabled: exit $rc ${out:0:200}" | tee -a "$RAW/2-run/accounting-restore.txt"
 }
 
+STEPS=${STEPS:+0,$STEPS}
 step 0-facts 60 "" s0_facts
 step 1-gpu 100 gpu s1_gpu
-(($(date +%s) - T0 + 30 < DEADLINE_S)) && accounting_enable
+(($(date +%s) - T0 + 30 < DEADLINE_S)) && [[ -z "${STEPS:-}" || ",$STEPS," == *",2,"* ]] && accounting_enable
 step 2-run 60 run s2_run
 [ "$ACC_CHANGED" = 1 ] && accounting_restore
 step 5-timing 80 timing s5_timing

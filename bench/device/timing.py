@@ -40,6 +40,29 @@ RATIOS = [("hmn_json", "smi_query_gpu"), ("hmn_json", "pynvml_oneshot"),
           ("pynvml_oneshot", "python_empty")]
 
 
+def run_once(argv, limit=30):
+    """(exit status, wall seconds, user+sys CPU seconds) of one run, timed to the microsecond.
+
+    Not `subprocess.run(timeout=...)`: its wait polls with sleeps doubling to 50 ms, so every
+    wall time came out as 31.5 or 63.5 ms (device runs 1-3: hmn "2.0 x" nvidia-smi was that
+    quantization). A blocking `os.wait4` returns when the child ends; a timer kills a hung one.
+    """
+    import os
+    import threading
+    t = time.perf_counter()
+    try:
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as e:
+        return f"not-run: {e}", time.perf_counter() - t, None
+    killer = threading.Timer(limit, p.kill)
+    killer.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    seconds = time.perf_counter() - t
+    killer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait again
+    return p.returncode, seconds, ru.ru_utime + ru.ru_stime
+
+
 def main(result, runs, budget, hmn):
     cmds = {name: {"argv": argv, "seconds": [], "rcs": []} for name, argv in commands(hmn).items()}
     start = time.time()
@@ -47,15 +70,9 @@ def main(result, runs, budget, hmn):
         if time.time() - start > budget:
             break
         for c in cmds.values():
-            t = time.perf_counter()
-            try:
-                rc = subprocess.run(c["argv"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    timeout=30).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-            except OSError as e:
-                rc = f"not-run: {e}"
-            c["seconds"].append(time.perf_counter() - t)
+            rc, seconds, cpu = run_once(c["argv"])
+            c["seconds"].append(seconds)
+            c.setdefault("cpu_s", []).append(cpu)
             c["rcs"].append(rc)
     out = {"runs_asked": runs, "budget_s": budget, "loop_s": round(time.time() - start, 2),
            "commands": {}, "ratios": {}}
@@ -64,7 +81,8 @@ def main(result, runs, budget, hmn):
         out["commands"][name] = {
             "argv": c["argv"], "runs": len(s), "rcs": sorted(set(map(str, c["rcs"]))),
             "median_s": statistics.median(s) if s else None, "min_s": min(s) if s else None,
-            "mean_s": statistics.fmean(s) if s else None}
+            "mean_s": statistics.fmean(s) if s else None,
+            "median_cpu_s": statistics.median([x for x in c.get("cpu_s", []) if x is not None] or [0]) if s else None}
     for a, b in RATIOS:
         ma = out["commands"].get(a, {}).get("median_s")
         mb = out["commands"].get(b, {}).get("median_s")

@@ -102,6 +102,9 @@ pub fn health_lines(dev: &Device) -> Vec<String> {
 
 /// `GPU 0 [name]: free X / Y, Z reserved, driver V`.
 ///
+/// A device with a memory pool shows the pool instead of its own figures: an AMD APU's
+/// carve-out plus GTT, host RAM for unified memory (with where the used figure comes from), a
+/// discrete card whose use is the sum of its clients ([`crate::pool::memory_part`]).
 /// A DRM device without a product name is named by vendor and PCI id (`AMD 1002:73ff`); its
 /// driver is named with its version (`driver amdgpu 6.18.44`); a suspended device says so
 /// instead of showing memory it did not read.
@@ -121,6 +124,8 @@ pub fn device_line(dev: &Device) -> String {
     let m = &dev.memory;
     if dev.is_suspended() && m.total_bytes.is_none() {
         line.push_str(": suspended (not read, so it can stay asleep)");
+    } else if let Some(p) = &dev.pool {
+        line.push_str(&format!(": {}", crate::pool::memory_part(dev, p)));
     } else if dev.integrated == Some(true) && m.total_bytes.is_none() {
         line.push_str(": shared system memory");
     } else {
@@ -148,12 +153,14 @@ pub fn device_line(dev: &Device) -> String {
     }
     line.push_str(&mig_suffix(dev));
     let shown_elsewhere = dev.integrated == Some(true) || dev.is_suspended();
-    if m.total_bytes.is_none() && !shown_elsewhere {
-        if let Some(u) = dev
-            .unknown
-            .iter()
-            .find(|u| u.field == Field::MemoryTotalBytes)
-        {
+    let pool_total = dev.pool.as_ref().map(|p| p.total_bytes);
+    if pool_total.unwrap_or(m.total_bytes).is_none() && !shown_elsewhere {
+        let field = if pool_total.is_some() {
+            Field::PoolTotalBytes
+        } else {
+            Field::MemoryTotalBytes
+        };
+        if let Some(u) = dev.unknown.iter().find(|u| u.field == field) {
             line.push_str(&format!(" — memory not reported: {}", sanitize(&u.detail)));
         }
     }

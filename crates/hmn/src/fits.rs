@@ -33,13 +33,17 @@ use crate::args::{DeviceSel, FitsArgs, GlobalArgs};
 use crate::format::sanitize;
 use model::{Input, Outcome};
 
-/// Reads `SIZE|PATH`: an existing path is a model; otherwise it must be a size.
+/// Reads `SIZE|PATH|hf:ORG/REPO|URL`: an existing path is a model; then a Hub spec or an
+/// `https://` URL (headers by range requests); otherwise it must be a size.
 fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
     let path = Path::new(arg);
     if path.exists() {
         return Ok(Input::Model(Box::new(open(path)?)));
     }
     let text = arg.to_string_lossy();
+    if let Some(m) = remote(&text)? {
+        return Ok(Input::Model(Box::new(m)));
+    }
     match crate::args::parse_size(&text) {
         Ok(n) => Ok(Input::Size(n)),
         Err(e) if text.chars().next().is_some_and(|c| c.is_ascii_digit()) => bail!("{e}"),
@@ -48,6 +52,31 @@ fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
             sanitize(&text)
         ),
     }
+}
+
+/// A model on a Hub or at a URL (`HF_ENDPOINT`, `HF_TOKEN`, `HMN_HUB_TIMEOUT`); `None` for
+/// anything else.
+#[cfg(feature = "hub")]
+fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
+    use hypomnesis::estimate::hub;
+    let Some(r) = hub::Remote::parse(text)? else {
+        return Ok(None);
+    };
+    Ok(Some(hub::open(&r, &hub::HubOptions::from_env())?.model))
+}
+
+#[cfg(not(feature = "hub"))]
+fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
+    if ["hf:", "https://", "http://"]
+        .iter()
+        .any(|p| text.starts_with(p))
+    {
+        bail!(
+            "{}: this hmn was built without the `hub` feature (models from a Hub or a URL)",
+            sanitize(text)
+        );
+    }
+    Ok(None)
 }
 
 /// Whether any estimate setting was given (they need a model).
@@ -62,6 +91,9 @@ fn any_model_flag(a: &FitsArgs) -> bool {
         || a.swa_full
         || a.ubatch.is_some()
         || a.gpu_layers.is_some()
+        || a.llama_api.is_some()
+        || a.n_batch.is_some()
+        || a.tensor_split.is_some()
         || a.max_model_len.is_some()
         || a.gpu_memory_utilization.is_some()
         || a.tensor_parallel_size.is_some()
@@ -87,6 +119,21 @@ fn params(
     let runtime = Runtime::for_target(a.runtime, cpu);
     // The library's per-runtime defaults, each overridden by its flag.
     let mut p = FitParams::defaults(runtime, arch).cpu_only(cpu);
+    if let Some(api) = a.llama_api {
+        // Before --flash-attn: `library` turns an unset flash attention off.
+        p = p.llama_api(api);
+    }
+    if let Some(n) = a.n_batch {
+        p = p.n_batch(n);
+    }
+    if let Some(t) = a.tensor_split {
+        if !cpu && a.device != Some(DeviceSel::All) {
+            bail!(
+                "--tensor-split spreads llama.cpp's layers over several GPUs: use it with --device all"
+            );
+        }
+        p = p.tensor_split(t);
+    }
     if let Some(c) = a.context.or(a.max_model_len) {
         p = p.context(c);
     }

@@ -1,6 +1,7 @@
 //! `hmn completions SHELL` and `hmn man`: shell completions (clap_complete) and the man page
 //! (clap_mangen), generated from the one clap definition ([`crate::args::Cli`]), so they never
-//! drift from the flags. Install commands are in the README.
+//! drift from the flags; and (in tests) `docs/cli.md`, from the same definition (`cli_doc`).
+//! Install commands are in the README.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -46,3 +47,9 @@ pub fn man(out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     page.render_version_section(out)?;
     Ok(ExitCode::SUCCESS)
 }
+
+// `docs/cli.md`, generated from the same definition and checked against the committed page
+// (tests only, with the features the page documents: `UPDATE_GOLDEN=1 cargo test -p hmn --bin
+// hmn cli_doc` rewrites it).
+#[cfg(all(test, feature = "serve", feature = "top"))]
+mod cli_doc;

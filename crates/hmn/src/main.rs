@@ -32,6 +32,7 @@ mod infile;
 mod outfile;
 mod output;
 mod pick;
+mod pool;
 mod ps;
 mod run;
 mod select;
@@ -104,21 +105,24 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let opts = cli.global.probe_options()?;
+    // Only the device view and serve show the energy counter; every other command skips its
+    // driver call (2.9 ms a device on an H200: ProbeOptions::energy).
+    let lean = opts.clone().energy(false);
     match cli.command {
         None => devices::run(&Probe::with_options(opts.health(true)), &cli.global, out),
-        Some(Command::Ps(args)) => ps::run(&Probe::with_options(opts), &cli.global, &args, out),
-        Some(Command::Fits(args)) => fits::run(&Probe::with_options(opts), &cli.global, &args, out),
-        Some(Command::Pick(args)) => pick::run(&Probe::with_options(opts), &cli.global, &args, out),
-        Some(Command::Run(args)) => run::run(opts, &cli.global, &args, out),
-        Some(Command::Spill(args)) => spill::run(opts, &cli.global, &args, out),
+        Some(Command::Ps(args)) => ps::run(&Probe::with_options(lean), &cli.global, &args, out),
+        Some(Command::Fits(args)) => fits::run(&Probe::with_options(lean), &cli.global, &args, out),
+        Some(Command::Pick(args)) => pick::run(&Probe::with_options(lean), &cli.global, &args, out),
+        Some(Command::Run(args)) => run::run(lean, &cli.global, &args, out),
+        Some(Command::Spill(args)) => spill::run(lean, &cli.global, &args, out),
         Some(Command::Watch(args)) => {
-            watch::run(Probe::with_options(opts), &cli.global, &args, out)
+            watch::run(Probe::with_options(lean), &cli.global, &args, out)
         }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(opts, &args, out),
         #[cfg(feature = "top")]
-        Some(Command::Top(args)) => top::run(opts, &args),
-        Some(Command::Record(args)) => top::record::run(opts, &args),
+        Some(Command::Top(args)) => top::run(lean, &args),
+        Some(Command::Record(args)) => top::record::run(lean, &args),
         Some(Command::Doctor) => doctor::run(&opts, &cli.global, out),
         Some(Command::Exec(_) | Command::Completions(_) | Command::Man) => Ok(ExitCode::from(2)),
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
 use hypomnesis::{
-    Device, Error, Field, GpuProcess, Probe, ProcessList, Unattributed, VramSum, Warning,
+    Device, Error, Field, GpuProcess, PoolKind, Probe, ProcessList, Unattributed, VramSum, Warning,
 };
 use serde::Serialize;
 
@@ -89,7 +89,7 @@ pub fn run(
     }
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
-    output::note(&totals_line(&rows, list.hidden_processes))?;
+    output::note(&totals_line(&rows, list.hidden_processes, &list.devices))?;
     if let Some(line) = unattributed_line(&unattributed) {
         output::note(&format!("ps: {line}"))?;
     }
@@ -339,17 +339,40 @@ fn write_csv(out: &mut dyn Write, rows: &[&GpuProcess]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The totals line: `N GPU processes found (X total; M unknown; K hidden — run as root to see
-/// all)`.
-fn totals_line(rows: &[&GpuProcess], hidden: u32) -> String {
+/// The totals line: `N GPU processes found (X total; …)`. Each row counts what it holds of its device's pool
+/// (`GpuProcess::pool_bytes`: VRAM plus GTT on an AMD APU, as the device line counts), and each
+/// device whose pool is not dedicated VRAM is named with its pool.
+fn totals_line(rows: &[&GpuProcess], hidden: u32, devices: &[Device]) -> String {
     let n = rows.len();
     let mut line = format!("{n} GPU process{} found", if n == 1 { "" } else { "es" });
     let mut parts = Vec::new();
+    let kind = |index: u32| {
+        devices
+            .iter()
+            .find(|d| d.index == index)
+            .and_then(Device::pool_kind)
+    };
     if n > 0 {
-        // The library's sum: an MPS server that may hold its clients' memory is not added
-        // again; a row with unknown usage is counted apart (the total is then a lower bound).
-        let sum = VramSum::of(rows.iter().copied());
+        // The library's sum, each row counting its share of its device's pool: an MPS server
+        // that may hold its clients' memory is not added again; a row with unknown usage is
+        // counted apart (the total is then a lower bound).
+        let sum = VramSum::of_pools(rows.iter().copied(), kind);
         parts.push(format!("{} total", bytes(sum.known_bytes)));
+        let mut pools: Vec<(u32, PoolKind)> = rows
+            .iter()
+            .filter_map(|p| Some((p.device_index, kind(p.device_index)?)))
+            .filter(|(_, k)| *k != PoolKind::Dedicated)
+            .collect();
+        pools.sort_by_key(|(index, _)| *index);
+        pools.dedup_by_key(|(index, _)| *index);
+        for (index, k) in pools {
+            parts.push(match k {
+                PoolKind::CarveOutPlusGtt => {
+                    format!("GPU {index}: carve-out + GTT, each process's VRAM and GTT counted")
+                }
+                _ => format!("GPU {index}: {}", k.label()),
+            });
+        }
         if sum.mps_servers_left_out > 0 {
             parts.push("the MPS server's figure left out: it may include its clients'".into());
         }
@@ -412,11 +435,58 @@ mod tests {
             .used_bytes(Some(1 << 30))
             .build();
         let b = GpuProcessBuilder::new(2, 0).build();
-        assert_eq!(totals_line(&[], 0), "0 GPU processes found");
-        assert_eq!(totals_line(&[&a], 0), "1 GPU process found (1 GiB total)");
+        assert_eq!(totals_line(&[], 0, &[]), "0 GPU processes found");
         assert_eq!(
-            totals_line(&[&a, &b], 3),
+            totals_line(&[&a], 0, &[]),
+            "1 GPU process found (1 GiB total)"
+        );
+        assert_eq!(
+            totals_line(&[&a, &b], 3, &[]),
             "2 GPU processes found (1 GiB total; 1 with unknown usage; 3 hidden — run as root to see all)"
+        );
+    }
+
+    #[test]
+    fn totals_count_an_apus_gtt_and_name_the_pool() {
+        use hypomnesis::test_helpers::DeviceBuilder;
+        use hypomnesis::{MemoryPool, PoolSource, ProcessRegions, RegionUsage, Source, Vendor};
+        let region = |b: u64| {
+            let mut r = RegionUsage::default();
+            r.resident_bytes = Some(b);
+            r
+        };
+        let mut regions = ProcessRegions::default();
+        regions.vram = Some(region(5 << 20));
+        regions.gtt = Some(region(24 << 30));
+        let apu_row = GpuProcessBuilder::new(1, 1)
+            .source(Source::Fdinfo)
+            .used_bytes(Some(5 << 20))
+            .regions(regions)
+            .build();
+        let gb10_row = GpuProcessBuilder::new(2, 0)
+            .used_bytes(Some(1 << 30))
+            .build();
+        let mut apu = DeviceBuilder::new(1).vendor(Vendor::Amd).build();
+        apu.pool = Some(MemoryPool::new(
+            PoolKind::CarveOutPlusGtt,
+            [PoolSource::VramPlusGtt; 3],
+            "vddnb",
+        ));
+        let mut gb10 = DeviceBuilder::new(0).build();
+        gb10.pool = Some(MemoryPool::host_ram(
+            PoolSource::ProcessSum,
+            "NOT_SUPPORTED",
+        ));
+        assert_eq!(
+            totals_line(&[&gb10_row, &apu_row], 0, &[gb10, apu.clone()]),
+            "2 GPU processes found (25 GiB total; GPU 0: unified with host RAM; GPU 1: carve-out + \
+             GTT, each process's VRAM and GTT counted)"
+        );
+        // The same row on a device not known as an APU: its VRAM only, as before.
+        apu.pool = None;
+        assert_eq!(
+            totals_line(&[&apu_row], 0, &[apu]),
+            "1 GPU process found (5 MiB total)"
         );
     }
 
@@ -430,7 +500,7 @@ mod tests {
             .used_bytes(Some(1 << 30))
             .build();
         assert_eq!(
-            totals_line(&[&server, &client], 0),
+            totals_line(&[&server, &client], 0, &[]),
             "2 GPU processes found (1 GiB total; the MPS server's figure left out: it may include its clients')"
         );
     }

@@ -220,10 +220,20 @@ pub fn run(
             .interval(args.interval)
             .keep_timeline(false),
     );
-    start_record(g, args, &followed, spill_device, on, out)?;
+    // A device whose memory is host RAM: its VRAM column is host RAM too (never added).
+    let host_notes: Vec<(u32, String)> = devices
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, crate::pool::host_memory_note(d)?)))
+        .collect();
+    let host_devices: Vec<u32> = host_notes.iter().map(|(i, _)| *i).collect();
+    start_record(g, args, &followed, spill_device, on, &host_devices, out)?;
     if !g.json {
         for n in crate::watch_gpu::mig_notes(&devices) {
             output::note(&n)?;
+        }
+        for (_, n) in &host_notes {
+            output::note(&format!("watch: {n}"))?;
         }
     }
     let started = Instant::now();
@@ -368,13 +378,14 @@ fn start_record(
     followed: &[Followed],
     spill_device: u32,
     on: Option<Selected>,
+    host_devices: &[u32],
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let pids: Vec<u32> = followed.iter().map(|f| f.id.pid).collect();
     if g.json {
         return output::json_line(
             out,
-            &json!({"kind": "start", "schema": 1, "pids": pids,
+            &json!({"kind": "start", "schema": 1, "pids": pids, "host_memory_devices": host_devices,
             "interval_ms": args.interval.as_millis(), "duration_ms": args.duration.map(|d| d.as_millis()),
             "follow_new": args.follow_new, "filters": args.filter, "min_bytes": args.min,
             "device": on.map(|s| s.device_index), "spill_device": spill_device,

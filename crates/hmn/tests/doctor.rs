@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
 
-const IDS: [&str; 13] = [
+const IDS: [&str; 14] = [
     "nvml",
     "nvidia-smi",
     "accounting",
@@ -21,6 +21,7 @@ const IDS: [&str; 13] = [
     "suspended",
     "cgroup",
     "container",
+    "memory-pool",
     "memory-health",
     "unattributed",
 ];

@@ -97,7 +97,8 @@ fn text_views() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "GPU 0 [Intel 8086:9a49]: shared system memory, driver i915 6.18.44"
+        "GPU 0 [Intel 8086:9a49]: unified with host RAM, free 23.3 GiB / 23.5 GiB (the host's \
+         RAM), at least 309.8 MiB held by its DRM clients, driver i915 6.18.44"
     );
     assert_eq!(
         lines[1],
@@ -134,8 +135,9 @@ fn text_views() {
     let err = String::from_utf8(o.stderr).unwrap();
     assert_eq!(
         err,
-        "hmn: 4 GPU processes found (6.4 GiB total)\nhmn: ps: unattributed (device used less \
-         the processes listed): GPU 1 294.7 MiB (the driver's own allocations)\n"
+        "hmn: 4 GPU processes found (6.4 GiB total; GPU 0: unified with host RAM)\nhmn: ps: \
+         unattributed (device used less the processes listed): GPU 1 294.7 MiB (the driver's \
+         own allocations)\n"
     );
 }
 

@@ -7,7 +7,9 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use hmn_testbed::hostile_models::{gguf_attacks, hf_cache, symlinked_shards};
+use hmn_testbed::hostile_models::{
+    gguf_attacks, hf_cache, safetensors_with_header, symlinked_shards,
+};
 use hmn_testbed::{GgufWriter, ggml};
 use serde_json::Value;
 
@@ -78,6 +80,26 @@ fn hostile_gguf_headers_cost_bounded_memory() {
     {
         eprintln!("hmn fits peak RSS on 64 MiB of junk: {report:#?}");
     }
+}
+
+/// A safetensors header is streamed, never built into a JSON tree: a 10 MB header of about
+/// 150,000 tensors stays under the bound GGUF headers keep (as a tree it took about 140 MiB;
+/// at the format's 100 MB limit 1.2 GiB — docs/security.md). The tensor limit that bounds
+/// what streaming keeps is tested on the parser (`safetensors_header`), where 2²⁰ tensors do
+/// not cost a debug build half a minute.
+#[test]
+fn large_safetensors_headers_cost_bounded_memory() {
+    let bed = Bed::new();
+    let path = bed.path("large-header.safetensors");
+    let tensors = safetensors_with_header(&path, "t", 10_000_000).unwrap();
+    assert!(tensors > 140_000, "{tensors}");
+    let (kib, o) = max_rss_kib(
+        &bed,
+        &["fits", path.to_str().unwrap(), "--free", "1TiB", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(1), "weights only: {}", stderr(&o));
+    assert_eq!(json(&o)["input"]["tensor_count"], tensors);
+    assert!(kib < RSS_LIMIT_KIB, "peak RSS {kib} KiB");
 }
 
 #[test]

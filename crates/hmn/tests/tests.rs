@@ -17,6 +17,9 @@ mod drm;
 mod files;
 mod fits;
 mod fits_bounds;
+#[cfg(feature = "hub")]
+mod fits_hub;
+mod fits_llama;
 mod fits_runtimes;
 mod generate;
 mod health;
@@ -36,6 +39,7 @@ mod spill;
 mod terminal;
 mod top;
 mod top_ends;
+mod unified;
 mod watch;
 
 #[test]

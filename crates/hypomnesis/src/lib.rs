@@ -72,6 +72,8 @@
 //!   (`[NVML debug]`, `[nvidia-smi debug]`, and `[DRM debug]` for this crate's DRM devices).
 //! - `serde`: `Serialize` for the data types (field names are the `hmn --json` contract).
 //! - `models`: read safetensors/GGUF headers and `config.json` for [`estimate`].
+//! - `hub`: the same headers from a Hugging Face Hub (`hf:ORG/REPO`) or an `https://` URL,
+//!   by HTTP range requests (`estimate::hub`; adds `ureq` over rustls).
 //! - `test-helpers`: builders for the `#[non_exhaustive]` types, for downstream tests:
 //!   upstream's `GpuDeviceInfo::builder()` and `GpuProcessEntry::builder()`, and this crate's
 //!   `test_helpers` module.
@@ -149,7 +151,8 @@ pub mod fuzzing {
         let _ = crate::backends::drm::model::busy_percent(Some(&earlier), &sample);
     }
 
-    /// Parses nvidia-smi CSV (both queries) and procfs memory files.
+    /// Parses nvidia-smi CSV (both queries), procfs memory files and IOKit's
+    /// `PerformanceStatistics` text.
     pub fn text_parsers(data: &[u8]) {
         let text = String::from_utf8_lossy(data);
         let _ = crate::backends::smi::parse::parse_gpus(&text, true);
@@ -160,6 +163,9 @@ pub mod fuzzing {
         let _ = crate::system::host::parse::parse_smaps_rollup(&text);
         let _ = crate::system::host::parse::statm_resident_pages(data);
         let _ = text.parse::<crate::types::pci::PciBusId>();
+        if let Ok(entries) = crate::backends::iokit_stats::parse_ioreg(&text) {
+            let _ = crate::backends::iokit_stats::from_entries(entries);
+        }
     }
 
     /// Parses a safetensors JSON header and, as the same bytes, a `config.json`.
@@ -224,7 +230,8 @@ pub use roots::{Roots, SystemInfo};
 pub use types::{
     Backend, BackendCause, BackendProblem, BackendState, BackendStatus, Completeness, Device,
     DeviceList, DeviceMemory, DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines,
-    Field, GpuProcess, MemoryHealth, MigDevice, MigMode, MigPlacement, MigState, ProcessKind,
-    ProcessList, ProcessName, ProcessRegions, ProcessUtilization, RegionUsage, RuntimeStatus,
-    Source, Telemetry, Unattributed, Unknown, UnknownReason, Vendor, VramSum, Warning, XidTally,
+    Field, GpuProcess, MemoryHealth, MemoryPool, MigDevice, MigMode, MigPlacement, MigState,
+    PoolKind, PoolSource, ProcessKind, ProcessList, ProcessName, ProcessRegions,
+    ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unattributed, Unknown,
+    UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

@@ -39,8 +39,10 @@ macro_rules! closed {
 #[test]
 fn every_contract_enum_has_one_spelling() {
     use hypomnesis::doctor::Status;
+    use hypomnesis::estimate::llama_graph::Phase;
     use hypomnesis::estimate::{
-        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, Memory, Placement, Runtime, TargetKind,
+        BudgetSource, Fit, FlashAttn, KvDtype, KvHeadsFrom, LlamaApi, Memory, Placement, Runtime,
+        TargetKind,
     };
     use hypomnesis::growth::Rejection;
     use hypomnesis::peaks::{AccountingState, PeakMethod, PeakRamSource};
@@ -48,7 +50,10 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::select::{CudaDeviceOrder, OrderBasis};
     use hypomnesis::types::{Bound, Severity, XidClass};
     use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
-    use hypomnesis::{Backend, BackendCause, EngineClass, Field, MigMode, Source, UnknownReason};
+    use hypomnesis::{
+        Backend, BackendCause, EngineClass, Field, MigMode, PoolKind, PoolSource, Source,
+        UnknownReason,
+    };
     closed!(
         Source,
         Field,
@@ -72,6 +77,8 @@ fn every_contract_enum_has_one_spelling() {
         KvDtype,
         Runtime,
         FlashAttn,
+        LlamaApi,
+        Phase,
         KvHeadsFrom,
         Placement,
         TargetKind,
@@ -80,7 +87,51 @@ fn every_contract_enum_has_one_spelling() {
         Bound,
         NameSource,
         Rejection,
+        PoolKind,
+        PoolSource,
     );
+}
+
+/// The spellings of a memory pool's kind and sources, and of the budget sources a pool adds,
+/// are the JSON contract (docs/json.md, "Memory pools").
+#[test]
+fn pool_spellings_are_the_json_contract() {
+    use hypomnesis::estimate::BudgetSource;
+    use hypomnesis::{Field, PoolKind, PoolSource};
+    assert_eq!(
+        PoolKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+        ["dedicated", "carve_out_plus_gtt", "unified_host"]
+    );
+    assert_eq!(
+        PoolSource::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "device",
+            "vram_plus_gtt",
+            "vram_plus_gtt_host_bound",
+            "host_total",
+            "host_available",
+            "process_sum",
+            "client_sum",
+            "vram_size_file",
+            "total_minus_used",
+            "metal_working_set",
+            "iokit_alloc",
+            "working_set_minus_alloc_host_bound",
+        ]
+    );
+    assert_eq!(BudgetSource::GttPool.as_str(), "gtt_pool");
+    assert_eq!(BudgetSource::MetalWorkingSet.as_str(), "metal_working_set");
+    for (f, s) in [
+        (Field::Integrated, "integrated"),
+        (Field::PoolTotalBytes, "pool.total_bytes"),
+        (Field::PoolUsedBytes, "pool.used_bytes"),
+        (Field::PoolFreeBytes, "pool.free_bytes"),
+    ] {
+        assert_eq!(f.as_str(), s);
+    }
 }
 
 #[test]

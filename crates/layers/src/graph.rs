@@ -63,6 +63,16 @@ impl Source {
         })
     }
 
+    /// The crate root's path relative to `src/` (`lib.rs`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Every file: its path relative to `src/` and its text.
+    pub fn files(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.files.iter().map(|(p, t)| (p.as_path(), t.as_str()))
+    }
+
     /// A synthetic crate (the checker's own tests): `(path, text)` pairs and the root's path.
     pub fn from_files<'a>(root: &str, files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let files = files

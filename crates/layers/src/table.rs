@@ -46,6 +46,7 @@ pub const HMN: Table = Table {
         l("signals", 0),
         // Output helpers over the formatting.
         l("output", 1),
+        l("pool", 1),
         l("who", 1),
         // `--device` resolved (reads the command line, writes notes).
         l("select", 2),

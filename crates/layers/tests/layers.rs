@@ -6,6 +6,9 @@ use std::path::Path;
 
 use hmn_layers::{Layer, Report, Source, Table, build, check, table};
 
+// ARCHITECTURE.md's lists of the files with `unsafe` and platform `cfg`, against the code.
+mod seams;
+
 /// The crate under `dir` against `table`: `Err` with every finding, named.
 fn layer_rule(dir: &str, table: &Table) -> Result<(), String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);

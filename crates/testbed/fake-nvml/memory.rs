@@ -1,9 +1,15 @@
 //! Memory symbols of the fake NVML: `nvmlDeviceGetMemoryInfo` (v1) and `_v2`, for GPUs and MIG
-//! devices. A MIG device answers its GPU instance's figures (the instance's compute instances
+//! devices. A GPU with `unified_memory = 1` (GB10-class) answers NOT_SUPPORTED to both, its
+//! struct zeroed. A MIG device answers its GPU instance's figures (the instance's compute instances
 //! share them); a GPU in MIG mode answers the whole card — total, and used as the sum of its
 //! instances' — only to a privileged caller, NO_PERMISSION otherwise.
 
 use super::*;
+
+/// Whether `t` is a GPU without a framebuffer of its own (`unified_memory = 1`).
+fn unified(st: &State, t: Target) -> bool {
+    matches!(t, Target::Physical(i) if st.cfg.devices.get(i).is_some_and(|d| d.extras.unified_memory))
+}
 
 /// (total, reserved, used) for the current memory-info call; advances the call counter.
 fn memory_numbers(st: &mut State, t: Target) -> Result<(u64, u64, u64), nvmlReturn_t> {
@@ -75,6 +81,15 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
         if memory.is_null() {
             return INVALID_ARGUMENT;
         }
+        if unified(st, t) {
+            // SAFETY: NVML contract: `memory` points to a writable 24-byte nvmlMemory_t.
+            unsafe {
+                put(memory, 0, 0u64);
+                put(memory, 8, 0u64);
+                put(memory, 16, 0u64);
+            }
+            return NOT_SUPPORTED;
+        }
         let (total, reserved, used) = match memory_numbers(st, t) {
             Ok(n) => n,
             Err(code) => return code,
@@ -105,6 +120,16 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         let version = unsafe { memory.cast::<u32>().read_unaligned() };
         if version != MEMORY_V2_VERSION {
             return ARGUMENT_VERSION_MISMATCH;
+        }
+        if unified(st, t) {
+            // SAFETY: the version check proves a 40-byte nvmlMemory_v2_t; the figures after
+            // the version are zeroed.
+            unsafe {
+                for offset in [8, 16, 24, 32] {
+                    put(memory, offset, 0u64);
+                }
+            }
+            return NOT_SUPPORTED;
         }
         let (total, reserved, used) = match memory_numbers(st, t) {
             Ok(n) => n,

@@ -318,6 +318,21 @@ impl GgufWriter {
         (parts, offset)
     }
 
+    /// The header with its padding, and the whole file's length (header + data): what a
+    /// server needs to serve the file without holding its zeros.
+    pub fn header_and_size(&self) -> (Vec<u8>, u64) {
+        let (parts, data) = self.header_and_data_len();
+        let mut b = Vec::new();
+        for p in parts {
+            match p {
+                Part::Bytes(x) => b.extend(x),
+                Part::Zeros(n) => b.resize(b.len() + n as usize, 0),
+            }
+        }
+        let size = b.len() as u64 + data;
+        (b, size)
+    }
+
     /// Writes the file; returns [`GgufWriter::weights_bytes`].
     ///
     /// # Errors

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`mod@env`] | the environment wiring: roots, backend paths, `HMN_*` variables, commands |
 //! | [`gguf`] | a minimal GGUF writer for model-file tests |
+//! | [`hub`] | a Hub-shaped HTTP server in the test process (ranges, redirects, 401, 404, hostile answers), counting the bytes it sends |
 //! | [`hostile_models`] | hostile GGUF headers (metadata arrays, strings, keys, nesting, tensor infos) for the bounds of `hmn fits` |
 //! | [`nvml`] | the fake NVML library (built by `build.rs`) and the builders of its scenarios (MIG, MPS and utilization samples in `nvml_mig`); the scenario's model and every key of its file in `nvml_conf/`, which the library includes too |
 //! | [`smi`] | a fake `nvidia-smi` script |
@@ -16,6 +17,7 @@
 pub mod env;
 pub mod gguf;
 pub mod hostile_models;
+pub mod hub;
 pub mod nvml;
 mod nvml_conf;
 mod nvml_mig;

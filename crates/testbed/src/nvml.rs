@@ -45,6 +45,31 @@ impl FakeDevice {
         }
     }
 
+    /// An NVIDIA GB10 (DGX Spark) as its driver answers (580.95.05; nvitop #208, marimo #6822,
+    /// nvtop #426): name `NVIDIA GB10`, bus id `0000000F:01:00.0`, both memory calls
+    /// NOT_SUPPORTED (`unified_memory`), the process lists answering.
+    pub fn gb10(index: u32) -> Self {
+        let mut d = FakeDevice::h100_bare(index);
+        d.name = Some("NVIDIA GB10".to_string());
+        d.pci_bus_id = "0000000F:01:00.0".to_string();
+        d.memory_total = 0;
+        d.memory_reserved = 0;
+        d.memory_used = vec![0];
+        d.extras.unified_memory = true;
+        d
+    }
+
+    /// An NVIDIA GH200 (Grace Hopper): host memory is reachable, but the driver reports the
+    /// GPU's own HBM, 97871 MiB (`nvidia-smi` `NVIDIA GH200 480GB, 97871 MiB`, public fixtures).
+    pub fn gh200(index: u32) -> Self {
+        let mut d = FakeDevice::h100_bare(index);
+        d.name = Some("NVIDIA GH200 480GB".to_string());
+        d.memory_total = 97_871 << 20;
+        d.memory_reserved = 0;
+        d.memory_used = vec![1 << 30];
+        d
+    }
+
     /// A lost device: `nvmlDeviceGetHandleByIndex_v2` fails with 15 (`GPU_IS_LOST`), as for a
     /// GPU that fell off the bus.
     #[must_use]

@@ -47,7 +47,7 @@ impl FakeGpu {
     }
 
     /// An 8 GiB amdgpu card (values from a real report: 6812925952 of 8573157376 bytes used),
-    /// with hwmon (45 °C, 21 W) and `gpu_busy_percent` 7.
+    /// with hwmon (45 °C, 21 W; vddgfx, and no vddnb: a discrete card) and `gpu_busy_percent` 7.
     pub fn amdgpu(slot: &str, card: u32, render: u32) -> Self {
         FakeGpu::new(
             slot,
@@ -68,6 +68,71 @@ impl FakeGpu {
         .file("hwmon/hwmon4/temp1_input", "45000")
         .file("hwmon/hwmon4/temp1_label", "edge")
         .file("hwmon/hwmon4/power1_average", "21000000")
+        .file("hwmon/hwmon4/in0_label", "vddgfx")
+    }
+
+    /// An AMD APU (amdgpu), 1002:`device`: `mem_info_vram_*` (the carve-out) and
+    /// `mem_info_gtt_*` as given (total, used), and hwmon as on an APU — `in0_label` vddgfx,
+    /// `in1_label` vddnb, no `freq2_*`, `temp2_*` or `fan1_*` (`amdgpu_pm.c`
+    /// `hwmon_attributes_visible()`); `gpu_busy_percent` 3.
+    pub fn amd_apu(
+        slot: &str,
+        card: u32,
+        render: u32,
+        device: u16,
+        vram: (u64, u64),
+        gtt: (u64, u64),
+    ) -> Self {
+        FakeGpu::new(
+            slot,
+            true,
+            Some(0x1002),
+            Some(device),
+            "amdgpu",
+            &[&format!("card{card}"), &format!("renderD{render}")],
+        )
+        .file("mem_info_vram_total", &vram.0.to_string())
+        .file("mem_info_vram_used", &vram.1.to_string())
+        .file("mem_info_vis_vram_total", &vram.0.to_string())
+        .file("mem_info_vis_vram_used", &vram.1.to_string())
+        .file("mem_info_gtt_total", &gtt.0.to_string())
+        .file("mem_info_gtt_used", &gtt.1.to_string())
+        .file("gpu_busy_percent", "3")
+        .file("hwmon/hwmon5/name", "amdgpu")
+        .file("hwmon/hwmon5/temp1_input", "52000")
+        .file("hwmon/hwmon5/temp1_label", "edge")
+        .file("hwmon/hwmon5/power1_average", "18000000")
+        .file("hwmon/hwmon5/in0_label", "vddgfx")
+        .file("hwmon/hwmon5/in1_label", "vddnb")
+    }
+
+    /// A Ryzen AI Max+ 395 (Strix Halo, 1002:1586) on a default boot of a 128 GB machine: a
+    /// 512 MiB carve-out ("512M of VRAM memory ready") with 148 MiB in use at idle
+    /// (homelab-monitor PR #237: "148 MB / 512 MB"), GTT 65867993088 bytes (Ubuntu 6.17 dmesg:
+    /// "TTM size has been set as 65867993088") with `gtt_used` bytes in use (COMPOSED).
+    pub fn strix_halo(slot: &str, card: u32, render: u32, gtt_used: u64) -> Self {
+        FakeGpu::amd_apu(
+            slot,
+            card,
+            render,
+            0x1586,
+            (536_870_912, 155_189_248),
+            (65_867_993_088, gtt_used),
+        )
+    }
+
+    /// Removes the device's hwmon (as with `amdgpu.dpm=0`, or on an SR-IOV virtual function).
+    #[must_use]
+    pub fn without_hwmon(mut self) -> Self {
+        self.files.retain(|(rel, _)| !rel.starts_with("hwmon/"));
+        self
+    }
+
+    /// Removes the files whose path (relative to the device directory) ends with `suffix`.
+    #[must_use]
+    pub fn without(mut self, suffix: &str) -> Self {
+        self.files.retain(|(rel, _)| !rel.ends_with(suffix));
+        self
     }
 
     /// An Intel integrated GPU (i915) at 0000:00:02.0.

@@ -2,7 +2,7 @@
 //! types, runtimes, flash attention, vLLM's utilization. Each refusal is a typed [`ArgError`].
 
 use clap::Args;
-use hypomnesis::estimate::{FlashAttn, KvDtype, Runtime, Utilization};
+use hypomnesis::estimate::{FlashAttn, KvDtype, LlamaApi, Runtime, TensorSplit, Utilization};
 use hypomnesis::select::DeviceSelector;
 
 use super::values::{ArgError, parse_size_arg};
@@ -10,7 +10,9 @@ use super::values::{ArgError, parse_size_arg};
 /// `hmn fits` options.
 #[derive(Debug, Args)]
 pub struct FitsArgs {
-    /// A size (14GiB, 7.5G, 16000000000), or a model file or directory.
+    /// A size (14GiB, 7.5G, 16000000000), a model file or directory, hf:ORG/REPO (a Hugging Face
+    /// repository, optionally @REVISION and :FILE after it; HF_TOKEN, HF_ENDPOINT), or an
+    /// https:// URL to a model file.
     #[arg(value_name = "SIZE|PATH")]
     pub model: std::ffi::OsString,
 
@@ -71,6 +73,24 @@ pub struct FitsArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1 << 16))]
     pub gpu_layers: Option<u64>,
 
+    /// llama.cpp: whose context parameters — server (llama-server, llama-cli: one output per
+    /// slot reserved), library (the C API as llama-cpp-python passes it: n_batch outputs,
+    /// swa_full on, flash attention off unless --flash-attn, n_batch 512), common
+    /// (llama-completion, llama-perplexity, llama-bench: n_batch outputs, swa_full off).
+    /// Default server.
+    #[arg(long, value_name = "server|library|common", value_parser = parse_llama_api)]
+    pub llama_api: Option<LlamaApi>,
+
+    /// llama.cpp -b / n_batch: tokens per decode call (default 2048; 512 for --llama-api
+    /// library, llama-cpp-python's default).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub n_batch: Option<u64>,
+
+    /// llama.cpp --tensor-split with --device all: each GPU's proportion of the offloaded
+    /// layers, comma-separated (3,1), normalised as llama.cpp does (default: by free memory).
+    #[arg(long, value_name = "N0,N1,...", value_parser = parse_tensor_split)]
+    pub tensor_split: Option<TensorSplit>,
+
     /// vLLM --max-model-len (the same as --context for vLLM).
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..=1 << 32), conflicts_with = "context")]
     pub max_model_len: Option<u64>,
@@ -121,6 +141,14 @@ pub(super) fn parse_runtime(s: &str) -> Result<Runtime, ArgError> {
 
 fn parse_flash_attn(s: &str) -> Result<FlashAttn, ArgError> {
     FlashAttn::parse(s).map_err(ArgError::Estimate)
+}
+
+fn parse_llama_api(s: &str) -> Result<LlamaApi, ArgError> {
+    LlamaApi::parse(s).map_err(ArgError::Estimate)
+}
+
+fn parse_tensor_split(s: &str) -> Result<TensorSplit, ArgError> {
+    TensorSplit::parse(s).map_err(ArgError::Estimate)
 }
 
 fn parse_utilization(s: &str) -> Result<Utilization, ArgError> {

@@ -48,8 +48,12 @@ pub fn version() -> &'static str {
     about = "RAM and GPU memory, measured",
     long_about = "RAM and GPU memory, measured.\n\n\
         With no subcommand, hmn prints one line per GPU (free / total memory, reserved memory, \
-        driver) and a host RAM line. NVIDIA GPUs are read through NVML, or nvidia-smi when NVML \
-        cannot be loaded. A value that could not be read is shown as `?` (null in JSON), never 0.",
+        driver, MIG mode), one per MIG device (profile, GI/CI ids, its own free / total, MIG- \
+        UUID) and a host RAM line; --cuda-order adds the devices CUDA would see, with the basis \
+        of their order. NVIDIA GPUs are read through NVML, or nvidia-smi when NVML cannot be \
+        loaded. A value that could not be read is shown as `?` (null in JSON), never 0.\n\n\
+        Exit status: 0, no GPU at all included; 2 when GPUs may exist that nothing can show (an \
+        NVML that cannot start or count its devices, every device unreadable).",
     after_help = "Run `hmn ps --help` for the per-process listing.",
     args_conflicts_with_subcommands = false
 )]
@@ -104,11 +108,12 @@ pub enum Command {
     /// List the processes holding GPU memory: one row per (process, device).
     #[command(
         long_about = "List the processes holding GPU memory: one row per (process, device).\n\n\
-            Columns: PID USER NAME DEVICE KIND VRAM, then NS PID (the pid inside the \
+            Columns: PID USER NAME DEVICE KIND VRAM, then MIG (the MIG device) under MIG, NS PID (the pid inside the \
             process's own PID namespace, when it differs) and WORKLOAD (its container, pod, \
             Slurm job or systemd unit, from its cgroup) when some row has one. For NVIDIA, KIND is \
             compute, graphics or compute+graphics (a process in both NVML lists is one row with \
-            the larger figure); for other GPUs, the engine classes the process used (compute, \
+            the larger figure), mps (an MPS client) or mps-server (the MPS server, counted once \
+            in sums); for other GPUs, the engine classes the process used (compute, \
             graphics, video, copy, other), or idle. Inside a container without the host's /proc, \
             an NVIDIA row's host PID cannot be named: its NAME says so and a note gives the \
             remedy. \
@@ -132,12 +137,13 @@ pub enum Command {
             largest sum of the tree's RSS over the samples, with the largest per-process peak \
             (VmHWM) as a floor. The report says which. VRAM peaks are sampled.\n\n\
             The command's stdin, stdout and stderr are untouched; the report goes to stderr (or \
-            JSON to stdout with --json). Exit status: the command's (0–255); 128+N when it was \
-            killed by signal N; 127 when it cannot be found, 126 when it cannot be run. The command \
+            JSON to stdout with --json). The command \
             runs in a process group of its own (it takes the terminal when hmn has it; Ctrl+Z \
             stops both) and is killed if hmn is. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to \
             hmn, or to hmn's process group, are forwarded to the command once, and the report \
-            is still written."
+            is still written. Details and JSON fields: docs/run-and-watch.md.\n\n\
+            Exit status: the command's (0–255); 128+N when it was killed by signal N; 127 when \
+            it cannot be found, 126 when it cannot be run."
     )]
     Run(RunArgs),
 
@@ -153,23 +159,26 @@ pub enum Command {
             integrated GPUs, where the report says why. The command's own DRM clients' \
             eviction (bytes evicted from VRAM, GTT growth) is reported too.\n\n\
             The command's stdin, stdout and stderr are untouched; the report goes to stderr, \
-            and with --json a JSON object to stdout after the command's output. Exit status: \
-            the command's own (0–255); 1 when it was killed by a signal or could not be \
-            started. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to hmn are forwarded to the \
-            command, and the report is still written."
+            and with --json a JSON object to stdout after the command's output. SIGINT, \
+            SIGTERM, SIGHUP and SIGQUIT sent to hmn are forwarded to the command, and the \
+            report is still written. docs/run-and-watch.md.\n\n\
+            Exit status: the command's own (0–255); 1 when it was killed by a signal or could \
+            not be started."
     )]
     Spill(SpillArgs),
 
     /// Follow processes' RAM and GPU memory over time, with deltas from each one's start.
     #[command(
         long_about = "Follow processes' RAM and GPU memory over time: one row per process per \
-            interval with the change since that process's first sample, and a summary (baseline \
-            and peak per process, and the spill report of one device: --device, else 0) at the \
-            end or on Ctrl+C. Without PIDs, follows the --top N processes by GPU memory, \
+            interval with the change since that process's first sample (and its SM utilization \
+            on NVIDIA), and a summary at the end or on Ctrl+C: baseline and peak per process, \
+            the driver's accounting records where accounting mode is on (each process's peak \
+            memory and utilization over its life), and the spill report of one device \
+            (--device, else 0). Without PIDs, follows the --top N processes by GPU memory, \
             narrowed by --device, --min and --filter, chosen once or, with --follow-new, every \
             interval (each change of the followed set is a line on stderr). --follow-new, \
             --filter and --min apply to auto-selection only: with explicit PIDs they are an \
-            error.\n\n\
+            error. docs/run-and-watch.md.\n\n\
             Exit status: 0 when no spill was observed on the tracked device (or it is not \
             measurable), 1 when one was, 2 on an error."
     )]
@@ -179,19 +188,24 @@ pub enum Command {
     #[command(
         long_about = "Will a model fit? SIZE (e.g. 14GiB) is compared with a device's free memory \
             as it is. PATH (a .safetensors or .gguf file, a model.safetensors.index.json, or a \
-            directory holding them and config.json) is read, headers only, and estimated \
+            directory holding them and config.json; a shard brings its whole set) is read, \
+            headers only, and estimated \
             component by component: weights (exact, from the headers), KV cache (per layer: \
             GQA, head_dim, sliding-window and hybrid layers, MLA, KV dtype), activations and \
             compute buffers, runtime overhead and a margin, each with a low/high band for the \
-            runtime. The verdict compares the band with the device's live free memory and \
-            gives the headroom or shortfall and the largest context and batch that fit.\n\n\
+            runtime, every assumption stated. The verdict compares the band with the device's \
+            live free memory (or the runtime's split over several GPUs, partial offload with \
+            VRAM and host RAM both judged, or host RAM alone: see --device and --gpu-layers) \
+            and gives the headroom or shortfall, the largest context and batch that fit, and \
+            the largest --gpu-layers; a setting the runtime refuses to start with (vLLM beyond \
+            its max_model_len) does not fit.\n\n\
             --free SIZE compares with a given budget instead of a device (planning for a card \
-            that is not here). Defaults: device 0, batch 1, runtime generic, context 4096 (vllm: the trained \
-            context, which vLLM must fit to start), KV cache bf16 (llama.cpp: f16).\n\n\
+            that is not here). Defaults: device 0, batch 1, runtime generic, context 4096 \
+            (vllm: the trained context, which vLLM must fit to start), KV cache bf16 \
+            (llama.cpp: f16). Formulas and sources: docs/estimation.md.\n\n\
             Exit status: 0 when the high end fits (on some device with --device all); 1 when \
-            it does not, or only the low end does; 2 on an error (unreadable or malformed \
-            model, no GPU, a device that cannot be read). Formulas and sources: \
-            docs/estimation.md."
+            it does not, only the low end does, or a component is unknown (incomplete); 2 on \
+            an error (unreadable or malformed model, no GPU, a device that cannot be read)."
     )]
     Fits(FitsArgs),
 
@@ -220,7 +234,13 @@ pub enum Command {
             Binds to loopback (127.0.0.1:9835) by default: exposing the exporter to the network \
             is your explicit choice (--listen 0.0.0.0:9835). Collection runs in the background \
             every --interval; a scrape serves the last complete collection and never waits for \
-            the driver (503 until the first one completes). Metric names and labels: docs/serve.md."
+            the driver (503 until the first one completes). Series: each device, each MIG \
+            instance (with dcgm-exporter's UUID, GPU_I_ID and GPU_I_PROFILE labels), the \
+            --processes largest processes of each device with their utilization (the rest \
+            summed as pid=\"other\"), and sums per pod, container, systemd unit or Slurm job. \
+            Metric names and labels: docs/serve.md; deployment: deploy/, docs/containers.md.\n\n\
+            Exit status: 0 when stopped by SIGTERM or SIGINT (Ctrl+C); 2 when it cannot start \
+            (a bad --listen, an address in use, an unusable --textfile)."
     )]
     Serve(ServeArgs),
 
@@ -230,13 +250,17 @@ pub enum Command {
         long_about = "A live view of every GPU and GPU process: host RAM and swap; per device its \
             memory (used / reserved / total; GTT and visible VRAM on amdgpu), utilization, \
             temperature, power, clocks and a history chart; per process its VRAM on each \
-            device, host RSS, engine use, container or unit.\n\n\
+            device (its MIG device, its MPS role), host RSS, engine use (NVIDIA: SM from \
+            NVML), container or unit.\n\n\
             Sort by any column (< >), filter (/), tree (t), detail (Enter), pause (p), \
             interval (+ -), SIGTERM/SIGKILL to the selected process (x / X, after a \
             confirmation), help (?), quit (q). Collection runs on its own thread: a GPU driver \
             call that hangs shows as STALE, never as a frozen screen. `?` means unknown, never 0. \
             NO_COLOR (or --mono) draws without colours.\n\n\
-            --replay FILE plays a recording of `hmn record` into the same view. docs/top.md."
+            --replay FILE plays a recording of `hmn record` into the same view, with pause, \
+            seek and speed keys. docs/top.md.\n\n\
+            Exit status: 0 when quit; 2 on an error (no terminal, an unreadable or malformed \
+            recording)."
     )]
     Top(TopArgs),
 
@@ -246,9 +270,13 @@ pub enum Command {
             flushed per sample (format: docs/top.md). Play it back with `hmn top --replay FILE`.\n\n\
             FILE is written under a temporary name beside it and renamed into place when \
             recording stops (--duration, Ctrl+C, SIGTERM, SIGHUP); if hmn is killed outright, \
-            the temporary file (.FILE.*.hmn-tmp) holds every complete sample. - streams to \
-            stdout. FILE must be absent or a regular file. Each line keeps at most \
-            --max-processes rows (largest VRAM first) and says how many it left out."
+            the temporary file (.FILE.*.hmn-tmp) holds every complete sample. Samples are \
+            taken on a thread of their own, so --duration and signals end the recording even \
+            while a GPU driver call hangs. - streams to stdout. FILE must be absent, or a \
+            regular file and --force given. Each line keeps at most --max-processes rows (largest \
+            VRAM first) and says how many it left out.\n\n\
+            Exit status: 0 when the recording is written; 2 on an error (FILE exists without \
+            --force, a write fails: the complete lines written before it are kept)."
     )]
     Record(RecordArgs),
 
@@ -260,7 +288,8 @@ pub enum Command {
             capabilities for other users' fdinfo (and ptrace_scope), the kernel against the fdinfo \
             keys of each DRM driver present, runtime-suspended devices, cgroups (whether hmn run \
             can make its memory cgroup: it creates and removes an empty one), and whether hmn \
-            runs in a container and which PID namespace /proc shows. Each says what it saw and, \
+            runs in a container and which PID namespace /proc shows; on Windows and macOS: NVML, \
+            nvidia-smi, accounting and the DXGI or Metal backend. Each says what it saw and, \
             when not ok, the exact remedy.\n\n\
             Exit status: 0 all ok, 1 warnings, 2 failures."
     )]
@@ -272,11 +301,17 @@ pub enum Command {
             command line. Install it, e.g.:\n\n  \
             bash: hmn completions bash | sudo tee /usr/share/bash-completion/completions/hmn\n  \
             zsh:  hmn completions zsh > \"${fpath[1]}/_hmn\"\n  \
-            fish: hmn completions fish > ~/.config/fish/completions/hmn.fish"
+            fish: hmn completions fish > ~/.config/fish/completions/hmn.fish\n\n\
+            Exit status: 0; 2 for a shell hmn does not know, or a failed write."
     )]
     Completions(CompletionsArgs),
 
     /// Print hmn's man page (roff) on stdout: `hmn man | man -l -`.
+    #[command(
+        long_about = "Print hmn's man page (roff) on stdout, generated from hmn's own command \
+            line: `hmn man | man -l -` reads it; `hmn man > hmn.1` installs it.\n\n\
+            Exit status: 0; 2 when it cannot be written."
+    )]
     Man,
 
     /// Internal: the first step of `hmn run`'s and `hmn spill`'s command (its cgroup, its

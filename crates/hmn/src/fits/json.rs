@@ -14,8 +14,8 @@ use std::path::Path;
 use hypomnesis::Warning;
 use hypomnesis::estimate::model::OpenedModel;
 use hypomnesis::estimate::{
-    DeviceFit, Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, Placement,
-    kv_bytes_per_token,
+    DeviceFit, Estimate, Fit, FitParams, FlashAttn, HostVerdict, KvDtype, KvHeadsFrom, LlamaApi,
+    Placement, kv_bytes_per_token,
 };
 use serde::Serialize;
 
@@ -70,6 +70,9 @@ struct ParamsJson {
     gpu_memory_utilization: Option<String>,
     max_num_batched_tokens: Option<u64>,
     cpu_only: bool,
+    llama_api: Option<LlamaApi>,
+    n_batch: Option<u64>,
+    tensor_split: Option<Vec<f32>>,
 }
 
 /// `hmn fits --json` (schema 1).
@@ -98,9 +101,18 @@ struct FitsJson<'a> {
     notes: &'a [String],
 }
 
+/// The model argument as shown: a URL without its query (a presigned URL's signature).
+fn shown_input(arg: &OsStr) -> String {
+    let s = Path::new(arg).display().to_string();
+    if s.starts_with("https://") || s.starts_with("http://") {
+        return s.split(['?', '#']).next().unwrap_or(&s).to_string();
+    }
+    s
+}
+
 fn model_json<'a>(m: &'a OpenedModel, arg: &OsStr) -> InputJson<'a> {
     InputJson::Model {
-        path: Path::new(arg).display().to_string(),
+        path: shown_input(arg),
         format: m.format,
         files: m.files.iter().map(|p| p.display().to_string()).collect(),
         tensor_count: m.spec.tensor_count,
@@ -168,6 +180,9 @@ pub(super) fn write(
                 gpu_memory_utilization: p.gpu_memory_utilization.map(|u| u.to_string()),
                 max_num_batched_tokens: p.max_num_batched_tokens,
                 cpu_only: p.cpu_only,
+                llama_api: p.llama_api,
+                n_batch: p.n_batch,
+                tensor_split: p.tensor_split.map(|t| t.proportions().to_vec()),
             }),
             estimate: est,
             devices: &o.plan.fits,

@@ -125,6 +125,15 @@ pub(super) fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
         BudgetSource::HostAvailable => {
             format!("{} available (shared system RAM)", bytes(v.budget_bytes))
         }
+        BudgetSource::GttPool => format!(
+            "{} free in GTT (an APU's larger pool; at most MemAvailable)",
+            bytes(v.budget_bytes)
+        ),
+        BudgetSource::MetalWorkingSet => format!(
+            "{} free of the GPU working set (recommendedMaxWorkingSetSize less what GPU clients \
+             allocated; at most available RAM)",
+            bytes(v.budget_bytes)
+        ),
         BudgetSource::VllmUtilization if v.budget_bytes == 0 => format!(
             "{} free, less than the {} × total vLLM reserves",
             opt_bytes(f.free_bytes),
@@ -387,6 +396,21 @@ mod tests {
         igpu.integrated = Some(true);
         let shared = Budget::for_device(&igpu, Some(24 * GIB), Runtime::Generic).unwrap();
         assert_eq!(words(shared, None), "24 GiB available (shared system RAM)");
+        for (source, said) in [
+            (
+                BudgetSource::GttPool,
+                "24 GiB free in GTT (an APU's larger pool; at most MemAvailable)",
+            ),
+            (
+                BudgetSource::MetalWorkingSet,
+                "24 GiB free of the GPU working set (recommendedMaxWorkingSetSize less what GPU \
+                 clients allocated; at most available RAM)",
+            ),
+        ] {
+            let mut b = Budget::given(24 * GIB);
+            b.source = source;
+            assert_eq!(words(b, None), said);
+        }
         let cpu = DeviceFit::cpu(24 * GIB, judge_estimate(&est, &Budget::host(24 * GIB)));
         assert_eq!(
             budget_words(&cpu, cpu.verdict.as_ref().unwrap()),

@@ -181,6 +181,12 @@ impl RunReport {
                 d.index,
                 bytes(d.peak_vram_bytes)
             ));
+            if let Some(kind) = d.pool {
+                t.push_str(&format!(
+                    "                {}\n",
+                    crate::pool::host_memory_line(d.index, kind)
+                ));
+            }
             if !d.mig_devices.is_empty() {
                 t.push_str(&format!(
                     "                GPU {}: in MIG device {}\n",
@@ -310,6 +316,23 @@ mod tests {
 hmn: warning: w
 "
         );
+    }
+
+    #[test]
+    fn a_device_whose_memory_is_host_ram_says_so() {
+        let mut s = sampled();
+        s.device_pools.insert(1, hypomnesis::PoolKind::UnifiedHost);
+        let r = report(&s, Some(260 * MIB), None);
+        assert!(json(&r).contains(r#""peak_device_used_bytes":null,"pool":"unified_host"}"#));
+        assert!(
+            r.text().contains(
+                "  peak VRAM     GPU 1: 2 MiB by the command\n                GPU 1's memory is \
+                 host RAM (unified):"
+            ),
+            "{}",
+            r.text()
+        );
+        assert!(!r.text().contains("GPU 0's memory"));
     }
 
     #[test]

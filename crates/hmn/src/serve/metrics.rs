@@ -164,6 +164,7 @@ pub fn render(c: &Collection, stale: bool) -> String {
     );
     let nv = super::nvidia::Series::register(&mut fam.reg);
     let health = super::health::Series::register(&mut fam.reg);
+    let pools = super::pool::Series::register(&mut fam.reg);
     let success = fam.gauge(
         "hmn_collector_success",
         "1 when the collector answered in the last collection, 0 when it failed or is absent, \
@@ -228,6 +229,7 @@ pub fn render(c: &Collection, stale: bool) -> String {
         set(&info, il, Some(1.0));
         nv.device(d, &l);
         health.device(d, &l, &c.list.unattributed_on(d), c.xid.as_ref());
+        pools.device(d, &l);
         processes(c, d, &l, &proc_mem, &cgroup_mem, &nv);
     }
     fam.plain(
@@ -573,6 +575,54 @@ mod tests {
         assert_eq!(
             to_prometheus_text(om),
             "# HELP x_joules_total Energy.\n# TYPE x_joules_total counter\nx_joules_total 5.0\n# HELP g_bytes G.\n# TYPE g_bytes gauge\ng_bytes 1\n"
+        );
+    }
+
+    #[test]
+    fn a_pool_is_three_gauges_with_its_kind_and_an_unknown_is_omitted() {
+        use hypomnesis::{MemoryPool, PoolSource};
+        let mut gb10 = DeviceBuilder::new(0)
+            .name("NVIDIA GB10")
+            .uuid("GPU-9")
+            .build();
+        let mut p = MemoryPool::host_ram(PoolSource::ProcessSum, "NOT_SUPPORTED");
+        p.total_bytes = Some(100);
+        p.free_bytes = Some(60);
+        gb10.pool = Some(p);
+        let dgpu = DeviceBuilder::new(1)
+            .memory(Some(80), Some(1), Some(79), None)
+            .build();
+        let mut list = ProcessList::default();
+        list.devices = vec![gb10, dgpu];
+        let om = render(
+            &Collection {
+                list,
+                host: None,
+                workloads: Default::default(),
+                top_processes: 5,
+                duration_seconds: 0.0,
+                completed_unix_s: 0.0,
+                xid: None,
+            },
+            false,
+        );
+        let labels =
+            "gpu=\"0\",gpu_uuid=\"GPU-9\",pool=\"unified_host\",used_source=\"process_sum\"";
+        assert!(
+            om.contains(&format!("hmn_device_pool_total_bytes{{{labels}}} 100")),
+            "{om}"
+        );
+        assert!(
+            om.contains(&format!("hmn_device_pool_free_bytes{{{labels}}} 60")),
+            "{om}"
+        );
+        assert!(
+            !om.contains("hmn_device_pool_used_bytes{"),
+            "unknown: no sample"
+        );
+        assert!(
+            !om.contains("gpu=\"1\",gpu_uuid=\"\",pool="),
+            "no pool, no series"
         );
     }
 }

@@ -17,6 +17,7 @@ mod http;
 mod latest;
 mod metrics;
 mod nvidia;
+mod pool;
 mod series;
 mod slots;
 

@@ -11,6 +11,12 @@
 //! Per-process GPU memory (upstream's private `ledger` syscall) is not read: every GPU process
 //! list on macOS is empty with that reason, and nothing is denied, so `denied_pids` is empty.
 //!
+//! On unified memory the device has a pool (`iokit_stats::apple_pool`): the working set
+//! (`recommendedMaxWorkingSetSize`) as its total, IOKit's `Alloc system memory` (every GPU
+//! client's allocations, read from the `AGXAccelerator` service without privileges: `iokit`) as
+//! used beside it, `In use system memory` as active; the probe bounds its free by the host's
+//! available RAM. `memory` keeps upstream's figures.
+//!
 //! `MTLCreateSystemDefaultDevice` may switch a dual-GPU Intel Mac to its discrete GPU; the
 //! device is created once per probe query.
 
@@ -45,6 +51,11 @@ pub(crate) fn append_devices(list: &mut DeviceList) {
             d.memory.total_bytes = Some(total);
             d.memory.free_bytes = Some(budget.min(total));
             d.memory.used_bytes = Some(total.saturating_sub(budget));
+            let stats =
+                super::iokit::performance_statistics().map(super::iokit_stats::from_entries);
+            let (pool, unknown) = super::iokit_stats::apple_pool(budget.min(total), stats);
+            d.pool = Some(pool);
+            d.unknown.extend(unknown);
         }
         Ok(_) => {
             // A discrete GPU on an Intel Mac: the budget is its VRAM working set.

@@ -1,5 +1,5 @@
 //! Layer 2, the GPU backends: one source each — NVML, `nvidia-smi`, DRM (sysfs, fdinfo, KFD),
-//! WDDM (DXGI, PDH) and Metal — each turning its source's answers into the data model, with
+//! WDDM (DXGI, PDH) and Metal (with IOKit's statistics) — each turning its source's answers into the data model, with
 //! one platform seam per backend. [`error`] is why a backend is absent or a query failed.
 //!
 //! Crate-private: the public face of the backends is the probe (layer 3). May import: `types`,
@@ -7,6 +7,13 @@
 
 pub(crate) mod drm;
 pub(crate) mod error;
+// macOS: Apple Silicon's `PerformanceStatistics` through IOKit (the FFI; its meaning is
+// `iokit_stats`, platform-free and tested everywhere).
+#[cfg(all(target_os = "macos", feature = "metal"))]
+#[allow(unsafe_code)]
+pub(crate) mod iokit;
+#[cfg_attr(not(all(target_os = "macos", feature = "metal")), allow(dead_code))]
+pub(crate) mod iokit_stats;
 // macOS: the Metal device (platform seam in `Probe::collect`).
 #[cfg(all(target_os = "macos", feature = "metal"))]
 pub(crate) mod metal;

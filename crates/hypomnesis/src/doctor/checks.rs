@@ -27,6 +27,7 @@ pub(super) fn linux(f: &Facts) -> Vec<Check> {
         suspended(f),
         cgroup(f),
         container(f),
+        super::pools::memory_pool(&f.pools),
     ]
 }
 

@@ -292,6 +292,8 @@ pub struct Facts {
     pub gpu_backends: Vec<BackendStatus>,
     /// Devices with their memory health, and their unattributed memory (`None`: not read).
     pub memory: Option<MemoryFacts>,
+    /// Each device's memory pool (the `memory-pool` check).
+    pub pools: Vec<super::pools::PoolFacts>,
 }
 
 impl Facts {
@@ -314,6 +316,7 @@ impl Facts {
             platform: Platform::Linux,
             gpu_backends: Vec::new(),
             memory: None,
+            pools: Vec::new(),
         }
     }
 }
@@ -371,11 +374,16 @@ pub fn gather(options: &ProbeOptions) -> Facts {
     f.nvml = nvml_facts(&probe, options);
     f.memory = Some(MemoryFacts::of(&probe.gpu_processes()));
     f.nvidia_smi = find_nvidia_smi(options);
+    let list = probe.devices();
+    f.pools = list
+        .devices
+        .iter()
+        .map(super::pools::PoolFacts::of)
+        .collect();
     #[cfg(target_os = "linux")]
     linux_facts(&mut f);
     #[cfg(not(target_os = "linux"))]
     {
-        let list = probe.devices();
         // NVIDIA adapters the platform sees that NVML did not list (DXGI lists them only then).
         let nvidia = list.devices.iter().filter(|d| {
             d.vendor == crate::types::Vendor::Nvidia && d.source != crate::types::Source::Nvml

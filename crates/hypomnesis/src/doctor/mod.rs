@@ -21,6 +21,7 @@
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
 //! | `memory-health` | every device's ECC counts, remapped rows or retired pages, amdgpu RAS counters: a pending remap or retirement asks for a GPU reset or reboot, uncorrectable errors fail |
 //! | `unattributed` | device memory no listed process accounts for, and the likely causes (hidden processes, other PID namespaces, MIG, an MPS server, the driver) |
+//! | `memory-pool` | Linux and macOS: which memory each GPU allocates from (dedicated VRAM, an AMD APU's carve-out + GTT, host RAM) and the evidence; warns where it cannot be told |
 //! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
 //!
 //! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and
@@ -34,6 +35,7 @@ mod facts;
 mod kernel;
 mod memory;
 mod model;
+mod pools;
 mod portable;
 mod userns;
 
@@ -44,6 +46,7 @@ pub use facts::{
 };
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
+pub use pools::PoolFacts;
 pub use userns::{is_initial_uid_map, uid_outside};
 
 #[cfg(feature = "serde")]

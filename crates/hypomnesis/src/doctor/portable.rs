@@ -9,7 +9,12 @@ use crate::types::{Backend, BackendState};
 
 /// The checks for `f.platform` (Windows or macOS).
 pub(super) fn checks(f: &Facts) -> Vec<Check> {
-    vec![nvml(f), nvidia_smi(f), accounting(f), gpu_backends(f)]
+    let mut checks = vec![nvml(f), nvidia_smi(f), accounting(f), gpu_backends(f)];
+    // Metal's device is unified memory (Apple Silicon): say so, with IOKit's figures.
+    if f.platform == Platform::MacOs {
+        checks.push(super::pools::memory_pool(&f.pools));
+    }
+    checks
 }
 
 fn nvml(f: &Facts) -> Check {

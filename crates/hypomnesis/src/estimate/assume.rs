@@ -7,7 +7,7 @@
 use super::arch::{KvHeadsFrom, ModelSpec};
 use super::llama_cpp::{Cells, resolve_flash_attn};
 use super::params::FitParams;
-use super::runtime::{FlashAttn, Runtime};
+use super::runtime::{FlashAttn, LlamaApi, Runtime};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -40,8 +40,18 @@ pub struct Assumptions {
     pub ubatch: Option<u64>,
     /// llama.cpp `n_batch`.
     pub n_batch: Option<u64>,
-    /// llama.cpp `--swa-full`.
+    /// llama.cpp `--swa-full` (on by default for the `library` API).
     pub swa_full: Option<bool>,
+    /// llama.cpp: which caller's context parameters (`server`, `library`, `common`).
+    pub llama_api: Option<LlamaApi>,
+    /// llama.cpp: tokens of the reserved worst-case graph.
+    pub graph_tokens: Option<u64>,
+    /// llama.cpp: outputs that graph reserves (the slots, or `n_batch`).
+    pub graph_outputs: Option<u64>,
+    /// What the compute buffer's band means, in words (llama.cpp).
+    pub compute_band: Option<String>,
+    /// llama.cpp `--tensor-split`, as given.
+    pub tensor_split: Option<String>,
     /// llama.cpp `-ngl` in effect.
     pub gpu_layers: Option<u64>,
     /// llama.cpp: offloadable units (blocks + the output layer).
@@ -81,6 +91,11 @@ impl Assumptions {
             ubatch: None,
             n_batch: None,
             swa_full: None,
+            llama_api: None,
+            graph_tokens: None,
+            graph_outputs: None,
+            compute_band: None,
+            tensor_split: None,
             gpu_layers: None,
             offloadable_layers: None,
             tensor_parallel: None,
@@ -119,7 +134,26 @@ impl Assumptions {
                             .to_string(),
                     );
                 }
+                let api = p.api();
+                s.push(format!(
+                    "llama.cpp API {}: {} — {} output{} reserved in the worst-case graph of {} tokens{}",
+                    api.as_str(),
+                    api.tools(),
+                    c.outputs(api),
+                    if c.outputs(api) == 1 { "" } else { "s" },
+                    c.tokens(),
+                    if api.swa_full() { ", swa_full on" } else { "" }
+                ));
                 s.push(format!("flash attention {}", fa.why));
+                let band = if p.cpu_only {
+                    "compute buffer: llama.cpp's graph reserve modelled phase by phase (±5 % of the buffers llama.cpp allocated on 604 measured CPU configurations); the band's high end adds that 5 %"
+                } else {
+                    "compute buffer: the CPU model (±5 % of llama.cpp's own buffers, 604 measured configurations) split into the CUDA device and CUDA_Host buffers as llama.cpp's source places them — derived, not measured on a GPU; the high end adds 5 % and one hidden block (fused CUDA ops); the CUDA pool, cuBLAS workspace and fragmentation are in runtime_overhead"
+                };
+                s.push(band.to_string());
+                if let Some(t) = p.tensor_split {
+                    s.push(format!("--tensor-split {t}: the offloaded layers over the GPUs in these proportions (llama.cpp normalises them)"));
+                }
                 let n_layer = arch.map(|a| a.layers.len() as u64);
                 if p.cpu_only {
                     s.push("CPU only: every layer, the KV cache and the compute buffer in host RAM (mmap'd weights count as page cache)".to_string());
@@ -140,6 +174,11 @@ impl Assumptions {
                 a.ubatch = Some(c.n_ubatch);
                 a.n_batch = Some(c.n_batch);
                 a.swa_full = Some(c.swa_full);
+                a.llama_api = Some(api);
+                a.graph_tokens = Some(c.tokens());
+                a.graph_outputs = Some(c.outputs(api));
+                a.compute_band = Some(band.to_string());
+                a.tensor_split = p.tensor_split.map(|t| t.to_string());
             }
             Runtime::Vllm => {
                 let tp = p.tensor_parallel.max(1);

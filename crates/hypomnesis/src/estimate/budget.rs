@@ -4,15 +4,17 @@
 //!
 //! | Rule | Where |
 //! |---|---|
+//! | a device with a memory pool (an AMD APU's larger pool, unified memory, Apple's working set): `pool_budget` | [`Budget::for_device`] |
 //! | a device's free memory; an integrated GPU without one: the host's available RAM; none otherwise | [`Budget::for_device`] |
 //! | whether a device needs the host's available RAM | [`Budget::needs_host_available`] |
 //! | vLLM: `gpu_memory_utilization` (0.9) × total, or 0 when less than that is free | [`Budget::from_free_with`] (through `runtime_rule`) |
 //! | a budget given by the caller, taken as it is | [`Budget::given`] |
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
+use super::pool_budget::{Origin, pool_free};
 use super::runtime::{Runtime, Utilization};
 use crate::types::spelling::spelled;
-use crate::types::{Device, Unknown};
+use crate::types::{Device, Field, Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -37,6 +39,23 @@ spelled! {
         VllmUtilization = "vllm_utilization",
         /// Given by the caller (planning for a device that is not here).
         Given = "given",
+        /// An AMD APU's GTT, the larger of its two pools: free GTT, at most the host's
+        /// available RAM (GTT pages are host RAM).
+        GttPool = "gtt_pool",
+        /// Apple Silicon: Metal's working set less what GPU clients allocated, at most the
+        /// host's available RAM.
+        MetalWorkingSet = "metal_working_set",
+    }
+}
+
+impl BudgetSource {
+    /// Whether the budget is host RAM: a model's host part then gets what the device part
+    /// leaves of it, never the same RAM twice ([`judge_host`](super::judge::judge_host)).
+    pub const fn is_host_memory(self) -> bool {
+        matches!(
+            self,
+            BudgetSource::HostAvailable | BudgetSource::GttPool | BudgetSource::MetalWorkingSet
+        )
     }
 }
 
@@ -163,6 +182,35 @@ impl Budget {
                 error: e.clone(),
             });
         }
+        match pool_free(device, host_available) {
+            Some(Ok(f)) => {
+                let source = match f.from {
+                    Origin::GttPool => BudgetSource::GttPool,
+                    Origin::Free => BudgetSource::Free,
+                    Origin::HostAvailable => BudgetSource::HostAvailable,
+                    Origin::MetalWorkingSet => BudgetSource::MetalWorkingSet,
+                };
+                let mut b = runtime_rule(f.bytes, source, f.total, runtime, util);
+                b.notes.extend(f.note);
+                return Ok(b);
+            }
+            Some(Err(why)) => {
+                return Err(NoBudget::UnknownFree {
+                    index: device.index,
+                    unknown: Some(
+                        device
+                            .unknown
+                            .iter()
+                            .find(|u| u.field == Field::PoolFreeBytes)
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                Unknown::new(Field::PoolFreeBytes, UnknownReason::Unsupported, why)
+                            }),
+                    ),
+                });
+            }
+            None => {}
+        }
         let total = device.memory.total_bytes;
         match (device.memory.free_bytes, host_available) {
             (Some(free), _) => Ok(Budget::from_free_with(free, total, runtime, util)),
@@ -177,11 +225,12 @@ impl Budget {
         }
     }
 
-    /// Whether [`Budget::for_device`] needs the host's available RAM for `device`: an
-    /// integrated GPU that reports no free memory of its own. A caller reads host memory only
-    /// then.
+    /// Whether [`Budget::for_device`] needs the host's available RAM for `device`: a device
+    /// whose pool is (partly) host RAM, or an integrated GPU that reports no free memory of its
+    /// own. A caller reads host memory only then.
     pub fn needs_host_available(device: &Device) -> bool {
-        device.memory.free_bytes.is_none() && device.integrated == Some(true)
+        device.pool.as_ref().is_some_and(|p| p.needs_host())
+            || device.memory.free_bytes.is_none() && device.integrated == Some(true)
     }
 }
 
@@ -232,7 +281,10 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DeviceMemory, Field, Source, UnknownReason, Vendor};
+    use crate::types::{
+        DeviceMemory, DeviceRegion, Field, MemoryPool, PoolKind, PoolSource, Source, UnknownReason,
+        Vendor,
+    };
 
     const H100: u64 = 85_520_809_984;
 
@@ -373,16 +425,80 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_decides_under_the_runtimes_rule() {
+        const GIB: u64 = 1 << 30;
+        // An APU (Strix Halo): GTT's free at most MemAvailable, vLLM on the GTT total.
+        let mut apu = Device::new(1, Vendor::Amd, Source::Sysfs);
+        apu.regions.insert(
+            "vram".into(),
+            DeviceRegion::new(Some(512 << 20), Some(148 << 20)),
+        );
+        apu.regions.insert(
+            "gtt".into(),
+            DeviceRegion::new(Some(65_867_993_088), Some(2 * GIB)),
+        );
+        apu.memory = DeviceMemory::new(Some(512 << 20), Some(148 << 20), Some(364 << 20), None);
+        apu.pool = Some(MemoryPool::new(
+            PoolKind::CarveOutPlusGtt,
+            [
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGttHostBound,
+            ],
+            "vddnb",
+        ));
+        assert!(Budget::needs_host_available(&apu));
+        let b = Budget::for_device(&apu, Some(40 * GIB), Runtime::Generic).unwrap();
+        assert_eq!((b.bytes, b.source), (40 * GIB, BudgetSource::GttPool));
+        assert!(b.source.is_host_memory());
+        assert_eq!(b.notes.len(), 1, "the larger pool is named");
+        let v = Budget::for_device(&apu, Some(100 * GIB), Runtime::Vllm).unwrap();
+        assert_eq!(v.bytes, 65_867_993_088 * 9 / 10);
+        // MemAvailable unknown: no budget, with the pool's reason.
+        let e = Budget::for_device(&apu, None, Runtime::Generic).unwrap_err();
+        assert!(
+            matches!(&e, NoBudget::UnknownFree { unknown: Some(u), .. } if u.field == Field::PoolFreeBytes),
+            "{e:?}"
+        );
+        // Unified memory (GB10): MemAvailable, vLLM on MemTotal.
+        let mut gb10 = device(None, None, Some(true));
+        let mut p = MemoryPool::host_ram(PoolSource::ProcessSum, "NOT_SUPPORTED");
+        p.total_bytes = Some(121 * GIB);
+        p.free_bytes = Some(113 * GIB);
+        gb10.pool = Some(p);
+        let b = Budget::for_device(&gb10, Some(113 * GIB), Runtime::Generic).unwrap();
+        assert_eq!(
+            (b.bytes, b.source),
+            (113 * GIB, BudgetSource::HostAvailable)
+        );
+        let v = Budget::for_device(&gb10, Some(113 * GIB), Runtime::Vllm).unwrap();
+        assert_eq!(
+            (v.bytes, v.source),
+            (121 * GIB * 9 / 10, BudgetSource::VllmUtilization)
+        );
+        assert!(!BudgetSource::Free.is_host_memory());
+    }
+
+    #[test]
     fn source_names_are_the_json_contract() {
         assert_eq!(
             [
                 BudgetSource::Free,
                 BudgetSource::HostAvailable,
                 BudgetSource::VllmUtilization,
-                BudgetSource::Given
+                BudgetSource::Given,
+                BudgetSource::GttPool,
+                BudgetSource::MetalWorkingSet,
             ]
             .map(BudgetSource::as_str),
-            ["free", "host_available", "vllm_utilization", "given"]
+            [
+                "free",
+                "host_available",
+                "vllm_utilization",
+                "given",
+                "gtt_pool",
+                "metal_working_set"
+            ]
         );
     }
 
@@ -394,6 +510,8 @@ mod tests {
             BudgetSource::HostAvailable,
             BudgetSource::VllmUtilization,
             BudgetSource::Given,
+            BudgetSource::GttPool,
+            BudgetSource::MetalWorkingSet,
         ] {
             assert_eq!(
                 serde_json::to_string(&s).unwrap(),

@@ -155,10 +155,11 @@ pub fn host_verdict(est: &Estimate, host: &Budget) -> Option<HostVerdict> {
 
 /// Adds the host part of `est` judged against `host` ([`host_verdict`]); the verdict becomes
 /// the worse of the two. When the device itself lives in host RAM (an integrated GPU judged
-/// against `MemAvailable`), the host part gets what the device part leaves of it.
+/// against `MemAvailable`, an APU's GTT, Apple's working set:
+/// [`BudgetSource::is_host_memory`]), the host part gets what the device part leaves of it.
 pub fn judge_host(verdict: &mut Verdict, est: &Estimate, host: &Budget) {
     let shared;
-    let host = if verdict.budget_source == BudgetSource::HostAvailable {
+    let host = if verdict.budget_source.is_host_memory() {
         shared = Budget::host(host.bytes.saturating_sub(est.high_bytes));
         &shared
     } else {
@@ -460,8 +461,12 @@ mod tests {
         judge_host(&mut shared, &est, &Budget::host(pool));
         assert_eq!(shared.host.as_ref().unwrap().budget_bytes, host);
         assert_eq!(shared.fit, Fit::Fits);
-        let mut short = judge_estimate(&est, &Budget::host(pool - 1));
-        judge_host(&mut short, &est, &Budget::host(pool - 1));
+        let mut tight = judge_estimate(&est, &Budget::host(pool - 1));
+        judge_host(&mut tight, &est, &Budget::host(pool - 1));
+        assert_eq!(tight.fit, Fit::Tight, "the host part's low end still fits");
+        let below = est.high_bytes + est.host_low_bytes.unwrap() - 1;
+        let mut short = judge_estimate(&est, &Budget::host(below));
+        judge_host(&mut short, &est, &Budget::host(below));
         assert_eq!(short.fit, Fit::DoesNotFit);
     }
 

@@ -27,6 +27,9 @@ pub struct WeightsLayout {
     pub output_norm: u64,
     /// Everything else.
     pub other: u64,
+    /// The largest single tensor of any block (llama.cpp copies a host-resident matmul weight
+    /// into the GPU's compute buffer when it offloads the op: partial offload).
+    pub largest_block_tensor: u64,
 }
 
 /// Hard limit on a block index taken from a name (a hostile name cannot allocate more).
@@ -62,37 +65,59 @@ impl WeightsLayout {
     /// The layout of tensors given as `(name, bytes)`.
     pub fn from_tensors<'a>(tensors: impl IntoIterator<Item = (&'a str, u64)>) -> WeightsLayout {
         let mut l = WeightsLayout::default();
-        let mut output = None::<u64>;
         for (name, bytes) in tensors {
-            if is_tower(name) {
-                l.other = l.other.saturating_add(bytes);
-            } else if let Some(i) = block_index(name) {
-                let i = usize::try_from(i).unwrap_or(usize::MAX);
-                if l.blocks.len() <= i {
-                    l.blocks.resize(i + 1, 0);
-                }
-                if let Some(b) = l.blocks.get_mut(i) {
-                    *b = b.saturating_add(bytes);
-                }
-            } else if name == "token_embd.weight"
-                || name.ends_with("embed_tokens.weight")
-                || name.ends_with("wte.weight")
-                || name.ends_with("word_embeddings.weight")
-            {
-                l.token_embd = l.token_embd.saturating_add(bytes);
-            } else if name == "output.weight" || name.ends_with("lm_head.weight") {
-                output = Some(output.unwrap_or(0).saturating_add(bytes));
-            } else if name.starts_with("output_norm.")
-                || name.ends_with("norm.weight")
-                || name.ends_with("norm.bias")
-            {
-                l.output_norm = l.output_norm.saturating_add(bytes);
-            } else {
-                l.other = l.other.saturating_add(bytes);
-            }
+            l.add(name, bytes);
         }
-        l.output = output;
         l
+    }
+
+    /// Adds one tensor (a header read as a stream keeps these sums, not the names).
+    pub fn add(&mut self, name: &str, bytes: u64) {
+        if is_tower(name) {
+            self.other = self.other.saturating_add(bytes);
+        } else if let Some(i) = block_index(name) {
+            let i = usize::try_from(i).unwrap_or(usize::MAX);
+            if self.blocks.len() <= i {
+                self.blocks.resize(i + 1, 0);
+            }
+            if let Some(b) = self.blocks.get_mut(i) {
+                *b = b.saturating_add(bytes);
+            }
+            self.largest_block_tensor = self.largest_block_tensor.max(bytes);
+        } else if name == "token_embd.weight"
+            || name.ends_with("embed_tokens.weight")
+            || name.ends_with("wte.weight")
+            || name.ends_with("word_embeddings.weight")
+        {
+            self.token_embd = self.token_embd.saturating_add(bytes);
+        } else if name == "output.weight" || name.ends_with("lm_head.weight") {
+            self.output = Some(self.output.unwrap_or(0).saturating_add(bytes));
+        } else if name.starts_with("output_norm.")
+            || name.ends_with("norm.weight")
+            || name.ends_with("norm.bias")
+        {
+            self.output_norm = self.output_norm.saturating_add(bytes);
+        } else {
+            self.other = self.other.saturating_add(bytes);
+        }
+    }
+
+    /// Adds another file's layout (the shards of one checkpoint).
+    pub fn merge(&mut self, o: &WeightsLayout) {
+        if self.blocks.len() < o.blocks.len() {
+            self.blocks.resize(o.blocks.len(), 0);
+        }
+        for (a, b) in self.blocks.iter_mut().zip(&o.blocks) {
+            *a = a.saturating_add(*b);
+        }
+        self.token_embd = self.token_embd.saturating_add(o.token_embd);
+        self.output = match (self.output, o.output) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        self.output_norm = self.output_norm.saturating_add(o.output_norm);
+        self.other = self.other.saturating_add(o.other);
+        self.largest_block_tensor = self.largest_block_tensor.max(o.largest_block_tensor);
     }
 
     /// Whether the names located any block at all.
@@ -133,6 +158,7 @@ mod tests {
             ("rope_freqs.weight", 3),
         ]);
         assert_eq!(l.blocks, vec![15, 0, 7]);
+        assert_eq!(l.largest_block_tensor, 10);
         assert_eq!(
             (l.token_embd, l.output, l.output_norm, l.other),
             (100, Some(90), 1, 3)
@@ -156,6 +182,25 @@ mod tests {
         // GPT-2 style.
         let g = WeightsLayout::from_tensors([("transformer.h.3.attn.c_attn.weight", 8)]);
         assert_eq!(g.blocks_bytes(3..4), 8);
+    }
+
+    #[test]
+    fn merged_halves_are_the_whole() {
+        let all = [
+            ("model.embed_tokens.weight", 50),
+            ("model.layers.0.mlp.up_proj.weight", 4),
+            ("model.layers.2.mlp.up_proj.weight", 9),
+            ("model.norm.weight", 2),
+            ("lm_head.weight", 40),
+            ("extra", 1),
+        ];
+        let mut a = WeightsLayout::from_tensors(all[..2].iter().copied());
+        a.merge(&WeightsLayout::from_tensors(all[2..].iter().copied()));
+        assert_eq!(a, WeightsLayout::from_tensors(all));
+        assert_eq!(a.blocks, vec![4, 0, 9]);
+        let mut none = WeightsLayout::default();
+        none.merge(&WeightsLayout::default());
+        assert_eq!(none.output, None);
     }
 
     #[test]

@@ -8,17 +8,20 @@
 //! | SWA cells `pad₂₅₆(min(n_ctx_seq, window × (unified ? slots : 1) + n_ubatch))`, full with `--swa-full` | `llama_kv_cache_iswa` (PR #13833) | [`Cells::per_stream`] |
 //! | K and V per layer: `cells × streams × row_size(type, n_embd_{k,v}_gqa)` | `llama_kv_cache` | [`Cells::layer_bytes`] |
 //! | flash attention `auto` | `llama_context` ("resolve automatic Flash Attention use"), `ggml-cuda/fattn.cu` | [`resolve_flash_attn`] |
-//! | compute buffers: the KQ score tensor `n_kv × n_ubatch × n_head × 4` without flash attention, the mask, the output rows | `build_attn_mha` (`llama-graph.cpp`), `graph_reserve`, printed logs | [`compute`] |
+//! | the reserved graph: `T = min(n_ctx, n_ubatch)` rounded up to the slots; `n_out` the slots (llama-server) or `n_batch` (C API, `common`) | `graph_reserve`, `sched_reserve` (`llama-context.cpp:250, 629, 670-675, 2528-2531` at `0c1e57098`) | [`Cells::tokens`], [`Cells::outputs`] |
+//! | compute buffers: the live set at each phase as ggml-alloc lays it out (CPU; the CUDA split derived) | `ggml-alloc.c`, `llama-graph.cpp` (`0c1e57098`) | [`compute`], [`super::llama_graph`] |
 //!
 //! Partial offload and the split across devices are in [`super::offload`].
 
 use super::arch::{Architecture, Layer, LayerKind};
+use super::llama_graph::{ALIGN_CPU, ALIGN_CUDA, CacheKind, Graph, Phase};
 use super::params::FitParams;
-use super::runtime::{FlashAttn, KvDtype};
+use super::runtime::{FlashAttn, KvDtype, LlamaApi};
 
 /// llama.cpp's default `-ub` / `n_ubatch`.
 pub const DEFAULT_UBATCH: u64 = 512;
-/// llama.cpp's default `-b` / `n_batch`.
+/// llama.cpp's default `-b` / `n_batch` (llama-server, the C API, `common`; llama-cpp-python
+/// passes 512).
 pub const DEFAULT_N_BATCH: u64 = 2048;
 /// Every cache size is padded to this many cells.
 const PAD: u64 = 256;
@@ -28,7 +31,7 @@ fn pad(v: u64) -> u64 {
 }
 
 /// The context sizes llama.cpp derives from `-c`, `-np`, `-b`, `-ub`, `--kv-unified` and
-/// `--swa-full`.
+/// `--swa-full` (on by default for [`LlamaApi::Library`]).
 ///
 /// hmn's `--context` is llama.cpp's `-c` when `--parallel` (`-np`) is given; otherwise `-c` is
 /// `context × batch` with `batch` slots, each slot holding `context` tokens.
@@ -55,7 +58,8 @@ pub struct Cells {
 }
 
 impl Cells {
-    /// The sizes for `p` (`p.slots`, `p.kv_unified`, `p.ubatch`, `p.swa_full`).
+    /// The sizes for `p` (`p.slots`, `p.kv_unified`, `p.n_batch`, `p.ubatch`, `p.swa_full`,
+    /// the API's defaults).
     pub fn new(p: &FitParams) -> Cells {
         let requested = match p.slots {
             Some(_) => p.context,
@@ -71,7 +75,7 @@ impl Cells {
             n_ctx = per.saturating_mul(n_seq);
             per
         };
-        let n_batch = n_ctx.min(DEFAULT_N_BATCH);
+        let n_batch = n_ctx.min(p.n_batch_requested().max(1));
         let n_ubatch = n_batch.min(p.ubatch.unwrap_or(DEFAULT_UBATCH).max(1));
         Cells {
             n_ctx,
@@ -81,8 +85,28 @@ impl Cells {
             n_stream: if unified { 1 } else { n_seq },
             n_batch,
             n_ubatch,
-            swa_full: p.swa_full,
+            swa_full: p.swa_full || p.api().swa_full(),
         }
+    }
+
+    /// Tokens of the reserved worst-case graph: `min(n_ctx, n_ubatch)` rounded up to a
+    /// multiple of the slots (`graph_reserve`, `llama-context.cpp:629, 2528-2531`).
+    pub fn tokens(&self) -> u64 {
+        let t = self.n_ctx.min(self.n_ubatch);
+        t.div_ceil(self.n_seq.max(1))
+            .saturating_mul(self.n_seq.max(1))
+    }
+
+    /// Outputs the worst-case graph reserves, `min(T, n_outputs_max)`: the slots for
+    /// llama-server (`tools/server/server-context.cpp:41-53`), `n_batch` for the C API and
+    /// the `common` tools (`n_outputs_max = 0`, `llama-context.cpp:250, 670-675`).
+    pub fn outputs(&self, api: LlamaApi) -> u64 {
+        let max = if api.outputs_per_token() {
+            self.n_batch
+        } else {
+            self.n_seq
+        };
+        self.tokens().min(max)
     }
 
     /// Cells of a layer of `kind` in one stream.
@@ -209,69 +233,123 @@ pub fn resolve_flash_attn(p: &FitParams, arch: Option<&Architecture>) -> FlashRe
     }
 }
 
-/// llama.cpp's compute and output buffers for one graph of `n_ubatch` tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// llama.cpp's compute and output buffers for one graph of `n_ubatch` tokens
+/// ([`super::llama_graph`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Compute {
-    /// Device compute buffer, current builds (outputs reserved per slot, PR #23861).
-    pub device_low: u64,
-    /// Device compute buffer, older builds (outputs reserved for the whole ubatch).
-    pub device_high: u64,
-    /// The KQ score tensor inside the device buffer (0 with flash attention).
-    pub kq: u64,
-    /// Host ("CUDA_Host") compute buffer: the F32 masks and the token-embedding rows.
+    /// The CPU backend's compute buffer (every layer on the CPU): the largest phase, within
+    /// ±5 % of llama.cpp's own buffer on every measured configuration.
+    pub cpu: u64,
+    /// The phase that sets it.
+    pub peak: Phase,
+    /// The CUDA device's compute buffer with every layer offloaded (derived from source, not
+    /// measured).
+    pub device: u64,
+    /// The `CUDA_Host` compute buffer beside it: the graph inputs and the token-embedding rows.
     pub host: u64,
-    /// Host output buffer: logits for each slot (`n_vocab × n_seq × 4`).
+    /// The F32 score tensor inside the buffer (0 with flash attention).
+    pub kq: u64,
+    /// The graph inputs (masks, index inputs, positions, …).
+    pub inputs: u64,
+    /// One hidden-state block, `4 · n_embd · T` (the slot a fused CUDA op may hold longer).
+    pub hidden_block: u64,
+    /// Tokens of the reserved graph.
+    pub tokens: u64,
+    /// Outputs it reserves: the slots (llama-server) or `n_batch` (the C API, `common`).
+    pub outputs: u64,
+    /// Host output buffer at creation: logits for each slot (`n_vocab × n_seq × 4`).
     pub output: u64,
+    /// The output buffer once a batch asks for every token's logits (`n_vocab × n_batch × 4`;
+    /// llama-cpp-python with `logits_all`, llama-perplexity): the API's high end.
+    pub output_grown: u64,
+}
+
+/// The graph of `arch` under `p` with flash attention `fa_on`; `None` without a hidden size
+/// and head count.
+pub fn graph(arch: &Architecture, p: &FitParams, fa_on: bool) -> Option<Graph> {
+    let n_embd = arch.hidden_size?;
+    let n_head = arch.attention_heads?;
+    let cells = Cells::new(p);
+    let attn_layers = || {
+        arch.layers
+            .iter()
+            .filter(|l| !matches!(l.kind, LayerKind::None))
+    };
+    let kind_of = |sliding: bool| {
+        let mut it = attn_layers()
+            .filter(|l| matches!(l.kind, LayerKind::Sliding { .. }) == sliding)
+            .peekable();
+        let first = *it.peek()?;
+        let v_gqa = it
+            .map(|l| l.kv_heads.saturating_mul(l.head_dim_v))
+            .max()
+            .unwrap_or(0);
+        Some(CacheKind {
+            cells: cells.per_stream(first.kind),
+            head_dim_k: first.head_dim_k,
+            v_gqa,
+        })
+    };
+    // The full cache always exists (an iSWA model has both kinds, `llama-kv-cache-iswa.cpp`).
+    let mut caches = vec![kind_of(false).unwrap_or(CacheKind {
+        cells: cells.n_ctx_seq,
+        head_dim_k: 0,
+        v_gqa: 0,
+    })];
+    caches.extend(kind_of(true));
+    let head_dim = attn_layers()
+        .map(|l| l.head_dim_k)
+        .max()
+        .filter(|d| *d > 0)
+        .unwrap_or(n_embd / n_head.max(1));
+    let (fused_qkv, residual_first) = Graph::traits(arch.name.as_deref());
+    Some(Graph {
+        tokens: cells.tokens(),
+        outputs: cells.outputs(p.api()),
+        n_embd,
+        n_head,
+        head_dim,
+        n_ff: arch.intermediate_size.unwrap_or(0),
+        n_vocab: arch.vocab_size.unwrap_or(0),
+        caches,
+        flash_attn: fa_on,
+        quantized_kv: p.kv_dtype.is_quantized(),
+        fused_qkv,
+        residual_first,
+    })
 }
 
 /// The compute buffers of `arch` under `p`, with flash attention `fa_on`; `None` without a
 /// hidden size and head count.
 ///
-/// The device buffer is the peak of the graph, not a per-layer sum (ggml-org/llama.cpp
-/// #27953): the largest of
-/// - attention: without flash attention the F32 scores `n_kv × n_ubatch × n_head × 4`
-///   (`build_attn_mha`, `GGML_PREC_F32`; soft-max runs in place) and the mask copy
-///   `n_kv × n_ubatch × 4`; with it the F16 mask `n_kv × n_ubatch × 2`; plus the residual, Q
-///   and KQV rows, `4 × n_embd × n_ubatch × 4` (a constant fitted to three printed logs);
-/// - the feed-forward rows `n_ubatch × 4 × (2 × n_ff + 2 × n_embd)`;
-/// - the output rows `n_vocab × n_out × 4 + n_embd × n_ubatch × 4`, with `n_out` one per slot
-///   in current builds and `n_ubatch` before PR #23861 (the band's two ends).
-///
-/// Printed checks (`tests/estimate_llama_cpp.rs`): Llama-3-8B at 8192 cells without flash
-/// attention 560.00 MiB GPU and 24.01 MiB host; Mistral-7B at 32768 2144.00 and 72.01 MiB, at
-/// 2048 164.00 MiB; Llama-3-8B ≤ 2048 cells 258.50 MiB.
+/// The buffer is the peak of the graph as ggml-alloc lays it out, not a sum of tensors:
+/// the largest of the FFN phase (three `n_ff`-wide tensors live at once), the attention phase
+/// (without flash attention, the F32 scores `n_kv × T × n_head × 4`) and the output phase
+/// (logits of `n_out` rows), each on top of the graph inputs that stay alive through every
+/// layer (masks, index inputs) — [`super::llama_graph::Graph::cpu`].
 pub fn compute(arch: &Architecture, p: &FitParams, fa_on: bool) -> Option<Compute> {
-    let h = arch.hidden_size?;
-    let heads = arch.attention_heads?;
-    let vocab = arch.vocab_size.unwrap_or(0);
+    let g = graph(arch, p, fa_on)?;
     let cells = Cells::new(p);
-    let ub = cells.n_ubatch;
-    let n_kv = cells.n_kv(arch);
-    let rows = |n: u64| n.saturating_mul(ub).saturating_mul(4);
-    let live = rows(h).saturating_mul(4);
-    let kq = if fa_on {
-        0
-    } else {
-        rows(n_kv).saturating_mul(heads)
-    };
-    let mask = if fa_on {
-        n_kv.saturating_mul(ub).saturating_mul(2)
-    } else {
-        rows(n_kv)
-    };
-    let attention = kq.saturating_add(mask).saturating_add(live);
-    let ffn = arch.intermediate_size.map_or(0, |ff| rows(2 * ff + 2 * h));
-    let out_rows = |n_out: u64| vocab.saturating_mul(n_out).saturating_mul(4);
-    let out_low = out_rows(cells.n_seq.min(ub)).saturating_add(rows(h));
-    let out_high = out_rows(ub).saturating_add(rows(h));
-    let masks_host = rows(n_kv).saturating_add(cells.n_kv_swa(arch).map_or(0, rows));
+    let phases = g.cpu(ALIGN_CPU);
+    let (device, host) = g.cuda_full_offload(cells.n_stream);
+    let rows = |n: u64| g.n_vocab.saturating_mul(n).saturating_mul(4);
     Some(Compute {
-        device_low: attention.max(ffn).max(out_low),
-        device_high: attention.max(ffn).max(out_high),
-        kq,
-        host: masks_host.saturating_add(rows(h)),
-        output: out_rows(cells.n_seq),
+        cpu: phases.total(),
+        peak: phases.peak(),
+        device,
+        host,
+        kq: phases.kq,
+        inputs: phases.inputs,
+        hidden_block: g.hidden_block(ALIGN_CUDA),
+        tokens: g.tokens,
+        outputs: g.outputs,
+        output: rows(cells.n_seq),
+        output_grown: if p.api().outputs_per_token() {
+            rows(cells.n_seq.max(cells.n_batch))
+        } else {
+            rows(cells.n_seq)
+        },
     })
 }
 

@@ -38,7 +38,7 @@ pub struct OpenedModel {
 }
 
 /// The largest `config.json` read.
-const MAX_CONFIG: u64 = 16 << 20;
+pub(crate) const MAX_CONFIG: u64 = 16 << 20;
 
 fn config_beside(dir: &Path) -> Result<Option<(super::arch::Architecture, String)>, Error> {
     let path = dir.join("config.json");
@@ -57,46 +57,37 @@ fn config_beside(dir: &Path) -> Result<Option<(super::arch::Architecture, String
 /// `k_proj.weight`, else its bias, else a fused `qkv_proj.weight` (`(heads + 2 × n_kv) ×
 /// head_dim` rows). Quantized (`qweight`) and flattened (bitsandbytes) tensors are not used.
 fn kv_rows(summary: &safetensors::Summary, arch: &super::arch::Architecture) -> Vec<Option<u64>> {
-    let mut rows = vec![None; arch.layers.len()];
     let heads = arch.attention_heads.unwrap_or(0);
-    for t in &summary.tensors {
-        if ["vision", "visual", "audio"]
-            .iter()
-            .any(|x| t.name.contains(x))
-        {
-            continue;
-        }
-        let Some(i) = t
-            .name
-            .split(".layers.")
-            .nth(1)
-            .or_else(|| t.name.strip_prefix("layers."))
-            .and_then(|r| r.split('.').next())
-            .and_then(|d| d.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        let Some(slot) = rows.get_mut(i) else {
-            continue;
-        };
-        let first = t.shape.first().copied();
-        if t.name.ends_with("k_proj.weight") && t.shape.len() == 2
-            || t.name.ends_with("k_proj.bias") && t.shape.len() == 1 && slot.is_none()
-        {
-            *slot = first;
-        } else if t.name.ends_with("qkv_proj.weight") && t.shape.len() == 2 && slot.is_none() {
-            let d = arch.layers.get(i).map_or(0, |l| l.head_dim_k);
-            *slot = first
-                .filter(|_| d > 0)
-                .and_then(|r| (r / d).checked_sub(heads))
-                .map(|two_kv| two_kv / 2 * d);
-        }
-    }
-    rows
+    (0..arch.layers.len())
+        .map(|i| {
+            let k = summary.k_projections.get(i)?;
+            k.weight_rows.or(k.bias_len).or_else(|| {
+                let d = arch.layers.get(i).map_or(0, |l| l.head_dim_k);
+                k.qkv_rows
+                    .filter(|_| d > 0)
+                    .and_then(|r| (r / d).checked_sub(heads))
+                    .map(|two_kv| two_kv / 2 * d)
+            })
+        })
+        .collect()
 }
 
 fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedModel, Error> {
-    let mut arch = config_beside(dir)?;
+    let arch = config_beside(dir)?;
+    Ok(assemble_safetensors(
+        summary,
+        arch,
+        &dir.display().to_string(),
+    ))
+}
+
+/// A safetensors model from its headers' `summary` and its `config.json` (`arch`, with where it
+/// came from; `None`: a weights-only estimate, warned about `place`).
+pub(crate) fn assemble_safetensors(
+    summary: safetensors::Summary,
+    mut arch: Option<(super::arch::Architecture, String)>,
+    place: &str,
+) -> OpenedModel {
     let mut warnings = summary.warnings.clone();
     match &mut arch {
         Some((a, _)) => {
@@ -104,27 +95,25 @@ fn from_safetensors(summary: safetensors::Summary, dir: &Path) -> Result<OpenedM
             config::infer_kv_heads(a, &rows);
         }
         None => warnings.push(format!(
-            "no config.json in {}: the architecture is unknown, so the KV cache and the compute buffers are too — a weights-only estimate",
-            dir.display()
+            "no config.json in {place}: the architecture is unknown, so the KV cache and the compute buffers are too — a weights-only estimate"
         )),
     }
-    let layout =
-        WeightsLayout::from_tensors(summary.tensors.iter().map(|t| (t.name.as_str(), t.bytes)));
+    let layout = summary.layout;
     let mut spec = ModelSpec::new(summary.weights_bytes, arch.as_ref().map(|(a, _)| a.clone()));
     spec.tensor_count = Some(summary.tensor_count);
     spec.layout = Some(layout);
-    Ok(OpenedModel {
+    OpenedModel {
         spec,
         format: "safetensors",
         files: summary.files,
         by_dtype: summary.by_dtype,
         arch_source: arch.map(|(_, s)| s),
         warnings,
-    })
+    }
 }
 
 /// `name-00001-of-00003.safetensors` → (`name`, 3): transformers' shard names.
-fn shard_name(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn shard_name(name: &str) -> Option<(&str, u32)> {
     numbered_part(name, ".safetensors")
 }
 
@@ -256,7 +245,7 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
 }
 
 /// `name-00001-of-00003.gguf` → (`name`, 3): llama.cpp's split files.
-fn split_gguf(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn split_gguf(name: &str) -> Option<(&str, u32)> {
     numbered_part(name, ".gguf")
 }
 
@@ -306,23 +295,35 @@ fn open_gguf(path: &Path) -> Result<OpenedModel, Error> {
         }
         None => vec![path.to_path_buf()],
     };
+    let mut budget = gguf::ReadBudget::default();
+    let mut seen = Vec::new();
+    let mut warnings = Vec::new();
+    let mut headers = Vec::new();
+    for file in &files {
+        if let Some(h) = read_gguf(file, &mut budget, &mut seen, &mut warnings)? {
+            headers.push((file.clone(), h));
+        }
+    }
+    assemble_gguf(headers, warnings)
+}
+
+/// A GGUF model from the headers of its file (or of every file of a split set, in order); the
+/// architecture from the first that has it.
+pub(crate) fn assemble_gguf(
+    headers: Vec<(PathBuf, gguf::Header)>,
+    mut warnings: Vec<String>,
+) -> Result<OpenedModel, Error> {
     let mut arch = None;
     let mut weights = 0u64;
     let mut tensors = 0u64;
     let mut by_dtype = std::collections::BTreeMap::new();
     let mut names: Vec<(String, u64)> = Vec::new();
-    let mut budget = gguf::ReadBudget::default();
-    let mut seen = Vec::new();
-    let mut warnings = Vec::new();
     let mut read = Vec::new();
-    for file in &files {
-        let Some(h) = read_gguf(file, &mut budget, &mut seen, &mut warnings)? else {
-            continue;
-        };
-        read.push(file.clone());
+    for (file, h) in headers {
         if arch.is_none() {
-            arch = config::from_gguf(&h).map_err(|e| e.at(file))?;
+            arch = config::from_gguf(&h).map_err(|e| e.at(&file))?;
         }
+        read.push(file);
         weights = weights.saturating_add(h.weights_bytes());
         tensors += h.tensors.len() as u64;
         for t in h.tensors {

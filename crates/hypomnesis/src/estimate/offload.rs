@@ -5,7 +5,8 @@
 //! | `-ngl N`: units `0..=n_layer` (`n_layer` = the output layer); the last `min(N, n_layer + 1)` units are on the GPU: `-ngl 1` is the output layer alone, full offload needs `n_layer + 1` | `llama_model::load_tensors` (after PR #18148) | [`Offload`] |
 //! | `token_embd` always stays in host memory; a tied output is a duplicate of it in the output layer's buffer | same (`TENSOR_DUPLICATED`) | [`components`] |
 //! | each layer's K/V on its layer's device (`offload_kqv`) | `llama_kv_cache` | [`components`] |
-//! | `--split-mode layer`: units spread proportionally to each device's free memory, the output layer on the last | `llama_model::load_tensors` (`splits`) | [`split_units`] |
+//! | `--split-mode layer`: units spread by `--tensor-split` or, without it, each device's free memory, the output layer on the last | `llama_model::load_tensors` (`src/llama-model.cpp:1557-1600` at `0c1e57098`) | [`split_units`], [`super::split`] |
+//! | the compute buffers: CPU (measured), the CUDA device and `CUDA_Host` split (derived), a host-resident matmul weight copied into the GPU's buffer when its op is offloaded (partial offload, `T ≥ 32`: `ggml-backend.cpp:969-976`, `ggml-cuda.cu:5825`), pipeline parallelism's 4 input copies on several GPUs (`ggml-backend.cpp:1888`) | [`super::llama_graph`] | [`components`], [`split_components`] |
 //! | CPU only: weights (mmap), KV, one CPU compute buffer, output buffer in host RAM | §12 of the research notes | [`components`] |
 
 use std::ops::Range;
@@ -14,6 +15,7 @@ use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
 use super::params::FitParams;
 use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
+use super::split::assign_units;
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,19 +177,48 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
         p.kv_dtype.as_str()
     );
     let comp = compute(arch, p, fa.on);
+    if arch.intermediate_size.is_none() {
+        warnings.push(
+            "no feed-forward width (intermediate_size / feed_forward_length): the compute buffer's FFN phase is not counted"
+                .to_string(),
+        );
+    }
     let split = weights_split(model, &off);
     if p.cpu_only {
         return (
-            cpu_components(model, p, kv_gpu + kv_host, &kv_note, comp),
+            cpu_components(model, p, kv_gpu + kv_host, &kv_note, comp.as_ref()),
             warnings,
         );
     }
-    let (cl, ch, cnote) = match comp {
-        Some(c) => (
-            Some(c.device_low),
-            Some(c.device_high),
-            compute_note(&c, cells.n_ubatch),
-        ),
+    // A host-resident matmul weight is copied into the GPU's compute buffer when its op is
+    // offloaded (op_offload, T ≥ 32): the largest block tensor left on the CPU, and the
+    // output matrix when the output layer is.
+    let copied = comp
+        .as_ref()
+        .filter(|c| c.tokens >= OP_OFFLOAD_MIN_BATCH)
+        .map_or(0, |_| {
+            let layout = model.layout.as_ref();
+            let block = if gpu_blocks.start > 0 {
+                layout.map_or(0, |l| l.largest_block_tensor)
+            } else {
+                0
+            };
+            let out = if off.output_on_gpu() {
+                0
+            } else {
+                layout.map_or(0, |l| l.output.unwrap_or(l.token_embd))
+            };
+            block.max(out)
+        });
+    let (cl, ch, cnote) = match &comp {
+        Some(c) => {
+            let low = c.device.saturating_add(copied);
+            (
+                Some(low),
+                Some(band_high(low).saturating_add(c.hidden_block)),
+                compute_note(c, copied),
+            )
+        }
         None => (
             Some(model.weights_bytes / 20),
             Some(model.weights_bytes / 5),
@@ -216,28 +247,25 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
             format!("the CPU layers' KV: {kv_note}"),
         ));
     }
-    if let Some(k) = comp {
-        let cpu_phase = if gpu_blocks.start > 0 {
-            (k.device_low, k.device_high)
+    if let Some(k) = &comp {
+        let (host, note) = if gpu_blocks.start > 0 {
+            (
+                k.host.max(k.cpu),
+                "CUDA_Host buffer: the graph inputs and the CPU layers' activations (the CPU buffer's phases; derived from source, not measured)",
+            )
         } else {
-            (0, 0)
+            (
+                k.host,
+                "CUDA_Host buffer: every graph input (masks, index inputs, positions, token ids) + the token-embedding rows (derived from source, not measured)",
+            )
         };
         c.push(host_line(
             "host_compute",
-            Some(k.host.saturating_add(cpu_phase.0)),
-            Some(k.host.saturating_add(cpu_phase.1)),
-            if cpu_phase.1 > 0 {
-                "F32 masks + token-embedding rows (CUDA_Host buffer), + the CPU layers' compute buffer"
-            } else {
-                "F32 masks + token-embedding rows (CUDA_Host buffer)"
-            },
+            Some(host),
+            Some(band_high(host)),
+            note,
         ));
-        c.push(host_line(
-            "output_buffer",
-            Some(k.output),
-            Some(k.output),
-            "logits, n_vocab × slots × 4 B",
-        ));
+        c.push(output_line(k, p, true));
     }
     if !off.full()
         && p.gpu_layers.is_some()
@@ -251,17 +279,53 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
     (c, warnings)
 }
 
-fn compute_note(c: &Compute, ub: u64) -> String {
-    if c.kq > 0 {
+/// `GGML_OP_OFFLOAD_MIN_BATCH` (`ggml-cuda.cu:5825`): smaller graphs keep host weights' ops
+/// on the CPU.
+const OP_OFFLOAD_MIN_BATCH: u64 = 32;
+
+/// The high end of a compute buffer: the model's measured tolerance (±5 % of llama.cpp's own
+/// buffers on every configuration of `tests/fixtures/llama_cpp/grid.csv`).
+fn band_high(v: u64) -> u64 {
+    v.saturating_add(v.div_ceil(20))
+}
+
+fn compute_note(c: &Compute, copied: u64) -> String {
+    let mut s = format!(
+        "CUDA compute buffer, {} tokens × {} outputs reserved, peak at the {} phase{}: derived from the CPU model (±5 % of llama.cpp's own buffers) for the device split, not measured on a GPU; high end +5 % and one hidden block (fused CUDA ops)",
+        c.tokens,
+        c.outputs,
+        c.peak,
+        if c.kq > 0 {
+            format!(
+                ", F32 scores {:.1} MiB (flash attention off)",
+                c.kq as f64 / MIB as f64
+            )
+        } else {
+            String::new()
+        }
+    );
+    if copied > 0 {
+        s.push_str(&format!(
+            "; + {:.1} MiB: the largest host-resident matmul weight, copied in when its op is offloaded",
+            copied as f64 / MIB as f64
+        ));
+    }
+    s
+}
+
+/// The output buffer: logits for each slot at creation; the C API and `common` tools grow it
+/// to `n_batch` rows when a batch asks for every token's logits.
+fn output_line(k: &Compute, p: &FitParams, host: bool) -> Component {
+    let note = if k.output_grown > k.output {
         format!(
-            "compute buffer, n_ubatch {ub}: KQ scores {:.1} MiB (flash attention off) + mask + rows; output rows 1 slot … n_ubatch",
-            c.kq as f64 / MIB as f64
+            "logits, n_vocab × slots × 4 B at creation; n_vocab × n_batch × 4 B once a batch asks for every token's logits ({}: logits_all, perplexity)",
+            p.api().as_str()
         )
     } else {
-        format!(
-            "compute buffer, n_ubatch {ub}: output rows 1 slot (current builds) … n_ubatch (older), FFN rows, F16 mask"
-        )
-    }
+        "logits, n_vocab × slots × 4 B".to_string()
+    };
+    let f = if host { host_line } else { line };
+    f("output_buffer", Some(k.output), Some(k.output_grown), note)
 }
 
 fn overhead(p: &FitParams) -> Component {
@@ -306,7 +370,7 @@ fn cpu_components(
     p: &FitParams,
     kv: u64,
     kv_note: &str,
-    comp: Option<Compute>,
+    comp: Option<&Compute>,
 ) -> Vec<Component> {
     let w = model.weights_bytes;
     let mut c = vec![
@@ -314,7 +378,7 @@ fn cpu_components(
             "weights",
             Some(w),
             Some(w),
-            "exact; mmap'd (page cache, in MemAvailable); Q4_0/Q4_K/Q2_K/IQ4_NL are repacked into anonymous memory of the same size",
+            "exact; mmap'd (page cache, in MemAvailable); on an AVX2 build (assumed) Q4_0/Q4_K/IQ4_NL/MXFP4 matrices (Q2_K with AVX-512) are repacked into anonymous memory of the same size, read once from the map; an AMX build also copies Q4_1/Q8_0/Q5_K/Q6_K/IQ4_XS and F16 matrices",
         ),
         line("kv_cache", Some(kv), Some(kv), kv_note.to_string()),
     ];
@@ -322,16 +386,14 @@ fn cpu_components(
         Some(k) => {
             c.push(line(
                 "activations",
-                Some(k.device_low),
-                Some(k.device_high),
-                "CPU compute buffer: the graph's peak, masks and embedding rows included (one buffer on the CPU backend)",
+                Some(k.cpu),
+                Some(band_high(k.cpu)),
+                format!(
+                    "CPU compute buffer, {} tokens × {} outputs reserved, peak at the {} phase (graph inputs and masks included): ±5 % of llama.cpp's own buffers on 604 measured configurations; high end +5 %",
+                    k.tokens, k.outputs, k.peak
+                ),
             ));
-            c.push(line(
-                "output_buffer",
-                Some(k.output),
-                Some(k.output),
-                "logits, n_vocab × slots × 4 B",
-            ));
+            c.push(output_line(k, p, false));
         }
         None => c.push(line(
             "activations",
@@ -351,27 +413,21 @@ fn cpu_components(
 
 /// `--split-mode layer` across devices: the device (index into `free`) of each of the
 /// `on_gpu` offloaded units, in unit order (blocks, then the output layer), proportionally to
-/// each device's free memory as llama.cpp does when `--tensor-split` is not given.
+/// each device's free memory as llama.cpp does when `--tensor-split` is not given (the sizes
+/// taken as `float`, as llama.cpp does: [`assign_units`]).
 pub fn split_units(off: &Offload, free: &[u64]) -> Vec<usize> {
-    let total: u128 = free.iter().map(|f| u128::from(*f)).sum();
-    if free.is_empty() || total == 0 {
-        return vec![0; usize::try_from(off.on_gpu).unwrap_or(0)];
+    #[allow(clippy::cast_precision_loss)]
+    let weights: Vec<f32> = free.iter().map(|f| *f as f32).collect();
+    assign_units(off.on_gpu, &weights)
+}
+
+/// The units' devices under `p`: `--tensor-split` when given and not all zero for these
+/// devices, else `free` memory (llama.cpp's rule).
+pub fn split_units_for(off: &Offload, p: &FitParams, free: &[u64]) -> Vec<usize> {
+    match p.tensor_split.and_then(|t| t.for_devices(free.len())) {
+        Some(weights) => assign_units(off.on_gpu, &weights),
+        None => split_units(off, free),
     }
-    let mut cum = Vec::with_capacity(free.len());
-    let mut acc = 0u128;
-    for f in free {
-        acc += u128::from(*f);
-        cum.push(acc);
-    }
-    (0..off.on_gpu)
-        .map(|k| {
-            // Unit k of on_gpu goes to the first device whose cumulative share exceeds k / on_gpu.
-            let at = u128::from(k) * total;
-            cum.iter()
-                .position(|c| c * u128::from(off.on_gpu) > at)
-                .unwrap_or(free.len() - 1)
-        })
-        .collect()
 }
 
 /// The estimate of each device under `--split-mode layer` (device components only; the host
@@ -384,7 +440,18 @@ pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<V
     };
     let n_layer = arch.layers.len() as u64;
     let off = Offload::new(n_layer, p.gpu_layers);
-    let owner = split_units(&off, free);
+    let owner = split_units_for(&off, p, free);
+    // Every unit offloaded on two or more GPUs: pipeline parallelism keeps 4 copies of every
+    // input (`llama-context.cpp:430-435`, `GGML_SCHED_MAX_COPIES`, `ggml-backend.cpp:1888`).
+    let used = {
+        let mut d: Vec<usize> = owner.clone();
+        d.dedup();
+        d.len()
+    };
+    let pipeline = off.full() && used > 1;
+    let copies = compute(arch, p, resolve_flash_attn(p, Some(arch)).on)
+        .filter(|_| pipeline)
+        .map_or(0, |c| 3 * c.inputs);
     let start = off.gpu_blocks().start;
     let cells = Cells::new(p);
     let layout = model.layout.as_ref().filter(|l| l.has_blocks());
@@ -409,11 +476,23 @@ pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<V
                     });
                 }
             }
+            let by = if p.tensor_split.and_then(|t| t.for_devices(free.len())).is_some() {
+                "by --tensor-split"
+            } else {
+                "by free memory"
+            };
             let mut c = vec![
-                line("weights", Some(weights), Some(weights), "this device's share of the offloaded layers (--split-mode layer, by free memory)"),
+                line("weights", Some(weights), Some(weights), format!("this device's share of the offloaded layers (--split-mode layer, {by})")),
                 line("kv_cache", Some(kv), Some(kv), "the KV of this device's layers"),
             ];
-            c.extend(get("activations"));
+            c.extend(get("activations").map(|mut a| {
+                if copies > 0 {
+                    a.low_bytes = a.low_bytes.map(|v| v.saturating_add(copies));
+                    a.high_bytes = a.high_bytes.map(|v| v.saturating_add(copies));
+                    a.note.push_str("; + 3 more copies of the graph inputs (pipeline parallelism over several GPUs, derived)");
+                }
+                a
+            }));
             c.extend(get("runtime_overhead"));
             c.extend(get("margin"));
             c
@@ -458,5 +537,28 @@ mod tests {
         assert_eq!(split_units(&off, &[10, 30]), vec![0, 1, 1, 1]);
         assert_eq!(split_units(&off, &[10, 10]), vec![0, 0, 1, 1]);
         assert_eq!(split_units(&off, &[0, 10]), vec![1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn tensor_split_overrides_free_memory_unless_all_zero() {
+        use crate::estimate::params::FitParams;
+        use crate::estimate::runtime::{KvDtype, Runtime};
+        use crate::estimate::split::TensorSplit;
+        let off = Offload::new(3, None);
+        let p = FitParams::new(4096, 1, KvDtype::F16, Runtime::LlamaCpp);
+        let ts = |s: &str| p.tensor_split(TensorSplit::parse(s).unwrap());
+        // Free memory says 1 : 3; --tensor-split 3,1 says the opposite.
+        assert_eq!(
+            split_units_for(&off, &ts("3,1"), &[10, 30]),
+            vec![0, 0, 0, 1]
+        );
+        // Zeros for these devices: free memory decides (llama.cpp's all_zero).
+        assert_eq!(
+            split_units_for(&off, &ts("0,0,5"), &[10, 30]),
+            vec![0, 1, 1, 1]
+        );
+        // Fewer values than devices: the rest are 0.
+        assert_eq!(split_units_for(&off, &ts("1"), &[10, 30]), vec![0, 0, 0, 0]);
+        assert_eq!(split_units_for(&off, &p, &[10, 30]), vec![0, 1, 1, 1]);
     }
 }

@@ -3,7 +3,8 @@
 //! the runtime does not have or refuses itself ([`FitParams::validate`]).
 
 use super::arch::Architecture;
-use super::runtime::{FlashAttn, KvDtype, ParamError, Runtime, Utilization};
+use super::runtime::{FlashAttn, KvDtype, LlamaApi, ParamError, Runtime, Utilization};
+use super::split::TensorSplit;
 use super::vllm;
 
 /// How it will run. Options of one runtime are refused for another ([`FitParams::validate`]).
@@ -38,6 +39,13 @@ pub struct FitParams {
     pub max_num_batched_tokens: Option<u64>,
     /// No GPU: every layer on the CPU, judged against the host's available RAM (llama.cpp).
     pub cpu_only: bool,
+    /// llama.cpp: which caller sets the context parameters (default [`LlamaApi::Server`]).
+    pub llama_api: Option<LlamaApi>,
+    /// llama.cpp `-b` / `n_batch` (default: the API's, [`LlamaApi::default_n_batch`]).
+    pub n_batch: Option<u64>,
+    /// llama.cpp `--tensor-split`: each GPU's proportion of the offloaded layers (default: by
+    /// free memory).
+    pub tensor_split: Option<TensorSplit>,
 }
 
 /// Tokens per sequence when the caller gives none and the runtime does not decide it.
@@ -62,6 +70,9 @@ impl FitParams {
             tensor_parallel: 1,
             max_num_batched_tokens: None,
             cpu_only: false,
+            llama_api: None,
+            n_batch: None,
+            tensor_split: None,
         }
     }
 
@@ -92,6 +103,16 @@ impl FitParams {
     pub fn batched_tokens(&self) -> u64 {
         self.max_num_batched_tokens
             .unwrap_or(vllm::DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    }
+
+    /// The llama.cpp caller in effect.
+    pub fn api(&self) -> LlamaApi {
+        self.llama_api.unwrap_or_default()
+    }
+
+    /// llama.cpp's `n_batch` as asked (before the context caps it).
+    pub fn n_batch_requested(&self) -> u64 {
+        self.n_batch.unwrap_or(self.api().default_n_batch())
     }
 
     /// vLLM's `gpu_memory_utilization` in effect.
@@ -131,6 +152,9 @@ impl FitParams {
                 ("--kv-unified", self.kv_unified.is_some()),
                 ("--swa-full", self.swa_full),
                 ("--gpu-layers", self.gpu_layers.is_some()),
+                ("--llama-api", self.llama_api.is_some()),
+                ("--n-batch", self.n_batch.is_some()),
+                ("--tensor-split", self.tensor_split.is_some()),
             ];
             if let Some((o, _)) = llama.iter().find(|(_, set)| *set) {
                 return Err(not_for(o, "llama.cpp"));
@@ -159,9 +183,20 @@ impl FitParams {
             && self.kv_dtype.is_quantized()
             && self.flash_attn == FlashAttn::Off
         {
-            return Err(ParamError::QuantizedVWithoutFlashAttn {
-                dtype: self.kv_dtype,
+            return Err(if self.api() == LlamaApi::Library {
+                ParamError::LibraryQuantizedV {
+                    dtype: self.kv_dtype,
+                }
+            } else {
+                ParamError::QuantizedVWithoutFlashAttn {
+                    dtype: self.kv_dtype,
+                }
             });
+        }
+        if self.cpu_only && self.tensor_split.is_some() {
+            return Err(ParamError::Conflict(
+                "--tensor-split spreads layers over GPUs; --device cpu runs every layer on the CPU",
+            ));
         }
         if self.slots.is_some() && self.batch > 1 {
             return Err(ParamError::Conflict(
@@ -272,6 +307,32 @@ impl FitParams {
     #[must_use]
     pub fn cpu_only(mut self, cpu: bool) -> FitParams {
         self.cpu_only = cpu;
+        self
+    }
+
+    /// llama.cpp's caller. [`LlamaApi::Library`] also turns flash attention **off** when it is
+    /// still `auto` (llama-cpp-python's `flash_attn=False`); a later
+    /// [`FitParams::flash_attn`] overrides that (`auto` is then the C API's own default).
+    #[must_use]
+    pub fn llama_api(mut self, api: LlamaApi) -> FitParams {
+        self.llama_api = Some(api);
+        if api == LlamaApi::Library && self.flash_attn == FlashAttn::Auto {
+            self.flash_attn = FlashAttn::Off;
+        }
+        self
+    }
+
+    /// llama.cpp `-b` (`n_batch`).
+    #[must_use]
+    pub fn n_batch(mut self, n: u64) -> FitParams {
+        self.n_batch = Some(n);
+        self
+    }
+
+    /// llama.cpp `--tensor-split`.
+    #[must_use]
+    pub fn tensor_split(mut self, split: TensorSplit) -> FitParams {
+        self.tensor_split = Some(split);
         self
     }
 }

@@ -40,7 +40,7 @@ pub enum Need<'a> {
         /// The model.
         spec: &'a ModelSpec,
         /// How it runs.
-        params: FitParams,
+        params: &'a FitParams,
         /// Its estimate (the reservation is its high end).
         estimate: &'a Estimate,
     },
@@ -248,7 +248,7 @@ pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result
                     devices: &devices,
                     every: false,
                 },
-                Some((spec, *params)),
+                Some((spec, **params)),
                 estimate,
                 host_available,
             );
@@ -548,7 +548,7 @@ impl ModelNeed {
     pub fn need(&self) -> Need<'_> {
         Need::Model {
             spec: &self.model.spec,
-            params: self.params,
+            params: &self.params,
             estimate: &self.estimate,
         }
     }

@@ -209,14 +209,15 @@ impl DeviceFit {
         }
     }
 
-    /// `device`'s answer: its index, name and memory, the verdict or why there is none, and
-    /// its MIG UUID when it is a MIG device.
+    /// `device`'s answer: its index, name and memory (its pool's, where it has one:
+    /// [`Device::pool_free_and_total`]), the verdict or why there is none, and its MIG UUID
+    /// when it is a MIG device.
     pub fn of_device(device: &Device, judged: Result<Verdict, NoVerdict>) -> DeviceFit {
         let mut f = DeviceFit::new(
             TargetKind::Gpu,
             Some(device.index),
             device.name.clone(),
-            (device.memory.free_bytes, device.memory.total_bytes),
+            device.pool_free_and_total(),
             judged,
         );
         f.mig_uuid = device.uuid.clone().filter(|u| u.starts_with("MIG-"));
@@ -469,25 +470,26 @@ pub fn plan(
 }
 
 /// llama.cpp `--split-mode layer` over `devices`: each device's share ([`estimate_split`], in
-/// proportion to free memory) judged against its own budget. A device whose free memory is
-/// unknown has no budget for the split; the proportions then are unknown, so no device has a
-/// verdict — an unknown free figure is never taken as 0 bytes free.
+/// proportion to free memory — a device's pool's, where it has one, as llama.cpp's UMA path
+/// takes the host's available RAM) judged against its own budget. A device whose free memory
+/// is unknown has no budget for the split; the proportions then are unknown, so no device has
+/// a verdict — an unknown free figure is never taken as 0 bytes free.
 fn split_layers(
     model: &ModelSpec,
     p: &FitParams,
     devices: &[Device],
     budget_of: &dyn Fn(&Device) -> Result<Budget, NoBudget>,
 ) -> Vec<DeviceFit> {
-    let free: Option<Vec<u64>> = devices.iter().map(|d| d.memory.free_bytes).collect();
+    let free: Option<Vec<u64>> = devices.iter().map(|d| d.pool_free_and_total().0).collect();
     let Some(free) = free else {
         let unknown = devices
             .iter()
-            .find(|d| d.memory.free_bytes.is_none())
+            .find(|d| d.pool_free_and_total().0.is_none())
             .map_or(0, |d| d.index);
         return devices
             .iter()
             .map(|d| {
-                let why = match (d.memory.free_bytes, budget_of(d)) {
+                let why = match (d.pool_free_and_total().0, budget_of(d)) {
                     (_, Err(e)) => NoVerdict::NoBudget(e),
                     (None, Ok(_)) => NoVerdict::NoBudget(NoBudget::unknown_free(d)),
                     (Some(_), Ok(_)) => NoVerdict::ShareUnknown { index: unknown },

@@ -168,6 +168,80 @@ impl Runtime {
 }
 
 spelled! {
+    /// Which of llama.cpp's callers sets the context parameters: they differ in the outputs the
+    /// worst-case graph reserves, `swa_full`, flash attention and `n_batch` (ggml-org/llama.cpp
+    /// `0c1e57098`; `docs/estimation.md`, "The tool families").
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[non_exhaustive]
+    pub enum LlamaApi {
+        /// llama-server and llama-cli (which starts the embedded server): outputs reserved for
+        /// the slots (`n_outputs_max = n_parallel`, `tools/server/server-context.cpp`), `swa_full`
+        /// off, flash attention `auto`, `n_batch` 2048.
+        #[default]
+        Server = "server",
+        /// The C API's `llama_context_default_params()` as llama-cpp-python passes it: outputs
+        /// reserved for `n_batch` (`n_outputs_max = 0`, `llama-context.cpp:250`), **`swa_full`
+        /// on** (`llama-context.cpp:3788`), flash attention **off** unless asked
+        /// (llama-cpp-python's `flash_attn=False` → `DISABLED`; the C API's own default is
+        /// `auto`), `n_batch` 512 (llama-cpp-python; the C API's is 2048).
+        Library = "library",
+        /// The tools built on `common` (llama-completion, llama-perplexity, llama-embedding,
+        /// llama-bench): outputs reserved for `n_batch` (`common/common.h:459`), `swa_full` off
+        /// (`common/common.h:574`), flash attention `auto`, `n_batch` 2048.
+        Common = "common",
+    }
+}
+
+impl LlamaApi {
+    /// Parses `server`, `library`, `common` (also the tools' names: `llama-server`, `cli`,
+    /// `llama-cli`; `c`, `python`, `llama-cpp-python`; `bench`, `llama-bench`).
+    pub fn parse(s: &str) -> Result<LlamaApi, ParseError> {
+        match s.to_ascii_lowercase().as_str() {
+            "llama-server" | "cli" | "llama-cli" => Ok(LlamaApi::Server),
+            "c" | "python" | "llama-cpp-python" => Ok(LlamaApi::Library),
+            "bench" | "llama-bench" => Ok(LlamaApi::Common),
+            other => other.parse().map_err(|_| {
+                ParseError::new(format!(
+                    "unknown llama.cpp API {other:?} (expected server, library or common)"
+                ))
+            }),
+        }
+    }
+
+    /// The tools that get these parameters, in words.
+    pub const fn tools(self) -> &'static str {
+        match self {
+            LlamaApi::Server => "llama-server and llama-cli",
+            LlamaApi::Library => {
+                "the C API's defaults as llama-cpp-python passes them (and direct C API users)"
+            }
+            LlamaApi::Common => {
+                "llama-completion, llama-perplexity, llama-bench and the other common-based tools"
+            }
+        }
+    }
+
+    /// Whether the sliding-window cache is full-size unless asked otherwise.
+    pub const fn swa_full(self) -> bool {
+        matches!(self, LlamaApi::Library)
+    }
+
+    /// Whether the worst-case graph reserves an output per token of the batch (`n_batch`)
+    /// rather than one per slot.
+    pub const fn outputs_per_token(self) -> bool {
+        !matches!(self, LlamaApi::Server)
+    }
+
+    /// The default `n_batch`.
+    pub const fn default_n_batch(self) -> u64 {
+        match self {
+            LlamaApi::Library => 512,
+            LlamaApi::Server | LlamaApi::Common => 2048,
+        }
+    }
+}
+
+spelled! {
     /// Flash attention (`-fa on|off|auto` in llama.cpp; eager vs SDPA attention in PyTorch).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     #[non_exhaustive]
@@ -297,6 +371,16 @@ pub enum ParamError {
         .dtype.as_str()
     )]
     QuantizedVWithoutFlashAttn {
+        /// The type.
+        dtype: KvDtype,
+    },
+    /// llama-cpp-python passes flash attention off unless `flash_attn=True`, and llama.cpp
+    /// refuses a quantized V cache without it.
+    #[error(
+        "llama.cpp refuses a quantized V cache ({}) with flash attention off, and llama-cpp-python turns it off unless flash_attn=True: use --flash-attn on, or an f16 cache",
+        .dtype.as_str()
+    )]
+    LibraryQuantizedV {
         /// The type.
         dtype: KvDtype,
     },

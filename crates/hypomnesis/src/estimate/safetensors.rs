@@ -1,12 +1,11 @@
-//! safetensors header reader: the 8-byte little-endian length and the JSON header, validated by
-//! the `safetensors` crate, never the weights.
+//! safetensors header reader: the 8-byte little-endian length and the JSON header, never the
+//! weights.
 //!
 //! The claimed header length is checked against the format's limit and against the file's size
-//! before it is read; the tensors' offsets must be contiguous and match their dtype and shape
-//! (the crate's validation), and the data they describe must end exactly at the file's end.
-//! Sharded checkpoints are read through `model.safetensors.index.json`. Each tensor's name,
-//! shape and size are kept ([`Summary::tensors`]): partial offload needs bytes per block, and a
-//! config without `num_key_value_heads` needs the `k_proj` shapes.
+//! before it is read; the JSON is parsed as a stream ([`super::safetensors_header`]: the
+//! tensors' offsets must be contiguous and match their dtype and shape, and the sums the
+//! estimator needs are kept, not the tensors), and the data they describe must end exactly at
+//! the file's end. Sharded checkpoints are read through `model.safetensors.index.json`.
 //!
 //! The files of one checkpoint are read through one [`ShardReader`]: each file once, however
 //! many names lead to it (identified by device and inode after every symbolic link — a Hugging
@@ -14,62 +13,19 @@
 //! warning for each name skipped; and the set's headers together at most [`MAX_HEADER`] bytes,
 //! the bound of one file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::dtype::SafetensorsDtype;
+pub use super::safetensors_header::{KProjection, MAX_TENSORS, Summary};
 use crate::system::fsread::{self, Cap};
 use crate::types::error::{Error, ParseError};
 
-/// The format's own limit on the JSON header (the `safetensors` crate refuses larger ones).
+/// The format's own limit on the JSON header (the reference `safetensors` crate refuses larger
+/// ones).
 pub const MAX_HEADER: u64 = 100_000_000;
 /// Shards an index may name.
 pub const MAX_SHARDS: usize = 4096;
-
-/// The tensors of one or more files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Summary {
-    /// Tensors.
-    pub tensor_count: u64,
-    /// Exact bytes of the weights.
-    pub weights_bytes: u64,
-    /// Bytes per dtype.
-    pub by_dtype: BTreeMap<String, u64>,
-    /// The files read.
-    pub files: Vec<PathBuf>,
-    /// Every tensor: name, shape, bytes (in header order per file, files in order).
-    pub tensors: Vec<TensorEntry>,
-    /// What reading the set met (a shard name that is another name of a file already read).
-    pub warnings: Vec<String>,
-}
-
-/// One tensor of a header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TensorEntry {
-    /// Name.
-    pub name: String,
-    /// Shape, outermost first (PyTorch `nn.Linear` weights are `[out, in]`).
-    pub shape: Vec<u64>,
-    /// Bytes.
-    pub bytes: u64,
-}
-
-impl Summary {
-    /// Adds another file's tensors.
-    pub fn add(&mut self, o: Summary) {
-        self.tensor_count += o.tensor_count;
-        self.weights_bytes = self.weights_bytes.saturating_add(o.weights_bytes);
-        for (k, v) in o.by_dtype {
-            *self.by_dtype.entry(k).or_default() += v;
-        }
-        self.files.extend(o.files);
-        self.tensors.extend(o.tensors);
-        self.warnings.extend(o.warnings);
-    }
-}
 
 /// Reads the files of one checkpoint (a shard set, an index's shards, a directory's files):
 /// each file once, and their headers together at most [`MAX_HEADER`] bytes.
@@ -131,35 +87,33 @@ impl ShardReader {
         Ok(())
     }
 
+    /// Reads the header of a file that is not on this machine (`label` names it in errors and
+    /// in [`Summary::files`]) from `r`, positioned at its start, the file being `len` bytes:
+    /// bounded as a local file is, and against the set's header budget.
+    ///
+    /// # Errors
+    /// As [`ShardReader::read`].
+    pub fn read_stream<R: Read>(&mut self, label: &Path, r: &mut R, len: u64) -> Result<(), Error> {
+        let left = self.limit.saturating_sub(self.header_bytes);
+        let (s, n) = read_open(label, r, len, left)?;
+        self.header_bytes += n;
+        self.sum.add(s);
+        Ok(())
+    }
+
     /// What was read.
     pub fn finish(self) -> Summary {
         self.sum
     }
 }
 
-/// Parses a header's JSON text (pure): returns the summary and where the data ends.
+/// Parses a header's JSON text (pure): returns the summary and where the data ends
+/// ([`super::safetensors_header::parse`] over a slice).
+///
+/// # Errors
+/// As [`super::safetensors_header::parse`].
 pub fn parse_header(json: &[u8]) -> std::result::Result<(Summary, u64), ParseError> {
-    let meta: safetensors::tensor::Metadata = serde_json::from_slice(json)
-        .map_err(|e| ParseError::new(format!("invalid safetensors header: {e}")))?;
-    let mut s = Summary::default();
-    let mut end = 0u64;
-    for (name, info) in meta.tensors() {
-        let (b, e) = info.data_offsets;
-        let bytes = u64::try_from(e.saturating_sub(b)).unwrap_or(u64::MAX);
-        end = end.max(u64::try_from(e).unwrap_or(u64::MAX));
-        s.tensor_count += 1;
-        s.weights_bytes = s.weights_bytes.saturating_add(bytes);
-        let dtype = format!("{:?}", info.dtype);
-        // Cross-check the crate's dtype table against ours.
-        SafetensorsDtype::parse(&dtype)?;
-        *s.by_dtype.entry(dtype).or_default() += bytes;
-        s.tensors.push(TensorEntry {
-            name: name.to_string(),
-            shape: info.shape.iter().map(|d| *d as u64).collect(),
-            bytes,
-        });
-    }
-    Ok((s, end))
+    super::safetensors_header::parse(json)
 }
 
 /// Reads one `.safetensors` file's header.
@@ -175,9 +129,9 @@ pub fn read_file(path: &Path) -> Result<Summary, Error> {
 
 /// Reads an open file's header when it is at most `left` bytes (what its set may still read);
 /// returns the summary and the header's length.
-fn read_open(
+fn read_open<R: Read>(
     path: &Path,
-    f: &mut std::fs::File,
+    f: &mut R,
     len: u64,
     left: u64,
 ) -> Result<(Summary, u64), Error> {
@@ -194,7 +148,7 @@ fn read_open(
             "header length {n} exceeds the format's limit of {MAX_HEADER} bytes"
         )));
     }
-    if n > len - 8 {
+    if n > len.saturating_sub(8) {
         return Err(bad(format!(
             "truncated: the header claims {n} bytes, the file has {} after the length",
             len - 8
@@ -205,11 +159,9 @@ fn read_open(
             "the shard set's headers together pass {MAX_HEADER} bytes, the limit of one file ({n} here, {left} left)"
         )));
     }
-    let mut json = vec![0u8; usize::try_from(n).map_err(|_| bad("header too large".into()))?];
-    f.read_exact(&mut json)
-        .map_err(|e| Error::from_io(path, e))?;
-    let (mut s, end) = parse_header(&json).map_err(|e| e.at(path))?;
-    if 8 + n + end != len {
+    // Streamed: never the whole header in memory.
+    let (mut s, end) = super::safetensors_header::parse(f.take(n)).map_err(|e| e.at(path))?;
+    if 8u64.saturating_add(n).saturating_add(end) != len {
         return Err(bad(format!(
             "the header describes {end} bytes of data, the file has {} (truncated or corrupt)",
             len - 8 - n
@@ -228,54 +180,51 @@ fn read_open(
 pub fn read_index(index: &Path) -> Result<Summary, Error> {
     let text = fsread::read_bounded(index, Cap::bytes(MAX_HEADER))?
         .ok_or_else(|| Error::parse(index, None, "index larger than 100 MB"))?;
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| Error::parse(index, None, format!("invalid JSON: {e}")))?;
-    let map = v
-        .get("weight_map")
-        .and_then(serde_json::Value::as_object)
-        .ok_or_else(|| Error::parse(index, None, "no weight_map object"))?;
-    let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
-    if shards.is_empty() || shards.len() > MAX_SHARDS {
-        return Err(Error::parse(
-            index,
-            None,
-            format!("{} shards named (expected 1 to {MAX_SHARDS})", shards.len()),
-        ));
-    }
+    let shards = index_shards(&text).map_err(|e| e.at(index))?;
     let dir = index.parent().unwrap_or(Path::new("."));
     let mut total = ShardReader::new();
     for shard in shards {
-        if shard.contains('/') || shard.contains('\\') || shard == ".." {
-            return Err(Error::parse(
-                index,
-                None,
-                format!("shard {shard:?} is not a file name in the index's directory"),
-            ));
-        }
         total.read(&dir.join(shard))?;
     }
     Ok(total.finish())
 }
 
+/// The shard file names an index's `weight_map` names, each once, sorted (pure): 1 to
+/// [`MAX_SHARDS`] plain file names in the index's directory.
+///
+/// # Errors
+/// Invalid JSON, no `weight_map`, too many or no shards, a name with a path in it.
+pub fn index_shards(text: &[u8]) -> std::result::Result<Vec<String>, ParseError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| ParseError::new(format!("invalid JSON: {e}")))?;
+    let map = v
+        .get("weight_map")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| ParseError::new("no weight_map object"))?;
+    let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
+    if shards.is_empty() || shards.len() > MAX_SHARDS {
+        return Err(ParseError::new(format!(
+            "{} shards named (expected 1 to {MAX_SHARDS})",
+            shards.len()
+        )));
+    }
+    shards
+        .into_iter()
+        .map(|shard| {
+            if shard.contains('/') || shard.contains('\\') || shard == ".." || shard.is_empty() {
+                Err(ParseError::new(format!(
+                    "shard {shard:?} is not a file name in the index's directory"
+                )))
+            } else {
+                Ok(shard.to_string())
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_text() {
-        let json = br#"{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},"b":{"dtype":"F4","shape":[4],"data_offsets":[12,14]}}"#;
-        let (s, end) = parse_header(json).unwrap();
-        assert_eq!((s.tensor_count, s.weights_bytes, end), (2, 14, 14));
-        assert_eq!(s.by_dtype["F4"], 2);
-        let overlap = br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
-        assert!(parse_header(overlap).is_err());
-        let wrong = br#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
-        assert!(parse_header(wrong).is_err());
-        assert!(parse_header(b"{not json").is_err());
-        assert!(
-            parse_header(br#"{"a":{"dtype":"F12","shape":[1],"data_offsets":[0,1]}}"#).is_err()
-        );
-    }
 
     #[test]
     fn a_set_reads_each_file_once_and_its_headers_within_one_bound() {

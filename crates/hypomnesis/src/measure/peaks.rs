@@ -18,6 +18,7 @@
 
 use crate::measure::sampler::SamplerReport;
 use crate::system::cgroup::CgroupVersion;
+use crate::types::PoolKind;
 use crate::types::accounting::DeviceAccounting;
 use crate::types::spelling::spelled;
 
@@ -180,6 +181,11 @@ pub struct DevicePeak {
     /// The MIG devices (`MIG-…` UUIDs) the tree ran in, on a GPU in MIG mode.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub mig_devices: Vec<String>,
+    /// The device's memory pool, where it is host RAM (unified memory, an AMD APU's GTT): the
+    /// figures above are host RAM the tree took, not a memory beside its RAM
+    /// ([`SamplerReport::device_pools`]).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub pool: Option<PoolKind>,
 }
 
 /// The kernel's own continuous peak for a container that held the command's whole tree.
@@ -363,6 +369,7 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
                     .get(&index)
                     .map(|s| s.iter().cloned().collect())
                     .unwrap_or_default(),
+                pool: report.device_pools.get(&index).copied(),
             }
         })
         .collect()

@@ -28,7 +28,7 @@ use crate::system::host::parse::{parse_smaps_rollup, parse_status};
 use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::system::roots::Roots;
 use crate::types::accounting::{DeviceAccounting, record_belongs};
-use crate::types::{Field, ProcessName, ProcessUtilization, Telemetry, VramSum};
+use crate::types::{Field, PoolKind, ProcessName, ProcessUtilization, Telemetry, VramSum};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -190,6 +190,10 @@ pub struct SamplerReport {
     /// Per GPU in MIG mode: the MIG devices (`MIG-…` UUIDs) the target's processes ran in.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
     pub mig_devices: BTreeMap<u32, BTreeSet<String>>,
+    /// Per device with a memory pool that is host RAM (unified memory, an AMD APU's GTT): its
+    /// kind, as last sampled. Its figures are host RAM the target took, not a memory beside it.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub device_pools: BTreeMap<u32, PoolKind>,
     /// Per process.
     pub processes: Vec<ProcessPeaks>,
     /// Every sample, in order (when kept).
@@ -311,10 +315,21 @@ impl Sampler {
             .map(|d| DeviceSample {
                 index: d.index,
                 tree_vram_bytes: tree_vram.get(&d.index).map_or(0, |s| s.known_bytes),
-                used_bytes: d.memory.used_bytes,
+                // A pool that is host RAM has its own used figure (the device's may be the
+                // carve-out alone, or none).
+                used_bytes: if d.pool_kind().is_some_and(PoolKind::shares_host_memory) {
+                    d.pool_used_bytes()
+                } else {
+                    d.memory.used_bytes
+                },
                 telemetry: d.telemetry,
             })
             .collect();
+        for d in &gpu.devices {
+            if let Some(k) = d.pool_kind().filter(|k| k.shares_host_memory()) {
+                self.report.device_pools.insert(d.index, k);
+            }
+        }
         let now = Instant::now();
         let t_ms = u64::try_from(now.duration_since(self.started).as_millis()).unwrap_or(u64::MAX);
         let unix_ms = unix_ms();

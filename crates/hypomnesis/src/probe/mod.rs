@@ -30,6 +30,8 @@ use crate::types::{
 // XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
 pub mod events;
 mod options;
+// Completes each device's memory pool (host RAM, sums of processes and clients).
+pub(crate) mod pool;
 // Public at the crate root (`hypomnesis::select`), documented there.
 #[doc(hidden)]
 pub mod select;
@@ -166,7 +168,8 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev = nvml.device_with(index, self.options.health);
+                            let dev =
+                                nvml.device_with(index, self.options.health, self.options.energy);
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -268,8 +271,43 @@ impl Probe {
 
     /// Every GPU the backends can see, with a status line per backend: NVIDIA devices (NVML
     /// order) first, then DRM devices in PCI bus order.
+    ///
+    /// A device whose memory pool is not (only) its own figures ([`Device::pool`]: unified
+    /// memory, an AMD APU's carve-out plus GTT) has it completed with the host's RAM and, where
+    /// its use is a sum of processes or clients, with this query's process lists.
     pub fn devices(&self) -> DeviceList {
-        self.collect().0
+        let (mut list, drm) = self.collect();
+        let sums = list
+            .devices
+            .iter()
+            .any(|d| d.pool.as_ref().is_some_and(|p| p.used_source.is_sum()));
+        if sums {
+            let usage = self.usage_of(list.clone(), drm, false);
+            list.devices = usage.devices;
+        } else {
+            self.complete_pools(&mut list.devices, &[], &[]);
+        }
+        list
+    }
+
+    /// Completes the devices' pools ([`pool::complete`]) from `rows`, reading the host's RAM
+    /// only when a pool needs it.
+    fn complete_pools(&self, devices: &mut [Device], rows: &[GpuProcess], failed: &[u32]) {
+        let pools: Vec<&crate::types::MemoryPool> =
+            devices.iter().filter_map(|d| d.pool.as_ref()).collect();
+        if pools.is_empty() {
+            return;
+        }
+        let host = pools
+            .iter()
+            .any(|p| p.needs_host())
+            .then(|| self.host_memory().map_err(|e| e.to_string()));
+        let host = match &host {
+            Some(Ok(h)) => Ok(h),
+            Some(Err(e)) => Err(e.as_str()),
+            None => Err("not read"),
+        };
+        pool::complete(devices, host, pool::Rows { rows, failed });
     }
 
     /// One device by index.
@@ -283,7 +321,11 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                return unreadable_is_error(nvml.device_with(index, self.options.health));
+                let dev = nvml.device_with(index, self.options.health, self.options.energy);
+                // A pool is completed with the host's RAM and the process lists: the whole query.
+                if dev.pool.is_none() {
+                    return unreadable_is_error(dev);
+                }
             }
         }
         self.devices().device(index).cloned()
@@ -301,10 +343,21 @@ impl Probe {
     /// [`Probe::gpu_processes`] without names and owners (no `comm`/`status` reads per row):
     /// the cheaper call for samplers that already know their processes.
     pub fn gpu_usage(&self) -> ProcessList {
-        let mut out = ProcessList::default();
         let (devices, drm) = self.collect();
-        out.warnings = devices.warnings.clone();
-        out.backends = devices.backends.clone();
+        self.usage_of(devices, drm, true)
+    }
+
+    /// The process rows of `devices` (as [`Probe::collect`] numbered them), the devices' pools
+    /// completed with them; NVIDIA per-process utilization only with `utilization`.
+    fn usage_of(&self, devices: DeviceList, drm: DrmDevices, utilization: bool) -> ProcessList {
+        // Only NVML has per-process utilization.
+        #[cfg(not(feature = "nvml"))]
+        let _ = utilization;
+        let mut out = ProcessList {
+            warnings: devices.warnings.clone(),
+            backends: devices.backends.clone(),
+            ..ProcessList::default()
+        };
         let nvidia: Vec<&Device> = devices
             .devices
             .iter()
@@ -318,7 +371,7 @@ impl Probe {
                         out.failed_devices.push(dev.index);
                         continue;
                     }
-                    let mut got = nvml.processes(dev, &mut out.warnings);
+                    let mut got = nvml.processes(dev, &mut out.warnings, utilization);
                     if got.failed {
                         out.failed_devices.push(dev.index);
                     }
@@ -361,6 +414,7 @@ impl Probe {
         out.processes.sort_by_key(|p| (p.device_index, p.pid));
         out.failed_devices.sort_unstable();
         out.failed_devices.dedup();
+        self.complete_pools(&mut out.devices, &out.processes, &out.failed_devices);
         out
     }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::health::MemoryHealth;
 use super::nvidia::{MigDevice, MigState};
+use super::pool::{MemoryPool, PoolKind};
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
 use super::usage::{DeviceMemory, DeviceRegion};
@@ -80,6 +81,14 @@ pub struct Device {
         serde(default, skip_serializing_if = "BTreeMap::is_empty")
     )]
     pub regions: BTreeMap<String, DeviceRegion>,
+    /// The memory the GPU can really allocate from, where that is not (only) `memory`: an AMD
+    /// APU's carve-out plus GTT, host RAM (unified memory), a discrete card whose use is the
+    /// sum of its clients. Absent for a discrete GPU whose `memory` is its own VRAM.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub pool: Option<MemoryPool>,
     /// Utilization, temperature, power, clocks.
     pub telemetry: Telemetry,
     /// The backend that produced this record.
@@ -128,6 +137,7 @@ impl Device {
             integrated: None,
             memory: DeviceMemory::default(),
             regions: BTreeMap::new(),
+            pool: None,
             telemetry: Telemetry::default(),
             source,
             unknown: Vec::new(),
@@ -180,6 +190,45 @@ impl MigDevice {
             .cloned()
             .collect();
         d
+    }
+}
+
+impl Device {
+    /// The kind of memory this device allocates from: its pool's; without a pool, unified
+    /// with the host for an integrated GPU, dedicated for a GPU known not to be integrated or
+    /// an NVIDIA GPU whose driver reports a memory size of its own (NVML answers
+    /// NOT_SUPPORTED on parts without a framebuffer, which get a pool); otherwise unknown.
+    pub fn pool_kind(&self) -> Option<PoolKind> {
+        if let Some(p) = &self.pool {
+            return Some(p.kind);
+        }
+        match self.integrated {
+            Some(true) => Some(PoolKind::UnifiedHost),
+            Some(false) => Some(PoolKind::Dedicated),
+            None if self.vendor == Vendor::Nvidia && self.memory.total_bytes.is_some() => {
+                Some(PoolKind::Dedicated)
+            }
+            None => None,
+        }
+    }
+
+    /// Used memory as the device line shows it: the pool's where the device has one, else the
+    /// driver's own figure.
+    pub fn pool_used_bytes(&self) -> Option<u64> {
+        match &self.pool {
+            Some(p) => p.used_bytes,
+            None => self.memory.used_bytes,
+        }
+    }
+
+    /// `(free, total)` of the memory the GPU can allocate from, as the device line shows them:
+    /// the pool's where the device has one (an APU's VRAM + GTT, host RAM for unified memory),
+    /// else the driver's own figures.
+    pub fn pool_free_and_total(&self) -> (Option<u64>, Option<u64>) {
+        match &self.pool {
+            Some(p) => (p.free_bytes, p.total_bytes),
+            None => (self.memory.free_bytes, self.memory.total_bytes),
+        }
     }
 }
 

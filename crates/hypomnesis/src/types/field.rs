@@ -30,6 +30,14 @@ spelled! {
         MemoryFreeBytes = "memory.free_bytes",
         /// Memory the driver reserves.
         MemoryReservedBytes = "memory.reserved_bytes",
+        /// Whether a device is an integrated GPU (an APU), where no signal decides it.
+        Integrated = "integrated",
+        /// The size of a device's memory pool.
+        PoolTotalBytes = "pool.total_bytes",
+        /// What is in use of a device's memory pool.
+        PoolUsedBytes = "pool.used_bytes",
+        /// What can still be allocated from a device's memory pool.
+        PoolFreeBytes = "pool.free_bytes",
         /// Every telemetry reading (no hwmon; a suspended device).
         Telemetry = "telemetry",
         /// Device utilization.
@@ -110,6 +118,14 @@ spelled! {
 }
 
 impl Field {
+    /// The figures of a device's memory pool: `pool.*`.
+    pub const fn is_pool(self) -> bool {
+        matches!(
+            self,
+            Field::PoolTotalBytes | Field::PoolUsedBytes | Field::PoolFreeBytes
+        )
+    }
+
     /// The device memory figures: [`Field::Memory`] and `memory.*`.
     pub const fn is_memory(self) -> bool {
         matches!(
@@ -131,6 +147,7 @@ mod tests {
     fn memory_fields_are_the_memory_paths() {
         for f in Field::ALL {
             assert_eq!(f.is_memory(), f.as_str().starts_with("memory"), "{f}");
+            assert_eq!(f.is_pool(), f.as_str().starts_with("pool."), "{f}");
         }
     }
 }

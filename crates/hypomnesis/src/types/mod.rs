@@ -24,6 +24,7 @@ mod name;
 mod nvidia;
 #[doc(hidden)]
 pub mod pci;
+mod pool;
 mod process;
 mod runtime;
 mod source;
@@ -48,6 +49,7 @@ pub use name::ProcessName;
 #[cfg(feature = "serde")]
 pub(crate) use name::serde_fields as name_serde;
 pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization};
+pub use pool::{MemoryPool, PoolKind, PoolSource};
 pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;
 pub use source::{Source, Unknown, UnknownReason, Vendor};

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::kind::ProcessKind;
 use super::name::ProcessName;
 use super::nvidia::ProcessUtilization;
+use super::pool::PoolKind;
 use super::source::{Source, Unknown};
 use super::usage::{Engines, ProcessRegions};
 
@@ -174,6 +175,26 @@ impl GpuProcess {
             Some(r) => r.gtt.map_or(Some(0), |g| g.resident_or_total()),
             None if self.used_bytes == Some(0) && !self.shared_with.is_empty() => Some(0),
             None => None,
+        }
+    }
+}
+
+impl GpuProcess {
+    /// What this row holds of its device's pool, where the device's pool is of `kind`: on a
+    /// carve-out + GTT device (an AMD APU) its VRAM plus GTT
+    /// ([`ProcessRegions::vram_plus_gtt_bytes`]) — for a ROCm (KFD) row the larger of that and
+    /// the KFD figure, never their sum (KFD's buffers are in the process's render-node VM,
+    /// which its fdinfo counts: on an APU that prefers GTT they are its GTT); elsewhere
+    /// `used_bytes`.
+    pub fn pool_bytes(&self, kind: Option<PoolKind>) -> Option<u64> {
+        if kind != Some(PoolKind::CarveOutPlusGtt) {
+            return self.used_bytes;
+        }
+        let fdinfo = self.regions.and_then(|r| r.vram_plus_gtt_bytes());
+        match (self.source, self.used_bytes, fdinfo) {
+            (Source::Kfd, Some(kfd), Some(f)) => Some(kfd.max(f)),
+            (_, used, None) => used,
+            (_, _, f) => f,
         }
     }
 }

@@ -79,6 +79,9 @@ spelled! {
         /// The process is not visible under the proc root: NVML reported a host pid, and the
         /// proc root shows a container's own PID namespace.
         OtherPidNamespace = "other_pid_namespace",
+        /// The caller's options asked not to read it (a dear driver call the caller does not
+        /// show: [`ProbeOptions::energy`](crate::ProbeOptions::energy)).
+        NotRequested = "not_requested",
     }
 }
 

@@ -101,6 +101,70 @@ fn kinds_merge() {
     assert_eq!(MpsServer.as_str(), "mps-server");
 }
 
+#[test]
+fn a_rows_share_of_the_pool() {
+    let r = |resident: u64| RegionUsage {
+        resident_bytes: Some(resident),
+        ..RegionUsage::default()
+    };
+    let apu = Some(PoolKind::CarveOutPlusGtt);
+    let mut row = GpuProcess::new(7, 0, ProcessKind::Graphics, Source::Fdinfo);
+    row.used_bytes = Some(5);
+    assert_eq!(row.pool_bytes(apu), Some(5), "no regions: used");
+    row.regions = Some(ProcessRegions {
+        vram: Some(r(5)),
+        gtt: Some(r(100)),
+        system: None,
+    });
+    assert_eq!(row.pool_bytes(apu), Some(105));
+    assert_eq!(row.pool_bytes(Some(PoolKind::Dedicated)), Some(5));
+    assert_eq!(row.pool_bytes(None), Some(5));
+    // KFD: the larger, never the sum (the same buffers may be in both).
+    row.source = Source::Kfd;
+    row.used_bytes = Some(90);
+    assert_eq!(row.pool_bytes(apu), Some(105));
+    row.used_bytes = Some(400);
+    assert_eq!(row.pool_bytes(apu), Some(400));
+    row.used_bytes = None;
+    assert_eq!(row.pool_bytes(apu), Some(105));
+}
+
+#[test]
+fn the_kind_without_a_pool() {
+    let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
+    assert_eq!(d.pool_kind(), None, "NVIDIA without memory figures");
+    d.memory = DeviceMemory::new(Some(80), Some(1), Some(79), None);
+    assert_eq!(d.pool_kind(), Some(PoolKind::Dedicated));
+    assert_eq!(d.pool_used_bytes(), Some(1));
+    assert_eq!(d.pool_free_and_total(), (Some(79), Some(80)));
+    let mut amd = Device::new(1, Vendor::Amd, Source::Sysfs);
+    amd.memory = d.memory;
+    assert_eq!(amd.pool_kind(), None, "an amdgpu not known to be discrete");
+    amd.integrated = Some(false);
+    assert_eq!(amd.pool_kind(), Some(PoolKind::Dedicated));
+    amd.integrated = Some(true);
+    assert_eq!(amd.pool_kind(), Some(PoolKind::UnifiedHost));
+    let mut pool = MemoryPool::new(
+        PoolKind::CarveOutPlusGtt,
+        [
+            PoolSource::VramPlusGtt,
+            PoolSource::VramPlusGtt,
+            PoolSource::VramPlusGttHostBound,
+        ],
+        "vddnb",
+    );
+    pool.used_bytes = Some(5);
+    pool.total_bytes = Some(900);
+    amd.pool = Some(pool);
+    assert_eq!(amd.pool_kind(), Some(PoolKind::CarveOutPlusGtt));
+    assert_eq!(amd.pool_used_bytes(), Some(5));
+    assert_eq!(
+        amd.pool_free_and_total(),
+        (None, Some(900)),
+        "the pool's, unknown free kept unknown (not the carve-out's 79)"
+    );
+}
+
 /// What `hmn --json` and `hmn record` write reads back to the same value, and writes the same
 /// bytes again: every field, the open sets, a name that is not UTF-8, MIG state, regions,
 /// engines, utilization and workload.
@@ -129,6 +193,11 @@ fn devices_and_processes_read_back_what_they_wrote() {
     d.memory = DeviceMemory::new(Some(8), None, Some(3), None);
     d.regions = BTreeMap::from([("gtt".to_string(), DeviceRegion::new(Some(9), None))]);
     d.telemetry.power_watts = Some(21.5);
+    let mut pool = MemoryPool::host_ram(PoolSource::ClientSum, "a non-PCI DRM driver");
+    pool.total_bytes = Some(16);
+    pool.used_bytes = Some(2);
+    pool.host_available_bytes = Some(12);
+    d.pool = Some(pool);
     d.unknown.push(Unknown::new(
         Field::MemoryUsedBytes,
         UnknownReason::Unsupported,

@@ -6,10 +6,12 @@
 //! |---|---|
 //! | which rows a sum counts (an MPS server that may include its clients' memory is left out) | [`GpuProcess::counts_in_sums`] |
 //! | the VRAM sum of rows, a lower bound when a row's figure is unknown | [`VramSum::of`], [`ProcessList::vram_sum`] |
+//! | the same sum with each row's share of its device's pool (an AMD APU's VRAM + GTT) | [`VramSum::of_pools`] |
 //! | whether a process listing can have left processes unseen, and whether it failed (upstream's exit 2) | [`ProcessList::completeness`] |
 //! | whether a device listing failed: a broken backend, or devices counted none of which could be read | [`DeviceList::completeness`] |
 
 use super::lists::{DeviceList, ProcessList, failed_reasons};
+use super::pool::PoolKind;
 use super::process::GpuProcess;
 
 impl GpuProcess {
@@ -50,9 +52,28 @@ impl VramSum {
         sum
     }
 
+    /// The sum over `rows`, each counting what it holds of its device's pool
+    /// ([`GpuProcess::pool_bytes`]: VRAM plus GTT on an AMD APU), where `kind` gives a device
+    /// index's pool kind.
+    pub fn of_pools<'a>(
+        rows: impl IntoIterator<Item = &'a GpuProcess>,
+        kind: impl Fn(u32) -> Option<PoolKind>,
+    ) -> VramSum {
+        let mut sum = VramSum::default();
+        for row in rows {
+            sum.add_figure(row, row.pool_bytes(kind(row.device_index)));
+        }
+        sum
+    }
+
     /// Adds one row.
     pub fn add(&mut self, row: &GpuProcess) {
-        match row.used_bytes {
+        self.add_figure(row, row.used_bytes);
+    }
+
+    /// Adds one row's `figure` (its used bytes, or its share of its device's pool).
+    fn add_figure(&mut self, row: &GpuProcess, figure: Option<u64>) {
+        match figure {
             None => self.unknown_rows += 1,
             Some(_) if !row.counts_in_sums() => self.mps_servers_left_out += 1,
             Some(b) => {
@@ -171,7 +192,7 @@ impl DeviceList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::backend::{Backend, BackendState, BackendStatus};
+    use crate::types::backend::{Backend, BackendCause, BackendState, BackendStatus};
     use crate::types::device::Device;
     use crate::types::kind::ProcessKind;
     use crate::types::source::{Source, Vendor};
@@ -186,7 +207,7 @@ mod tests {
         BackendStatus::new(
             Backend::Nvml,
             BackendState::failed(
-                crate::types::backend::BackendCause::VersionMismatch,
+                BackendCause::VersionMismatch,
                 "nvmlInit returned ERROR_LIB_RM_VERSION_MISMATCH (18)",
             ),
         )
@@ -221,6 +242,36 @@ mod tests {
         assert_eq!(list.vram_sum(), sum);
         assert_eq!(list.vram_sum_on(0), on_0);
         assert_eq!(list.vram_sum_on(1).unknown_rows, 1);
+    }
+
+    #[test]
+    fn a_pool_sum_counts_an_apus_gtt_with_the_same_rules() {
+        use crate::types::pool::PoolKind;
+        use crate::types::usage::{ProcessRegions, RegionUsage};
+        let mut apu_row = row(1, 1, Some(5));
+        apu_row.source = Source::Fdinfo;
+        let resident = |b: u64| RegionUsage {
+            resident_bytes: Some(b),
+            ..RegionUsage::default()
+        };
+        apu_row.regions = Some(ProcessRegions {
+            vram: Some(resident(5)),
+            gtt: Some(resident(100)),
+            ..ProcessRegions::default()
+        });
+        let mut server = row(2, 0, Some(900));
+        server.may_include_clients = true;
+        let rows = [apu_row, server, row(3, 0, Some(7)), row(4, 0, None)];
+        let apu = |i: u32| (i == 1).then_some(PoolKind::CarveOutPlusGtt);
+        let sum = VramSum::of_pools(&rows, apu);
+        assert_eq!(sum.known_bytes, 5 + 100 + 7, "the APU row's GTT counted");
+        assert_eq!(
+            (sum.counted_rows, sum.mps_servers_left_out, sum.unknown_rows),
+            (2, 1, 1)
+        );
+        // No pool known anywhere: the plain sum.
+        assert_eq!(VramSum::of_pools(&rows, |_| None), VramSum::of(&rows));
+        assert_eq!(VramSum::of(&rows).known_bytes, 12);
     }
 
     #[test]

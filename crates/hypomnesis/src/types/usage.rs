@@ -210,6 +210,20 @@ impl DeviceMemory {
     }
 }
 
+impl ProcessRegions {
+    /// A DRM row's footprint on a carve-out + GTT device (an AMD APU): its resident VRAM
+    /// (carve-out) plus resident GTT bytes (totals where resident is not printed), the two
+    /// regions of the device's pool; `None` when neither is printed.
+    pub fn vram_plus_gtt_bytes(&self) -> Option<u64> {
+        let parts: Vec<u64> = [self.vram, self.gtt]
+            .iter()
+            .flatten()
+            .filter_map(RegionUsage::resident_or_total)
+            .collect();
+        (!parts.is_empty()).then(|| parts.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +273,32 @@ mod tests {
         let s = a.plus(b);
         assert_eq!(s.total_bytes, Some(1));
         assert_eq!(s.resident_bytes, None);
+    }
+
+    #[test]
+    fn carve_out_plus_gtt_footprint() {
+        let r = |resident: Option<u64>, total: Option<u64>| RegionUsage {
+            resident_bytes: resident,
+            total_bytes: total,
+            ..RegionUsage::default()
+        };
+        // nvtop #492: a 24 GB model in GTT, 5 MiB in VRAM.
+        let p = ProcessRegions {
+            vram: Some(r(Some(5348 << 10), None)),
+            gtt: Some(r(Some(25_258_000 << 10), None)),
+            system: Some(r(Some(0), None)),
+        };
+        assert_eq!(p.vram_plus_gtt_bytes(), Some((5348 + 25_258_000) << 10));
+        assert_eq!(p.used_bytes(), Some(5348 << 10), "the carve-out part only");
+        let only_gtt = ProcessRegions {
+            gtt: Some(r(None, Some(7))),
+            ..ProcessRegions::default()
+        };
+        assert_eq!(only_gtt.vram_plus_gtt_bytes(), Some(7));
+        let only_system = ProcessRegions {
+            system: Some(r(Some(9), None)),
+            ..ProcessRegions::default()
+        };
+        assert_eq!(only_system.vram_plus_gtt_bytes(), None, "unknown, not 0");
     }
 }

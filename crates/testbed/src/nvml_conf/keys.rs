@@ -193,6 +193,7 @@ pub(crate) const DEVICE: &[Key<FakeDevice>] = &[
     key!("retired_dbe", d => d.health.retired[1]),
     key!("retired_pending", d => d.health.retired_pending),
     key!("events_supported", d => d.health.events_supported),
+    key!("unified_memory", d => d.extras.unified_memory),
 ];
 
 /// A sequence key left out when empty (NOT_SUPPORTED).

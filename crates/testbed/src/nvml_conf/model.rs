@@ -192,6 +192,10 @@ pub struct DeviceExtras {
     /// Whether records from a MIG device's process list carry the GI/CI ids (else
     /// `0xFFFFFFFF`).
     pub mig_record_ids: bool,
+    /// A GB10-class part without a framebuffer of its own: both memory calls answer
+    /// NOT_SUPPORTED with the struct zeroed (`unified_memory = 1`; the `memory_*` keys are
+    /// ignored), the process lists still answer.
+    pub unified_memory: bool,
 }
 
 impl Default for DeviceExtras {
@@ -204,6 +208,7 @@ impl Default for DeviceExtras {
             privileged: true,
             mps_supported: true,
             mig_record_ids: true,
+            unified_memory: false,
         }
     }
 }

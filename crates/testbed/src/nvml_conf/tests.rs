@@ -37,6 +37,7 @@ fn everything() -> FakeNvml {
         privileged: false,
         mps_supported: false,
         mig_record_ids: false,
+        unified_memory: true,
     };
     d.health = FakeHealth {
         ecc_mode: Some(true),

@@ -14,8 +14,11 @@
 //!
 //! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
-//! classes), [`sysfs`] (devices), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
+//! classes), [`sysfs`] (devices), [`apu`] (whether an amdgpu device is an APU), [`pool`] (a
+//! device's memory pool as sysfs gives it), [`scan`] (the `/proc` walk), [`kfd`] (ROCm compute).
 
+// Whether an amdgpu device is an APU (hwmon's vddnb channel).
+pub(crate) mod apu;
 pub(crate) mod driver;
 pub(crate) mod fdinfo;
 pub(crate) mod kfd;
@@ -23,6 +26,8 @@ pub(crate) mod kind;
 pub(crate) mod model;
 // amdgpu's RAS counters (memory health).
 pub(crate) mod ras;
+// A device's memory pool as far as sysfs gives it.
+pub(crate) mod pool;
 pub(crate) mod scan;
 // The spill readings of a DRM device (`hmn spill`, upstream's `SpillTracker`).
 pub(crate) mod spill;

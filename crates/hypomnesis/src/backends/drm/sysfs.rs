@@ -15,8 +15,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::driver::{
-    self, Bytes, Clock, DeviceMemory, DrmDriver, SysfsMemory, Utilization, VramSize, no_vram_use,
+    self, Bytes, Clock, DeviceMemory, DrmDriver, Integrated, SysfsMemory, Utilization, VramSize,
+    no_vram_use,
 };
+use super::pool;
 use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
@@ -221,6 +223,9 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
         DeviceMemory::Sysfs(files) => sysfs_memory(f, files, &mut d),
         DeviceMemory::Nvml | DeviceMemory::None => other_memory(roots, f, nvml_reason, &mut d),
     }
+    if drv.integrated == Integrated::Vddnb {
+        pool::amdgpu(&f.dir, &mut d);
+    }
     let hwmon = hwmon_dir(&f.dir);
     let mut t = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
     let get = |name: &str| fsread::read_u64(&f.dir.join(name)).ok();
@@ -321,7 +326,11 @@ fn other_memory(roots: &Roots, f: &Found, nvml_reason: Option<&str>, d: &mut Dev
     d.integrated = integrated;
     if integrated == Some(true) {
         let detail = drv.integrated_memory_detail(name.unwrap_or("unknown driver"));
-        return unknown(d, &MEMORY_FIELDS, detail);
+        unknown(d, &MEMORY_FIELDS, detail);
+        return pool::unified(
+            d,
+            integrated_evidence(drv, name.unwrap_or("unknown driver")),
+        );
     }
     let name = name.unwrap_or("this driver");
     if drv.vram_size == VramSize::None {
@@ -333,15 +342,34 @@ fn other_memory(roots: &Roots, f: &Found, nvml_reason: Option<&str>, d: &mut Dev
     }
     let files = vram_size_files(roots, f);
     d.memory.total_bytes = read_vram_size(&files);
-    if d.memory.total_bytes.is_none() {
-        let detail = if files.is_empty() {
+    let missing = d.memory.total_bytes.is_none().then(|| {
+        if files.is_empty() {
             drv.vram_size.missing(name)
         } else {
             format!("{} not readable", display_paths(&files))
-        };
-        unknown(d, &MEMORY_FIELDS[..1], detail);
+        }
+    });
+    if let Some(detail) = &missing {
+        unknown(d, &MEMORY_FIELDS[..1], detail.clone());
     }
     unknown(d, &MEMORY_FIELDS[1..], no_vram_use(name));
+    if integrated == Some(false) {
+        let total = d.memory.total_bytes;
+        pool::client_sum_dedicated(d, total, missing.as_deref());
+    }
+}
+
+/// Why an integrated device of driver `drv` (`name` as sysfs gave it) shares the host's RAM.
+fn integrated_evidence(drv: &DrmDriver, name: &str) -> String {
+    match drv.integrated {
+        Integrated::AtIntelIgpuSlot => "at PCI 0000:00:02.0, the slot reserved for Intel's \
+            integrated GPU: its memory is the host's RAM"
+            .to_string(),
+        _ => format!(
+            "{name} has no PCI address: a SoC GPU on a platform bus, whose memory is the host's \
+             RAM"
+        ),
+    }
 }
 
 /// Marks `fields` unknown (unsupported) for one reason.

@@ -1,5 +1,5 @@
-//! The raw NVML calls nvml-wrapper does not make the way we need: the only `unsafe` code in the
-//! crate.
+//! The raw NVML calls nvml-wrapper does not make the way we need (`unsafe`, as are its siblings
+//! `ffi_mig` and `facts`; ARCHITECTURE.md "Platforms" lists every file with `unsafe`).
 //!
 //! - Process lists, with the stride detected instead of assumed (nvml-wrapper reads `_v3` with a
 //!   fixed 24-byte struct and does not retry when the list grows), and with the `_v2` and
@@ -219,27 +219,32 @@ pub(crate) fn pci_info_legacy(
     Ok((info.domain, info.bus, info.device))
 }
 
-/// Device memory with the R510+ semantics, else the v1 call (reserved unknown).
+/// Device memory with the R510+ semantics, else the v1 call (reserved unknown), and whether
+/// the v2 call answered NOT_SUPPORTED (rather than being absent). NOT_SUPPORTED from v2 alone is
+/// tried on v1 too: a unified-memory part (GB10) answers NOT_SUPPORTED to both, and only both
+/// together say so.
 pub(super) fn memory(
     lib: &nvml_wrapper_sys::bindings::NvmlLib,
     handle: &nvml_wrapper::Device<'_>,
-) -> Result<DeviceMemory, NvmlError> {
+) -> Result<(DeviceMemory, bool), NvmlError> {
     /// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: a driver that knows the symbol but not v2.
     const ARGUMENT_VERSION_MISMATCH: u32 = 25;
     match handle.memory_info() {
-        Ok(m) => Ok(DeviceMemory::new(
-            Some(m.total),
-            Some(m.used),
-            Some(m.free),
-            Some(m.reserved),
+        Ok(m) => Ok((
+            DeviceMemory::new(Some(m.total), Some(m.used), Some(m.free), Some(m.reserved)),
+            false,
         )),
         Err(
-            NvmlError::FailedToLoadSymbol(_)
+            e @ (NvmlError::FailedToLoadSymbol(_)
             | NvmlError::FunctionNotFound
-            | NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH),
+            | NvmlError::NotSupported
+            | NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH)),
         ) => {
             let (total, free, used) = memory_info_v1(lib, handle)?;
-            Ok(DeviceMemory::new(Some(total), Some(used), Some(free), None))
+            Ok((
+                DeviceMemory::new(Some(total), Some(used), Some(free), None),
+                matches!(e, NvmlError::NotSupported),
+            ))
         }
         Err(e) => Err(e),
     }

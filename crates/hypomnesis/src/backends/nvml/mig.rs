@@ -199,7 +199,7 @@ fn instance(
         }
     }
     match memory(lib, h) {
-        Ok(mem) => m.memory = mem,
+        Ok((mem, _)) => m.memory = mem,
         Err(e) if gone(&e) => return Err(vanished(&m, "nvmlDeviceGetMemoryInfo", &e)),
         Err(e) => {
             for field in [

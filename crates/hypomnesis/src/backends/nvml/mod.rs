@@ -42,7 +42,8 @@ use crate::types::Source;
 use crate::types::accounting::{AccountedProcess, DeviceAccounting};
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, Field, GpuProcess, ProcessKind, Telemetry, Unknown, UnknownReason, Vendor, Warning,
+    Device, Field, GpuProcess, MemoryPool, PoolSource, ProcessKind, Telemetry, Unknown,
+    UnknownReason, Vendor, Warning,
 };
 
 pub(crate) use convert::{call_failure, describe, reason_of};
@@ -130,9 +131,10 @@ impl NvmlBackend {
         Ok(self.nvml.device_count()?)
     }
 
-    /// Reads one device, and its memory health when `health` ([`health::read`]).
-    pub(crate) fn device_with(&self, index: u32, with_health: bool) -> Device {
-        let mut dev = self.device(index);
+    /// Reads one device, its energy counter when `energy`, and its memory health when
+    /// `health` ([`health::read`]).
+    pub(crate) fn device_with(&self, index: u32, with_health: bool, energy: bool) -> Device {
+        let mut dev = self.read_device(index, energy);
         if with_health && dev.error.is_none() {
             if let Ok(handle) = self.nvml.device_by_index(index) {
                 dev.health = Some(health::read(self.nvml.lib(), &handle, dev.mig_enabled()));
@@ -150,6 +152,13 @@ impl NvmlBackend {
     /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device
     /// whose handle is refused is returned with `error` set.
     pub(crate) fn device(&self, index: u32) -> Device {
+        self.read_device(index, true)
+    }
+
+    /// [`NvmlBackend::device`], reading the cumulative energy counter only when `energy`
+    /// (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on an H200, driver 580, about half
+    /// of a device query; docs/validation.md, run 2).
+    fn read_device(&self, index: u32, energy: bool) -> Device {
         let mut dev = Device::new(index, Vendor::Nvidia, Source::Nvml);
         dev.driver = Some("nvidia".to_string());
         match &self.driver_version {
@@ -193,29 +202,47 @@ impl NvmlBackend {
             )),
         }
         match memory(lib, &handle) {
-            Ok(m) => {
+            Ok((m, v2_unsupported)) => {
                 if m.reserved_bytes.is_none() {
                     dev.unknown.push(Unknown::new(
                         Field::MemoryReservedBytes,
                         UnknownReason::Unsupported,
-                        "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation",
+                        if v2_unsupported {
+                            "nvmlDeviceGetMemoryInfo_v2 answered NOT_SUPPORTED: v1 figures, used includes the reservation"
+                        } else {
+                            "driver older than R510: no nvmlDeviceGetMemoryInfo_v2, used includes the reservation"
+                        },
                     ));
                 }
                 dev.memory = m;
             }
             Err(e) => {
+                let unified = matches!(e, NvmlError::NotSupported);
                 for field in [
                     Field::MemoryTotalBytes,
                     Field::MemoryUsedBytes,
                     Field::MemoryFreeBytes,
                     Field::MemoryReservedBytes,
                 ] {
-                    dev.unknown
-                        .push(Unknown::new(field, reason_of(&e), describe(&e)));
+                    let detail = if unified {
+                        UNIFIED_DETAIL.to_string()
+                    } else {
+                        describe(&e)
+                    };
+                    dev.unknown.push(Unknown::new(field, reason_of(&e), detail));
+                }
+                if unified {
+                    dev.integrated = Some(true);
+                    dev.pool = Some(MemoryPool::host_ram(
+                        PoolSource::ProcessSum,
+                        "NVML's memory calls (nvmlDeviceGetMemoryInfo_v2 and v1) both answered \
+                         NOT_SUPPORTED, which nvml.h documents for an integrated GPU sharing \
+                         memory with the system (CUDA 13.1 header; NVIDIA DGX Spark known issues)",
+                    ));
                 }
             }
         }
-        dev.telemetry = telemetry(&handle, &mut dev.unknown);
+        dev.telemetry = telemetry(&handle, &mut dev.unknown, energy);
         match mig::state(lib, &handle, &dev, &self.mig_profiles) {
             Ok(state) => dev.mig = state,
             Err(u) => dev.unknown.push(u),
@@ -233,11 +260,15 @@ impl NvmlBackend {
         dev
     }
 
-    /// The compute and graphics processes on `device`, merged to one row per pid.
+    /// The compute and graphics processes on `device`, merged to one row per pid; with
+    /// `utilization`, each row's utilization since the previous such query (without it, the
+    /// driver's samples are left for the next query that asks: the device view sums a unified
+    /// device's processes without taking them).
     pub(crate) fn processes(
         &self,
         device: &Device,
         warnings: &mut Vec<Warning>,
+        utilization: bool,
     ) -> DeviceProcesses {
         let index = device.index;
         let handle = match self.nvml.device_by_index(index) {
@@ -326,7 +357,7 @@ impl NvmlBackend {
         for row in &mut rows {
             row.device_uuid.clone_from(&device.uuid);
         }
-        if !rows.is_empty() {
+        if !rows.is_empty() && utilization {
             let outcome = if device.mig_enabled() {
                 util::Outcome::Unknown(util::mig_unknown())
             } else {
@@ -379,7 +410,7 @@ impl NvmlBackend {
     pub(crate) fn compute_processes(&self, index: u32) -> Result<Vec<GpuProcess>, BackendError> {
         let handle = self.nvml.device_by_index(index)?;
         let lib = self.nvml.lib();
-        let total = memory(lib, &handle)?.total_bytes;
+        let total = memory(lib, &handle)?.0.total_bytes;
         let (records, _layout, _retries) =
             ffi::running_processes(lib, &handle, ProcessListKind::Compute)?;
         let mut warnings = Vec::new();
@@ -444,6 +475,11 @@ impl NvmlBackend {
     }
 }
 
+/// Why an NVIDIA device whose memory calls both answer NOT_SUPPORTED has no memory figures.
+const UNIFIED_DETAIL: &str = "NVML's memory calls (nvmlDeviceGetMemoryInfo_v2 and v1) answered \
+    NOT_SUPPORTED: an integrated GPU sharing the host's RAM (nvml.h: \"the integrated GPU (iGPU) \
+    does not use a dedicated framebuffer but instead shares memory with the system\"); see pool";
+
 /// PCI bus id from `_v3` (through nvml-wrapper), else from the older calls.
 fn pci_bus_id(
     lib: &nvml_wrapper_sys::bindings::NvmlLib,
@@ -471,7 +507,11 @@ fn pci_bus_id(
 }
 
 /// Utilization, temperature, power, energy and clocks; each failure is one unknown field.
-fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> Telemetry {
+fn telemetry(
+    handle: &nvml_wrapper::Device<'_>,
+    unknown: &mut Vec<Unknown>,
+    energy: bool,
+) -> Telemetry {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
     let mut keep = |fields: &[Field], r: Result<(), NvmlError>| {
         if let Err(e) = r {
@@ -503,12 +543,14 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
             .power_usage()
             .map(|mw| t.power_watts = Some(f64::from(mw) / 1000.0)),
     );
-    keep(
-        &[Field::TelemetryEnergyJoules],
-        handle
-            .total_energy_consumption()
-            .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
-    );
+    if energy {
+        keep(
+            &[Field::TelemetryEnergyJoules],
+            handle
+                .total_energy_consumption()
+                .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
+        );
+    }
     for (field, clock, max, slot) in [
         (
             Field::TelemetryClockGraphicsMhz,
@@ -547,6 +589,13 @@ fn telemetry(handle: &nvml_wrapper::Device<'_>, unknown: &mut Vec<Unknown>) -> T
             handle.clock_info(clock)
         };
         keep(&[field], r.map(|mhz| *slot = Some(mhz)));
+    }
+    if !energy {
+        unknown.push(Unknown::new(
+            Field::TelemetryEnergyJoules,
+            UnknownReason::NotRequested,
+            "not read: ProbeOptions::energy is off",
+        ));
     }
     t
 }

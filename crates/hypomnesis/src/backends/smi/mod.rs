@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use crate::backends::error::BackendError;
 use crate::types::{
-    Device, DeviceMemory, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Vendor,
-    Warning,
+    Device, DeviceMemory, Field, GpuProcess, MemoryPool, PoolSource, ProcessKind, Source, Unknown,
+    UnknownReason, Vendor, Warning,
 };
 use parse::{APP_FIELDS, Field as Reading, GPU_FIELDS, SmiApp, SmiGpu};
 
@@ -239,12 +239,38 @@ fn to_device(g: SmiGpu) -> Device {
             None
         }
     };
+    let placeholders = [&g.total, &g.used, &g.free].iter().all(|f| {
+        matches!(
+            f,
+            Err((
+                UnknownReason::DriverSentinel | UnknownReason::Unsupported,
+                _
+            ))
+        )
+    });
     d.memory = DeviceMemory::new(
         store(g.total, Field::MemoryTotalBytes, u),
         store(g.used, Field::MemoryUsedBytes, u),
         store(g.free, Field::MemoryFreeBytes, u),
         reserved,
     );
+    // A part without a framebuffer of its own prints `[N/A]` (or `[Not Supported]`) for all
+    // three; so does a GPU that fell off the bus, so the name must say which it is.
+    if let Some(name) = d
+        .name
+        .as_deref()
+        .filter(|n| placeholders && parse::is_integrated_name(n))
+    {
+        d.integrated = Some(true);
+        d.pool = Some(MemoryPool::host_ram(
+            PoolSource::ProcessSum,
+            format!(
+                "nvidia-smi printed placeholders for memory.total, memory.used and memory.free on \
+             {name}, a part without a framebuffer of its own (it shares the host's RAM; NVIDIA \
+             DGX Spark known issues: \"nvidia-smi reports memory usage not supported\")"
+            ),
+        ));
+    }
     d
 }
 

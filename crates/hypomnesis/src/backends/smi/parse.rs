@@ -143,6 +143,17 @@ pub(crate) fn parse_gpus(output: &str, with_reserved: bool) -> Result<Vec<SmiGpu
     Ok(gpus)
 }
 
+/// Whether an NVIDIA product name is a part without a framebuffer of its own, whose GPU
+/// allocates the host's RAM: GB10 (DGX Spark), Jetson / Orin / Thor. Matched as whole words,
+/// case-insensitively (`NVIDIA GB10`, `Orin (nvgpu)`; never `GB100` or `GB200`).
+pub(crate) fn is_integrated_name(name: &str) -> bool {
+    name.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        ["gb10", "jetson", "orin", "thor"]
+            .iter()
+            .any(|k| w.eq_ignore_ascii_case(k))
+    })
+}
+
 /// Parses `--query-compute-apps` output queried with `APP_FIELDS`.
 pub(crate) fn parse_apps(output: &str) -> Result<Vec<SmiApp>, ParseError> {
     let mut apps = Vec::new();
@@ -205,6 +216,27 @@ mod tests {
             g[0].total.as_ref().unwrap_err().0,
             UnknownReason::Unsupported
         );
+    }
+
+    #[test]
+    fn integrated_part_names() {
+        for n in [
+            "NVIDIA GB10",
+            "Orin (nvgpu)",
+            "NVIDIA Jetson AGX Thor",
+            "nvidia thor",
+        ] {
+            assert!(is_integrated_name(n), "{n}");
+        }
+        for n in [
+            "NVIDIA GB200",
+            "NVIDIA GB100",
+            "NVIDIA GH200 480GB",
+            "NVIDIA H100 80GB HBM3",
+            "",
+        ] {
+            assert!(!is_integrated_name(n), "{n}");
+        }
     }
 
     #[test]

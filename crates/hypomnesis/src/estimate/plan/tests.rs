@@ -164,6 +164,34 @@ fn an_unknown_free_figure_leaves_the_layer_split_unknown_never_zero() {
     assert_eq!(p.fit, None);
 }
 
+/// A device with a memory pool (a GB10: the driver reports no memory, the pool is host RAM)
+/// takes its share of the split from the pool's free figure, as llama.cpp's UMA path takes
+/// `MemAvailable`, and `devices[]` shows the pool's figures.
+#[test]
+fn a_pool_device_takes_its_share_from_the_pools_free_memory() {
+    use crate::types::{MemoryPool, PoolSource};
+    let spec = llama_8b();
+    let p_ = llama(&spec);
+    let est = crate::estimate::fit::estimate(&spec, p_);
+    let mut gb10 = Device::new(1, Vendor::Nvidia, Source::Nvml);
+    gb10.integrated = Some(true);
+    let mut pool = MemoryPool::host_ram(PoolSource::ProcessSum, "NOT_SUPPORTED");
+    pool.total_bytes = Some(120 * GIB);
+    pool.free_bytes = Some(40 * GIB);
+    gb10.pool = Some(pool);
+    let devices = [gpu(0, Some(20 * GIB)), gb10];
+    let p = plan(every(&devices), Some((&spec, p_)), &est, Some(40 * GIB));
+    assert_eq!(p.placement, Placement::SplitLayers);
+    assert!(p.fits.iter().all(|f| f.verdict.is_some()), "{:?}", p.fits);
+    let share = |i: usize| p.fits[i].share.as_ref().unwrap().high_bytes;
+    assert!(share(1) > share(0), "{} {}", share(0), share(1));
+    assert_eq!(
+        (p.fits[1].free_bytes, p.fits[1].total_bytes),
+        (Some(40 * GIB), Some(120 * GIB))
+    );
+    assert_eq!(p.fits[1].budget_source, Some(BudgetSource::HostAvailable));
+}
+
 #[test]
 fn tensor_parallel_judges_each_rank_on_the_first_n_devices() {
     let spec = llama_8b();

@@ -193,6 +193,11 @@ fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
     // A per-process peak below the sampled sum changes nothing.
     r.max_process_peak_vram_bytes.insert(0, MIB);
     assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);
+    // A device whose memory is host RAM says so; the others say nothing.
+    assert_eq!(d[0].pool, None);
+    r.device_pools.insert(1, PoolKind::UnifiedHost);
+    let d = device_peaks(&r);
+    assert_eq!((d[0].pool, d[1].pool), (None, Some(PoolKind::UnifiedHost)));
 }
 
 #[test]

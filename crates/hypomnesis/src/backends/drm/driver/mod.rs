@@ -151,8 +151,10 @@ pub(crate) enum Integrated {
     /// Integrated when the device has no PCI address (a SoC GPU on a platform bus); else
     /// unknown.
     WithoutPci,
-    /// Not decided from sysfs.
-    Unknown,
+    /// amdgpu: an APU (a carve-out plus GTT) when its hwmon has the vddnb channel
+    /// (`in1_label`), not one when it has vddgfx (`in0_label`) without it, except a device
+    /// without VRAM (the MI300A class); unknown without hwmon. Decided from files by `apu`.
+    Vddnb,
 }
 
 /// Device-wide busy percentages.
@@ -259,7 +261,7 @@ impl DrmDriver {
                 Some(pci.is_some_and(|p| p.domain == 0 && p.bus == 0 && p.device == 2))
             }
             Integrated::WithoutPci => pci.is_none().then_some(true),
-            Integrated::Unknown => None,
+            Integrated::Vddnb => None,
         }
     }
 
@@ -335,8 +337,8 @@ pub(crate) static AMDGPU: DrmDriver = DrmDriver {
         dedicated: AMDGPU_VRAM_USED,
         shared: AMDGPU_GTT_USED,
     },
-    // An APU is not told apart from sysfs here.
-    integrated: Integrated::Unknown,
+    // An APU is told apart by its hwmon's vddnb channel (`apu`).
+    integrated: Integrated::Vddnb,
     engines: &[
         ("gfx", EngineClass::Graphics),
         ("compute", EngineClass::Compute),

@@ -74,12 +74,38 @@ fn cases() -> Vec<Case> {
     vec![
         Case {
             fdinfo: Some(sample("amdgpu-eraD.txt")),
+            integrated: Some(false),
             total_bytes: Some(8_573_157_376),
             row: Some((Some(60060 * KIB), "compute+graphics+copy")),
             ..case(&AMDGPU, "6.13+", FakeGpu::amdgpu("0000:11:00.0", 1, 128))
         },
         Case {
+            // An APU: integrated by hwmon's vddnb; `memory` stays the carve-out, its pool is
+            // the carve-out plus GTT; spill is measured as on a discrete card.
+            fdinfo: Some(sample("amdgpu-eraD.txt").replace("0000:11:00.0", "0000:c4:00.0")),
+            integrated: Some(true),
+            total_bytes: Some(536_870_912),
+            row: Some((Some(60060 * KIB), "compute+graphics+copy")),
+            ..case(
+                &AMDGPU,
+                "APU, Strix Halo",
+                FakeGpu::strix_halo("0000:c4:00.0", 1, 128, 2 * GIB),
+            )
+        },
+        Case {
+            // No hwmon: whether it is an APU cannot be told.
+            fdinfo: Some(sample("amdgpu-eraD.txt")),
+            total_bytes: Some(536_870_912),
+            row: Some((Some(60060 * KIB), "compute+graphics+copy")),
+            ..case(
+                &AMDGPU,
+                "APU without hwmon",
+                FakeGpu::strix_halo("0000:11:00.0", 1, 128, 2 * GIB).without_hwmon(),
+            )
+        },
+        Case {
             fdinfo: Some(sample("amdgpu-eraA.txt")),
+            integrated: Some(false),
             total_bytes: Some(8_573_157_376),
             row: Some((Some(2068 * KIB), "graphics")),
             ..case(
@@ -400,7 +426,11 @@ fn names_are_unique_and_framebuffers_are_not_gpus() {
     assert_eq!(XE.integrated(dgpu), Some(false));
     assert_eq!(MSM.integrated(None), Some(true));
     assert_eq!(GENERIC.integrated(dgpu), None);
-    assert_eq!(AMDGPU.integrated(None), None);
+    assert_eq!(
+        AMDGPU.integrated(None),
+        None,
+        "decided from hwmon's files (`apu`)"
+    );
 }
 
 /// The DRM area's sources, test modules left out: no driver's name is written as a string

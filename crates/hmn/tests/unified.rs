@@ -1,0 +1,446 @@
+//! Memory pools end to end (issue 23): an NVIDIA GB10 through the fake NVML's unified-memory
+//! mode and through `nvidia-smi`'s placeholders, a Grace Hopper that keeps its HBM, AMD APUs
+//! from sysfs (Strix Halo, no hwmon), an Intel iGPU and a discrete xe card — in the device
+//! line and JSON, `ps`'s totals, `fits`, `watch`, `run` and `doctor` (`serve`'s gauges: its unit
+//! tests).
+
+use hmn_testbed::{FakeDevice, FakeGpu, FakeNvml, FakeProc, FakeProcess, FakeSmi, fdinfo_sample};
+use serde_json::Value;
+
+use crate::util::{Bed, json, stderr, stdout};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+/// A DGX Spark's `/proc/meminfo` (nvitop #208): MemTotal, MemAvailable in KiB.
+const SPARK: (u64, u64) = (127_600_748, 118_566_368);
+
+/// A GB10 with a python process holding 63931 MiB (nvtop #426) and Xorg's 100 MiB.
+fn gb10() -> Bed {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::gb10(0))
+        .process(FakeProcess::compute(0, 4242, 63_931 * MIB))
+        .process(FakeProcess::graphics(0, 1460, 100 * MIB));
+    let bed = Bed::with_nvml(&fake);
+    bed.fixture().meminfo(SPARK.0, SPARK.1).unwrap();
+    bed.fixture()
+        .process(&FakeProc::new(4242, "python3"))
+        .unwrap()
+        .process(&FakeProc::new(1460, "Xorg"))
+        .unwrap();
+    bed
+}
+
+fn device(bed: &Bed) -> Value {
+    let o = bed.run(&["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    json(&o)["devices"][0].clone()
+}
+
+#[test]
+fn gb10_is_host_ram_with_the_sum_of_its_processes() {
+    let bed = gb10();
+    let d = device(&bed);
+    assert_eq!(d["integrated"], true);
+    let p = &d["pool"];
+    assert_eq!(p["kind"], "unified_host");
+    assert_eq!(p["total_bytes"], SPARK.0 * KIB);
+    assert_eq!(p["free_bytes"], SPARK.1 * KIB);
+    assert_eq!(p["host_available_bytes"], SPARK.1 * KIB);
+    assert_eq!(p["used_bytes"], (63_931 + 100) * MIB);
+    assert_eq!(
+        (&p["total_source"], &p["used_source"], &p["free_source"]),
+        (
+            &Value::from("host_total"),
+            &Value::from("process_sum"),
+            &Value::from("host_available")
+        )
+    );
+    assert_eq!(p["used_is_lower_bound"], true);
+    assert!(p["evidence"].as_str().unwrap().contains("nvml.h"), "{p}");
+    // The driver's own figures stay unknown, with NVML's answer.
+    assert!(d["memory"]["total_bytes"].is_null());
+    let why = d["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["field"] == "memory.total_bytes")
+        .unwrap();
+    assert_eq!(why["reason"], "unsupported");
+    assert!(why["detail"].as_str().unwrap().contains("NOT_SUPPORTED"));
+    let o = bed.run(&[]);
+    assert_eq!(
+        stdout(&o).lines().next().unwrap(),
+        "GPU 0 [NVIDIA GB10]: unified with host RAM, free 113.1 GiB / 121.7 GiB (the host's \
+         RAM), 62.5 GiB held by GPU processes (the sum of NVML's per-process figures), driver \
+         550.54.15"
+    );
+    // ps: the rows, and a total that says which pool it is.
+    let o = bed.run(&["ps"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "hmn: 2 GPU processes found (62.5 GiB total; GPU 0: unified with host RAM)\n"
+    );
+}
+
+#[test]
+fn gb10_fits_against_available_ram_with_a_dgpus_answers() {
+    let bed = gb10();
+    let o = bed.run(&["fits", "100GiB", "--device", "0", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["devices"][0]["budget_source"], "host_available");
+    assert_eq!(v["devices"][0]["verdict"]["budget_bytes"], SPARK.1 * KIB);
+    let o = bed.run(&["fits", "120GiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("available (shared system RAM)"),
+        "{}",
+        stderr(&o)
+    );
+    // A model: the largest context and batch are those of a discrete GPU with as much free.
+    let model = crate::fits::llama_8b(bed.dir.path());
+    let answers = |bed: &Bed| {
+        let o = bed.run(&["fits", model.to_str().unwrap(), "--json"]);
+        let v = json(&o);
+        let verdict = &v["devices"][0]["verdict"];
+        (
+            verdict["budget_bytes"].as_u64().unwrap(),
+            verdict["max_context"].as_u64().unwrap(),
+            verdict["max_batch"].as_u64().unwrap(),
+        )
+    };
+    let mut dgpu = FakeDevice::h100(0);
+    dgpu.memory_total = SPARK.1 * KIB + dgpu.memory_reserved + (4 << 20);
+    let h = Bed::with_nvml(&FakeNvml::new().device(dgpu));
+    let (on_gb10, on_dgpu) = (answers(&bed), answers(&h));
+    assert_eq!(on_gb10.0, SPARK.1 * KIB);
+    assert_eq!(on_gb10, on_dgpu);
+}
+
+#[test]
+fn a_grace_hopper_that_reports_its_hbm_keeps_it() {
+    let bed = Bed::with_nvml(&FakeNvml::new().device(FakeDevice::gh200(0)));
+    let d = device(&bed);
+    assert!(d.get("pool").is_none(), "{d}");
+    assert!(d["integrated"].is_null());
+    assert_eq!(d["memory"]["total_bytes"], 97_871 * MIB);
+    let o = bed.run(&["fits", "10GiB", "--json"]);
+    assert_eq!(json(&o)["devices"][0]["budget_source"], "free");
+}
+
+#[test]
+fn not_supported_from_one_memory_call_is_no_unified_memory() {
+    // v2 NOT_SUPPORTED, v1 answering: v1's figures, the reservation unknown, saying why.
+    let fake = FakeNvml::new().device(FakeDevice::h100(0).error("nvmlDeviceGetMemoryInfo_v2", 3));
+    let d = device(&Bed::with_nvml(&fake));
+    assert!(d.get("pool").is_none() && d["integrated"].is_null(), "{d}");
+    assert_eq!(d["memory"]["total_bytes"], 85_520_809_984u64);
+    let why = d["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["field"] == "memory.reserved_bytes")
+        .unwrap();
+    assert!(
+        why["detail"]
+            .as_str()
+            .unwrap()
+            .contains("answered NOT_SUPPORTED")
+    );
+    // v1 NOT_SUPPORTED while v2 answers: v2 alone is read.
+    let fake = FakeNvml::new().device(FakeDevice::h100(0).error("nvmlDeviceGetMemoryInfo", 3));
+    let d = device(&Bed::with_nvml(&fake));
+    assert!(d.get("pool").is_none());
+    assert_eq!(d["memory"]["reserved_bytes"], 566_231_040u64);
+    // Memory NOT_SUPPORTED and the process list failing: the pool's used figure is unknown,
+    // with the reason, never 0.
+    let fake = FakeNvml::new()
+        .device(FakeDevice::gb10(0).error("nvmlDeviceGetComputeRunningProcesses_v3", 999));
+    let bed = Bed::with_nvml(&fake);
+    let d = device(&bed);
+    assert!(d["pool"]["used_bytes"].is_null(), "{d}");
+    let why = d["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["field"] == "pool.used_bytes")
+        .unwrap();
+    assert_eq!(why["reason"], "device_error");
+    assert!(stdout(&bed.run(&[])).contains("? held by GPU processes"));
+}
+
+#[test]
+fn nvidia_smi_placeholders_on_a_gb10_and_on_a_lost_discrete_gpu() {
+    let bed = Bed::new();
+    bed.fixture().meminfo(SPARK.0, SPARK.1).unwrap();
+    let uuid = "GPU-11111111-2222-3333-4444-555555555555";
+    // 580.95.05 (marimo #6822): memory.total, used, free (and reserved) all [N/A].
+    let smi = FakeSmi::new(
+        &format!(
+            "0, NVIDIA GB10, {uuid}, 0000000F:01:00.0, 580.95.05, [N/A], [N/A], [N/A], [N/A]\n"
+        ),
+        &format!("4242, python3, 63931, {uuid}\n"),
+    )
+    .install(&bed.dir.path().join("smi"))
+    .unwrap();
+    let o = bed
+        .cmd(&["--json"])
+        .env("HMN_NVIDIA_SMI", &smi)
+        .output()
+        .unwrap();
+    let d = &json(&o)["devices"][0];
+    assert_eq!(d["source"], "nvidia-smi");
+    assert_eq!(d["pool"]["kind"], "unified_host");
+    assert_eq!(d["pool"]["used_bytes"], 63_931 * MIB);
+    assert_eq!(d["pool"]["free_bytes"], SPARK.1 * KIB);
+    let o = bed.cmd(&[]).env("HMN_NVIDIA_SMI", &smi).output().unwrap();
+    assert!(
+        stdout(&o).contains("(the sum of nvidia-smi's per-process figures)"),
+        "{}",
+        stdout(&o)
+    );
+    // The same placeholders with a discrete GPU's name (a GPU that fell off the bus): unknown.
+    let lost = FakeSmi::new(
+        &format!("0, NVIDIA H100 80GB HBM3, {uuid}, 00000000:1A:00.0, 580.95.05, [N/A], [N/A], [N/A], [N/A]\n"),
+        "",
+    )
+    .install(&bed.dir.path().join("lost"))
+    .unwrap();
+    let o = bed
+        .cmd(&["--json"])
+        .env("HMN_NVIDIA_SMI", &lost)
+        .output()
+        .unwrap();
+    let d = &json(&o)["devices"][0];
+    assert!(d.get("pool").is_none() && d["integrated"].is_null(), "{d}");
+    let o = bed.cmd(&[]).env("HMN_NVIDIA_SMI", &lost).output().unwrap();
+    assert!(stdout(&o).contains("free ? / ?"), "{}", stdout(&o));
+}
+
+/// A Strix Halo (2 GiB of GTT in use) on a 128 GB machine (MemTotal 131161644 kB, a public
+/// NixOS config) with `available_kib` available, a HIP process holding a 24 GB model in GTT
+/// (nvtop #492's fdinfo) that KFD also reports, and another client.
+fn strix_halo(available_kib: u64) -> Bed {
+    let bed = Bed::new();
+    bed.fixture().meminfo(131_161_644, available_kib).unwrap();
+    bed.gpu(FakeGpu::strix_halo("0000:c4:00.0", 0, 128, 2 * GIB));
+    bed.client(
+        500,
+        "llama-server",
+        &[(
+            7,
+            "renderD128",
+            &fdinfo_sample("amdgpu-apu-nvtop492.txt").unwrap(),
+        )],
+    );
+    // KFD's "VRAM" of the same process: on an APU that prefers GTT, the same buffers.
+    bed.world.sys.kfd_node(1, 9001, 0, 0xc4, 0, 0).unwrap();
+    bed.world
+        .sys
+        .kfd_process(500, 9001, 25_000_000 * KIB)
+        .unwrap();
+    bed
+}
+
+#[test]
+fn an_apu_is_its_carve_out_plus_gtt() {
+    let bed = strix_halo(120_000_000);
+    let d = device(&bed);
+    assert_eq!(d["integrated"], true);
+    let p = &d["pool"];
+    assert_eq!(p["kind"], "carve_out_plus_gtt");
+    assert_eq!(p["total_bytes"], 536_870_912u64 + 65_867_993_088);
+    assert_eq!(p["used_bytes"], 155_189_248 + 2 * GIB);
+    // Free carve-out + free GTT (below MemAvailable here).
+    assert_eq!(
+        p["free_bytes"],
+        (536_870_912 - 155_189_248) + (65_867_993_088 - 2 * GIB)
+    );
+    assert!(p["evidence"].as_str().unwrap().contains("vddnb"));
+    // `memory` is the carve-out, as before.
+    assert_eq!(d["memory"]["total_bytes"], 536_870_912u64);
+    let o = bed.run(&[]);
+    assert!(
+        stdout(&o).starts_with(
+            "GPU 0 [AMD 1002:1586]: free 59.7 GiB / 61.8 GiB carve-out + GTT (VRAM 364 MiB / 512 \
+             MiB free, GTT 59.3 GiB / 61.3 GiB free, GTT's free at most the RAM available)"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    // ps: the HIP process counts its VRAM and GTT (24.1 GiB), not KFD's figure on top.
+    let o = bed.run(&["ps"]);
+    assert_eq!(
+        stderr(&o),
+        "hmn: 1 GPU process found (24.1 GiB total; GPU 0: carve-out + GTT, each process's VRAM \
+         and GTT counted)\n"
+    );
+    // Its row keeps its contract: used_bytes is KFD's (the larger), the regions beside it.
+    let v = json(&bed.run(&["ps", "--json"]));
+    let row = &v["processes"][0];
+    assert_eq!(row["used_bytes"], 25_000_000 * KIB);
+    assert_eq!(row["source"], "kfd");
+    assert_eq!(row["regions"]["gtt"]["resident_bytes"], 25_258_000 * KIB);
+}
+
+#[test]
+fn an_apu_fits_against_its_larger_pool_bounded_by_available_ram() {
+    // GTT free (59.3 GiB) above MemAvailable (40 GiB): 40 GiB.
+    let bed = strix_halo(40 * GIB / KIB);
+    let o = bed.run(&["fits", "30GiB", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["devices"][0]["budget_source"], "gtt_pool");
+    assert_eq!(v["devices"][0]["verdict"]["budget_bytes"], 40 * GIB);
+    let o = bed.run(&["fits", "30GiB"]);
+    assert!(
+        stderr(&o).contains("40 GiB free in GTT (an APU's larger pool; at most MemAvailable)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(bed.run(&["fits", "45GiB"]).status.code(), Some(1));
+}
+
+#[test]
+fn an_amdgpu_without_hwmon_is_not_guessed() {
+    let bed = Bed::new();
+    bed.gpu(FakeGpu::strix_halo("0000:c4:00.0", 0, 128, 0).without_hwmon());
+    let d = device(&bed);
+    assert!(d.get("pool").is_none() && d["integrated"].is_null(), "{d}");
+    let why = d["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["field"] == "integrated")
+        .unwrap();
+    assert!(why["detail"].as_str().unwrap().contains("amdgpu.dpm=0"));
+    // The device line shows the carve-out as before; doctor warns with the remedy.
+    assert!(stdout(&bed.run(&[])).contains("free 364 MiB / 512 MiB"));
+    let o = bed
+        .cmd(&["doctor", "--json"])
+        .env("HMN_NO_CGROUP", "1")
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let c = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "memory-pool")
+        .unwrap();
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["remedy"].as_str().unwrap().contains("amdgpu.dpm=0"));
+}
+
+#[test]
+fn an_intel_igpu_is_host_ram_and_a_discrete_xe_card_its_clients_sum() {
+    let bed = Bed::new();
+    bed.gpu(FakeGpu::i915_igpu(0, 128));
+    // The man page's i915 example (proc_pid_fdinfo.5): 6044 KiB resident in system0.
+    bed.client(
+        600,
+        "gnome-shell",
+        &[(
+            9,
+            "renderD128",
+            &fdinfo_sample("i915-igpu-manpage.txt").unwrap(),
+        )],
+    );
+    bed.gpu(
+        FakeGpu::xe_dgpu("0000:03:00.0", 1, 129)
+            .file("tile0/physical_vram_size_bytes", "12884901888"),
+    );
+    let xe = fdinfo_sample("xe-dgpu-doc.txt")
+        .unwrap()
+        .replace("drm-pdev:", "drm-pdev-was:");
+    bed.client(601, "blender", &[(4, "renderD129", &xe)]);
+    let o = bed.run(&["--json"]);
+    let v = json(&o);
+    let igpu = &v["devices"][0]["pool"];
+    assert_eq!(igpu["kind"], "unified_host");
+    assert_eq!(igpu["used_bytes"], 6044 * KIB);
+    assert_eq!(igpu["used_source"], "client_sum");
+    assert_eq!(igpu["total_bytes"], 24_684_084 * KIB);
+    let xe = &v["devices"][1]["pool"];
+    assert_eq!(xe["kind"], "dedicated");
+    assert_eq!(xe["total_bytes"], 12 * GIB);
+    assert_eq!(xe["used_bytes"], 23_992 * KIB);
+    assert_eq!(xe["free_bytes"], 12 * GIB - 23_992 * KIB);
+    let text = stdout(&bed.run(&[]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].contains("unified with host RAM, free 23.3 GiB / 23.5 GiB (the host's RAM), at least 5.9 MiB held by its DRM clients"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains(
+            "free at most 12 GiB / 12 GiB, at least 23.4 MiB used (its DRM clients' resident VRAM)"
+        ),
+        "{text}"
+    );
+    // fits on the discrete card: against total − the clients' sum, said to be an upper bound.
+    let o = bed.run(&["fits", "1GiB", "--device", "1", "--json"]);
+    let v = json(&o);
+    assert_eq!(v["devices"][0]["budget_source"], "free");
+    assert!(
+        v.to_string().contains("an upper bound"),
+        "the verdict notes say so: {v}"
+    );
+}
+
+#[test]
+fn watch_says_the_gpu_memory_is_host_ram() {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let fake = FakeNvml::new()
+        .device(FakeDevice::gb10(0))
+        .process(FakeProcess::compute(0, pid, 8 * GIB));
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let text = bed.run(&["watch", "--interval", "100ms", "--duration", "100ms"]);
+    let json = bed.run(&[
+        "watch",
+        "--json",
+        "--interval",
+        "100ms",
+        "--duration",
+        "100ms",
+    ]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert!(
+        stderr(&text).contains(
+            "watch: GPU 0's memory is host RAM (unified): its VRAM figures are host RAM too"
+        ),
+        "{}",
+        stderr(&text)
+    );
+    let start: Value = serde_json::from_str(stdout(&json).lines().next().unwrap()).unwrap();
+    assert_eq!(start["host_memory_devices"], serde_json::json!([0]));
+}
+
+#[test]
+fn run_says_the_gpu_memory_is_host_ram() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::gb10(0))
+        .process(FakeProcess::compute_child_of_caller(0, 3 * GIB));
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let o = bed.run(&["run", "--json", "--interval", "50ms", "--", "sleep", "0.4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert_eq!(d["pool"], "unified_host");
+    assert_eq!(d["peak_vram_bytes"], 3 * GIB);
+    // Device-wide: the pool's used figure (the sum of processes), not an unknown.
+    assert_eq!(d["peak_device_used_bytes"], 3 * GIB);
+    assert!(
+        stderr(&o).contains("GPU 0's memory is host RAM (unified)"),
+        "{}",
+        stderr(&o)
+    );
+}
