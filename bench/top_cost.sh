@@ -8,11 +8,12 @@
 # encoder/decoder...), so every tool loads bench/top-cost/nvml_stubs.c built as
 # libnvidia-ml.so.1: those entry points answer NOT_SUPPORTED, everything else is the fake.
 # The three run at once in tmux (each needs a terminal); CPU is user + system time of each
-# process over WINDOW seconds after WARMUP, from /proc/<pid>/stat; memory is VmRSS and VmHWM.
+# process over WINDOW seconds after WARMUP, from each thread's /proc/<pid>/task/*/schedstat (ns);
+# memory is VmRSS and VmHWM.
 # NO_DRM=1 is the like-for-like mode: no fixture card (hmn's /sys root is an empty folder), so
 # no tool has a DRM GPU to walk fds for and all three show the same NVIDIA GPU.
 # Needs: cc, tmux, nvtop (Debian, contrib), nvitop (pip), python3. SKIP_BUILD=1 reuses the
-# release build. Run as root or raise
+# release build; HMN_BIN=path runs another hmn binary. Run as root or raise
 # `ulimit -u` / `ulimit -n` as needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,11 @@ for t in cc tmux nvtop nvitop python3; do
 done
 mkdir -p target/bench
 cc -O2 -o target/bench/holder bench/drm-scan/holder.c
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p hmn
+# HMN_BIN=path runs that binary instead of this checkout's release build (a before/after pair).
+if [ -z "${HMN_BIN:-}" ]; then
+  [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p hmn
+  HMN_BIN=$PWD/target/release/hmn
+fi
 cargo build -q -p hmn-testbed
 FAKE=$(ls -t target/debug/build/hmn-testbed-*/out/modern/libnvidia-ml.so.1 | head -1)
 DIR=$(mktemp -d)
@@ -81,11 +86,14 @@ start() { # name command...
     tmux -L "$SOCK" -f /dev/null new-session -d -s "$name" -x 160 -y 50 "exec $ENV $* 2>$DIR/$name.err"
   fi
 }
-start hmn env HMN_SYS_ROOT="$DIR/sys" HMN_NVML_LIB="$DIR/nvml/libnvidia-ml.so.1" HMN_NVIDIA_SMI=/nonexistent "$PWD/target/release/hmn" top
+start hmn env HMN_SYS_ROOT="$DIR/sys" HMN_NVML_LIB="$DIR/nvml/libnvidia-ml.so.1" HMN_NVIDIA_SMI=/nonexistent "$HMN_BIN" top
 start nvtop nvtop
 start nvitop "$PY" -m nvitop
 pane_pid() { tmux -L "$SOCK" display -p -t "$1" '#{pane_pid}'; }
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # clock ticks, all threads
+# CPU time in ns of every live thread (schedstat: ns, where /proc/<pid>/stat counts 10 ms
+# ticks — nvtop's 0.05 % over 60 s is 3 ticks). A thread that exits inside the window is not
+# counted; every tool here keeps its threads.
+cpu() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 sleep "$WARMUP"
 declare -A P C0
 for t in hmn nvtop nvitop; do
@@ -96,7 +104,6 @@ done
 T0=$(date +%s.%N)
 sleep "$WINDOW"
 T1=$(date +%s.%N)
-HZ=$(getconf CLK_TCK)
 OUT="$DIR/result.txt"
 for t in hmn nvtop nvitop; do
   pid=${P[$t]}
@@ -111,17 +118,17 @@ sleep 1
 RESCAN=$(tmux -L "$SOCK" capture-pane -p -t hmn | grep -o 'found every [^(]*' || echo 'rescan period not shown')
 for t in hmn nvtop nvitop; do
   echo "--- $t screen (first lines)"
-  tmux -L "$SOCK" capture-pane -p -t "$t" | grep -v '^\s*$' | head -6
+  tmux -L "$SOCK" capture-pane -p -t "$t" | grep -v '^\s*$' | head -6 || true  # head closes the pipe
 done
-python3 - "$OUT" "$HZ" "$T0" "$T1" "$RESCAN" <<'PY'
+python3 - "$OUT" "$T0" "$T1" "$RESCAN" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
-hz, wall = int(sys.argv[2]), float(sys.argv[4]) - float(sys.argv[3])
+wall = float(sys.argv[3]) - float(sys.argv[2])
 cpu = {}
-print(f"window {wall:.0f} s; hmn: AMD/Intel clients {sys.argv[5]}")
+print(f"window {wall:.0f} s; hmn: AMD/Intel clients {sys.argv[4]}")
 print(f"{'tool':8s} {'CPU of one core':>16s} {'RSS':>10s} {'peak RSS':>10s}")
-for name, ticks, rss, hwm in rows:
-    cpu[name] = int(ticks) / hz / wall * 100
+for name, ns, rss, hwm in rows:
+    cpu[name] = int(ns) / 1e9 / wall * 100
     print(f"{name:8s} {cpu[name]:15.3f}% {int(rss)/1024:8.1f} MiB {int(hwm)/1024:8.1f} MiB")
 for other in ("nvtop", "nvitop"):
     if cpu.get(other):

@@ -88,6 +88,10 @@ pub struct App {
     pub rescan: Option<(u64, bool)>,
     /// Where the table's first row was drawn (y), for mouse clicks.
     pub table_top: u16,
+    /// Steady-growth flags, fed with every snapshot shown.
+    pub trends: super::growth::Trends,
+    /// XID events counted since `top` started (live only; `None` in a replay).
+    pub xid: Option<std::sync::Arc<std::sync::Mutex<hypomnesis::XidTally>>>,
 }
 
 impl App {
@@ -113,6 +117,8 @@ impl App {
             busy_since_ms: 0,
             rescan: None,
             table_top: 0,
+            trends: super::growth::Trends::default(),
+            xid: None,
         }
     }
 
@@ -125,6 +131,7 @@ impl App {
             }
             h.push_back(p);
         }
+        self.trends.observe(&s);
         self.snap = Some(s);
         self.keep_selection();
     }
@@ -137,6 +144,7 @@ impl App {
                 self.history.entry(p.index).or_default().push_back(*p);
             }
         }
+        self.trends.observe(&s);
         self.snap = Some(s);
         self.keep_selection();
     }

@@ -3,8 +3,10 @@
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
 //! reused between rescans) with each row's name, owner and workload as read this sample,
-//! `/proc/meminfo`, and for each GPU process its `stat` (parent, start time, RSS, the kernel's
-//! name: one small read). The command line is kept per (pid, start time) and read again when
+//! `/proc/meminfo`, and for each GPU process and its ancestors its `stat` (parent, start time,
+//! RSS, the kernel's name). Those files are kept open between samples and re-read with one
+//! `pread` each (the probe's `meminfo`, a [`StatReader`]; closed once a sample no longer reads
+//! them). The command line is kept per (pid, start time) and read again when
 //! the kernel's name or the row's name changes (an `exec`, a `prctl`/`setproctitle` rename).
 //! An NVIDIA row whose host pid this proc root cannot show (a container's own `/proc`) is left
 //! as the probe gives it: nothing is read under that pid, which names a stranger or nothing.
@@ -20,10 +22,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hypomnesis::process::tree::{Stat, read_stat};
+use hypomnesis::process::tree::{Stat, StatReader};
 use hypomnesis::process::{self, IdentityCache};
 use hypomnesis::workload::WorkloadInfo;
-use hypomnesis::{Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason};
+use hypomnesis::{
+    Device, Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason,
+};
 
 use super::snapshot::{
     Ancestor, Bound, CMDLINE_MAX, Limits, ProcessRow, Snapshot, TEXT_MAX, cut, cut_name,
@@ -60,6 +64,11 @@ struct Known {
     last_seen: u64,
 }
 
+/// How often devices' memory health (ECC mode and counts, remapped rows or retired pages,
+/// amdgpu RAS) is read: a few more driver calls per device, so not every sample; every
+/// snapshot carries the latest reading.
+pub const HEALTH_PERIOD: Duration = Duration::from_secs(30);
+
 /// The longest a process's owner, workload and command line are kept unread while its name
 /// stays the same.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(10);
@@ -74,6 +83,16 @@ pub struct Collector {
     /// How long identities are kept unread ([`IDENTITY_REFRESH`]; tests shorten it).
     identity_refresh: Duration,
     known: HashMap<(u32, Option<u64>), Known>,
+    /// The `stat` files of the listed processes and their ancestors, kept open.
+    stats: StatReader,
+    /// The options of the health probe, built at the first health reading.
+    health_opts: ProbeOptions,
+    health_probe: Option<Probe>,
+    /// The latest health of each device (index, PCI address, health) and when it was read.
+    health: Vec<Device>,
+    health_at: Option<Instant>,
+    /// How often health is read ([`HEALTH_PERIOD`]; tests shorten it).
+    health_period: Duration,
     tick: u64,
     /// The DRM rescan period in force, and whether it was calibrated.
     pub rescan: (Duration, bool),
@@ -128,6 +147,17 @@ fn cmdline(roots: &Roots, pid: u32) -> Option<String> {
     (!args.is_empty()).then(|| cut(args.join(" "), CMDLINE_MAX))
 }
 
+/// A process's `stat`, read once per sample.
+fn stat_of(
+    reader: &mut StatReader,
+    seen: &mut HashMap<u32, Option<Stat>>,
+    pid: u32,
+) -> Option<Stat> {
+    seen.entry(pid)
+        .or_insert_with(|| reader.read(pid).ok())
+        .clone()
+}
+
 impl Collector {
     /// A collector over `opts`. Without a rescan period, and with a DRM GPU present, one DRM
     /// walk is timed first (on a probe without NVML) to calibrate it.
@@ -151,6 +181,11 @@ impl Collector {
             }
         };
         let roots = opts.roots.clone();
+        let stats = StatReader::new(&roots);
+        let health_opts = opts
+            .clone()
+            .health(true)
+            .drm_index_max_age(rescan.0.max(HEALTH_PERIOD));
         let page_size = opts.system.page_size;
         Collector {
             probe: Probe::with_options(opts.drm_index_max_age(rescan.0)),
@@ -160,6 +195,12 @@ impl Collector {
             users: IdentityCache::new(),
             identity_refresh: IDENTITY_REFRESH,
             known: HashMap::new(),
+            stats,
+            health_opts,
+            health_probe: None,
+            health: Vec::new(),
+            health_at: None,
+            health_period: HEALTH_PERIOD,
             tick: 0,
             rescan,
         }
@@ -198,6 +239,31 @@ impl Collector {
         k
     }
 
+    /// Copies the latest memory health into `devices`, read again when [`HEALTH_PERIOD`]
+    /// has passed (by a probe of its own, built on first use).
+    fn attach_health(&mut self, devices: &mut [Device]) {
+        if self
+            .health_at
+            .is_none_or(|t| t.elapsed() >= self.health_period)
+        {
+            let opts = &self.health_opts;
+            let probe = self
+                .health_probe
+                .get_or_insert_with(|| Probe::with_options(opts.clone()));
+            self.health = probe.devices().devices;
+            self.health_at = Some(Instant::now());
+        }
+        for d in devices {
+            if let Some(h) = self
+                .health
+                .iter()
+                .find(|h| h.index == d.index && h.pci_bus_id == d.pci_bus_id && h.uuid == d.uuid)
+            {
+                d.health.clone_from(&h.health);
+            }
+        }
+    }
+
     /// One snapshot, stamped with `interval`.
     pub fn sample(&mut self, interval: Duration) -> Snapshot {
         let started = Instant::now();
@@ -209,6 +275,9 @@ impl Collector {
             Err(e) => snap.host_error = Some(cut(e.to_string(), TEXT_MAX)),
         }
         snap.devices = list.devices.iter().map(|d| d.clone().bounded()).collect();
+        let mut devices = std::mem::take(&mut snap.devices);
+        self.attach_health(&mut devices);
+        snap.devices = devices;
         snap.hidden_processes = list.hidden_processes;
         snap.failed_devices.clone_from(&list.failed_devices);
         snap.warnings = list.warnings.iter().map(ToString::to_string).collect();
@@ -217,13 +286,6 @@ impl Collector {
         }
         let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
-        let roots = self.roots.clone();
-        let mut stat = |pid: u32| {
-            stats
-                .entry(pid)
-                .or_insert_with(|| read_stat(&roots, pid).ok())
-                .clone()
-        };
         for p in &list.processes {
             // The row's name, owner and workload are the probe's, read this sample.
             let mut row = ProcessRow::from_gpu(p);
@@ -248,7 +310,7 @@ impl Collector {
                 snap.processes.push(row);
                 continue;
             }
-            let st = stat(p.pid);
+            let st = stat_of(&mut self.stats, &mut stats, p.pid);
             match &st {
                 Some(st) => {
                     row.ppid = Some(st.ppid);
@@ -288,7 +350,7 @@ impl Collector {
                     break;
                 }
                 depth += 1;
-                let st = stat(pid);
+                let st = stat_of(&mut self.stats, &mut stats, pid);
                 next = st.as_ref().map(|s| s.ppid);
                 snap.ancestors.push(Ancestor {
                     pid,
@@ -299,6 +361,7 @@ impl Collector {
             }
         }
         snap.ancestors.truncate(super::snapshot::ANCESTORS_MAX);
+        self.stats.end_round();
         // Forget processes not seen for a minute's worth of samples.
         let tick = self.tick;
         self.known.retain(|_, k| tick - k.last_seen < 60);
@@ -457,118 +520,4 @@ pub fn spawn_into(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rescan_period_keeps_the_walk_within_budget() {
-        assert_eq!(calibrated_rescan(Duration::from_micros(300)), RESCAN_MIN);
-        assert_eq!(
-            calibrated_rescan(Duration::from_millis(250)),
-            Duration::from_secs(50)
-        );
-        assert_eq!(calibrated_rescan(Duration::from_secs(9)), RESCAN_MAX);
-    }
-
-    use hmn_testbed::{FakeNvml, FakeProc, FakeProcess, Sandbox};
-
-    fn collector(bed: &Sandbox, max: usize) -> Collector {
-        let opts = ProbeOptions::default()
-            .roots(
-                Roots::system()
-                    .with_proc(bed.proc())
-                    .with_sys(bed.world.sys.root()),
-            )
-            .nvml_library(bed.env.nvml.clone())
-            .nvidia_smi(bed.env.nvidia_smi.clone());
-        let o = CollectOptions {
-            limits: Limits { max_processes: max },
-            rescan: Some(Duration::from_secs(5)),
-        };
-        Collector::new(opts, o)
-    }
-
-    #[test]
-    fn a_rename_exec_setuid_or_cgroup_move_shows_at_the_next_sample() {
-        let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 4242, 1 << 30));
-        let bed = Sandbox::with_nvml(&fake);
-        let f = bed.fixture();
-        f.process(&FakeProc::new(4242, "python3").cmdline(&["python3", "serve.py"]))
-            .unwrap();
-        f.stat(4242, "python3", 1, 100).unwrap();
-        f.file("4242/cgroup", "0::/system.slice/old.service\n")
-            .unwrap();
-        let mut c = collector(&bed, 64);
-        let row = |s: &Snapshot| s.processes[0].clone();
-        let before = row(&c.sample(Duration::from_secs(1)));
-        assert_eq!(before.gpu.name.as_ref().unwrap().escaped(), "python3");
-        assert_eq!(before.cmdline.as_deref(), Some("python3 serve.py"));
-        assert_eq!(before.gpu.uid, Some(0));
-        // The same process (same start time) renames itself, drops to uid 1000, moves cgroup.
-        f.process(
-            &FakeProc::new(4242, "VLLM::Worker")
-                .cmdline(&["VLLM::Worker_TP0"])
-                .uid(1000),
-        )
-        .unwrap();
-        f.stat(4242, "VLLM::Worker", 1, 100).unwrap();
-        f.file("4242/cgroup", "0::/system.slice/new.service\n")
-            .unwrap();
-        let after = row(&c.sample(Duration::from_secs(1)));
-        assert_eq!(after.start_time, before.start_time, "the same process");
-        assert_eq!(after.gpu.name.as_ref().unwrap().escaped(), "VLLM::Worker");
-        assert_eq!(after.cmdline.as_deref(), Some("VLLM::Worker_TP0"));
-        assert_eq!(after.gpu.uid, Some(1000));
-        assert_ne!(
-            after.gpu.workload, before.gpu.workload,
-            "the cgroup move is seen"
-        );
-        // A setuid drop with the name unchanged: seen once the refresh period has passed.
-        f.process(
-            &FakeProc::new(4242, "VLLM::Worker")
-                .cmdline(&["VLLM::Worker_TP0"])
-                .uid(65534),
-        )
-        .unwrap();
-        assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(1000));
-        c.identity_refresh = Duration::ZERO;
-        assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(65534));
-    }
-
-    #[test]
-    fn an_nvml_pid_hidden_by_a_pid_namespace_is_never_named_after_a_stranger() {
-        // A container's own /proc: hmn is pid 1 in a namespace of its own, and pid 7 there is
-        // an unrelated shell — NVML's host pid 7 is someone else.
-        let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 7, 1 << 30));
-        let bed = Sandbox::with_nvml(&fake);
-        let f = bed.fixture();
-        f.process(&FakeProc::new(1, "hmn")).unwrap();
-        f.process(&FakeProc::new(7, "bash").cmdline(&["bash", "-i"]))
-            .unwrap();
-        f.stat(7, "bash", 1, 100).unwrap();
-        f.pid_ns(1, 4_026_532_999).unwrap();
-        f.self_link(1).unwrap();
-        let mut c = collector(&bed, 64);
-        for _ in 0..2 {
-            let s = c.sample(Duration::from_secs(1));
-            let r = &s.processes[0];
-            assert_eq!(r.gpu.pid, 7);
-            assert!(r.gpu.name.is_none() && r.gpu.user.is_none(), "{r:?}");
-            assert_eq!(
-                (r.start_time, r.ppid, r.rss_bytes, r.cmdline.as_deref()),
-                (None, None, None, None),
-                "a stranger's figures: {r:?}"
-            );
-            assert!(
-                r.gpu
-                    .unknown
-                    .iter()
-                    .any(|u| u.field == Field::RssBytes
-                        && u.reason == UnknownReason::OtherPidNamespace),
-                "{:?}",
-                r.gpu.unknown
-            );
-            assert!(s.ancestors.is_empty());
-        }
-    }
-}
+mod tests;

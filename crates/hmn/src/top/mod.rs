@@ -13,6 +13,7 @@
 //! | `kill`, `pidfd` | a confirmed signal, sent only to the identity that was listed (pidfd on Linux) |
 //! | `app`, `rows`, `player` | the view's state and keys; table lines (sort, filter, tree); replay |
 //! | `view`, `table`, `panes`, `theme` | drawing: layout, devices, table, detail, status, help, colours |
+//! | `growth`, `health` | steady-growth flags per process; a device's unattributed memory, memory health and XID events |
 
 // Without the `top` feature, `record` uses only the writing half of these.
 #[cfg_attr(not(feature = "top"), allow(dead_code))]
@@ -29,6 +30,12 @@ pub mod snapshot;
 mod app;
 #[cfg(feature = "top")]
 mod clock;
+#[cfg(feature = "top")]
+mod growth;
+#[cfg(feature = "top")]
+mod health;
+#[cfg(all(test, feature = "top"))]
+mod health_tests;
 #[cfg(feature = "top")]
 mod kill;
 #[cfg(feature = "top")]

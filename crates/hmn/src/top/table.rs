@@ -197,7 +197,16 @@ pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
                 text.push(' ');
             }
             let value = match (l.row.map(|r| &snap.processes[r]), c) {
-                (_, Column::Name) => format!("{}{}", l.prefix, sanitize(&l.name)),
+                (_, Column::Name) => format!(
+                    "{}{}{}",
+                    l.prefix,
+                    if app.trends.flagged(l.pid, l.start_time, l.device) {
+                        "↑ "
+                    } else {
+                        ""
+                    },
+                    sanitize(&l.name)
+                ),
                 (Some(r), c) => sanitize(&cell(r, *c)),
                 (None, Column::Pid) => l.pid.to_string(),
                 (None, _) => String::new(),
@@ -281,6 +290,25 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
                 g.mig_index.unwrap_or_default()
             ));
         }
+        if let Some(f) = app.trends.vram(g.pid, p.start_time, g.device_index) {
+            out.push(super::growth::flag_line("  VRAM grows steadily", f));
+        }
+        if let Some(d) = s.device(g.device_index) {
+            let u = super::health::unattributed(s, d);
+            out.push(format!(
+                "  unattributed: {}",
+                crate::ps::unattributed_cell(&u)
+            ));
+            out.extend(super::health::health_lines(d));
+            let tally = app.xid.as_ref().map(|t| {
+                t.lock()
+                    .map_or_else(|p| p.into_inner().clone(), |t| t.clone())
+            });
+            out.push(super::health::xid_line(tally.as_ref(), d.index));
+        }
+    }
+    if let Some(f) = app.trends.ram(r.gpu.pid, r.start_time) {
+        out.push(super::growth::flag_line("RAM grows steadily", f));
     }
     out.push(format!("host RSS {}", opt_bytes(r.rss_bytes)));
     if let Some(reg) = &r.gpu.regions {

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hypomnesis::{ProbeOptions, Roots};
-use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::crossterm::{cursor, execute, terminal};
+use ratatui::layout::Rect;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 
 use super::app::{Action, App, Mode};
 use super::collect::{CollectOptions, Control, now_ms, spawn_into};
@@ -176,6 +177,10 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         Some(r) => Source::Replay(Player::new(r, Instant::now())),
         None => {
             let control = Control::new(args.interval);
+            app.xid = Some(
+                super::health::spawn_xid(opts.clone(), Arc::clone(&control))
+                    .context("top: starting the XID counter")?,
+            );
             let snapshots = tx.clone();
             spawn_into(
                 opts,
@@ -211,8 +216,14 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     spawn_hangup_watch(tx).context("top: starting the hang-up watch")?;
     // One write per frame: the frame is buffered whole and flushed at the end of the draw, so
     // a terminal (or a test reading the screen) never sees half a frame.
+    // A fixed viewport, sized here and on each resize event: ratatui's full-screen viewport
+    // asks the terminal's size before every frame, which crossterm answers by opening
+    // `/dev/tty` each time.
     let out = BufWriter::with_capacity(FRAME_BUFFER, io::stdout());
-    let mut term = Terminal::new(CrosstermBackend::new(out))?;
+    let (w, h) = terminal::size().context("top: reading the terminal's size")?;
+    let viewport = Viewport::Fixed(Rect::new(0, 0, w, h));
+    let mut term =
+        Terminal::with_options(CrosstermBackend::new(out), TerminalOptions { viewport })?;
     let result = event_loop(&mut term, &mut app, source, &rx, &roots);
     drop(term);
     drop(guard);
@@ -324,7 +335,11 @@ fn event_loop(
                     app.mouse(m);
                     None
                 }
-                _ => None, // a resize, or a key release: redraw
+                Event::Resize(w, h) => {
+                    term.resize(Rect::new(0, 0, w, h))?;
+                    None
+                }
+                _ => None, // a key release, a focus change: redraw
             };
             let now = Instant::now();
             match (action, &mut source) {

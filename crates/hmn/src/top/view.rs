@@ -274,10 +274,18 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
             })
         })
         .unwrap_or_else(|| "unknown GPU".to_string());
-    let title = vec![
+    let mut title = vec![
         Span::styled(format!("GPU{} ", d.index), t.header()),
         Span::raw(sanitize(&name)),
     ];
+    // The worst memory-health finding, if any (the detail pane has them all).
+    if let Some(worst) = d
+        .health
+        .as_ref()
+        .and_then(|h| h.findings().into_iter().map(|f| f.severity).max())
+    {
+        title.push(Span::styled(format!("  memory health: {worst}"), t.bad()));
+    }
     if d.is_suspended() {
         let mut l = title;
         l.push(Span::styled(
@@ -321,10 +329,33 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
             )
         })
     };
-    let regions: String = [region("gtt", "GTT"), region("visible_vram", "vis")]
-        .into_iter()
-        .flatten()
-        .collect();
+    // Memory no listed process accounts for, the figure only (the detail pane names the
+    // causes); not shown when it is 0.
+    let unattributed = app
+        .snap
+        .as_ref()
+        .map(|s| super::health::unattributed(s, d))
+        .filter(|u| u.bytes != Some(0))
+        .map(|mut u| {
+            if u.bytes.is_none() {
+                return "  unattributed ?".to_string();
+            }
+            u.causes.clear();
+            let cell = crate::ps::unattributed_cell(&u);
+            let prefix = format!("GPU {} ", d.index);
+            format!(
+                "  unattributed {}",
+                cell.strip_prefix(&prefix).unwrap_or(&cell)
+            )
+        });
+    let regions: String = [
+        region("gtt", "GTT"),
+        region("visible_vram", "vis"),
+        unattributed,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if per == 1 {
         // One line: title, a short bar, the figures, utilization.
         let mut l = title;

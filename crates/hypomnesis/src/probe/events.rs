@@ -95,11 +95,23 @@ impl XidEvents<'_> {
     /// second after a failed wait, which it records in `tally.last_error` and backs off from).
     /// At once when no event can be counted.
     pub fn count_until(&mut self, stop: &AtomicBool, tally: &Mutex<XidTally>) {
+        self.count_until_waiting(stop, tally, XID_WAIT);
+    }
+
+    /// As [`XidEvents::count_until`], each wait lasting up to `wait` (an event ends it at
+    /// once): a counter whose stop need not be noticed quickly wakes less often (`hmn top`,
+    /// which exits without joining it, waits 10 s at a time).
+    pub fn count_until_waiting(
+        &mut self,
+        stop: &AtomicBool,
+        tally: &Mutex<XidTally>,
+        wait: Duration,
+    ) {
         match &mut self.inner {
             #[cfg(feature = "nvml")]
-            Inner::Nvml(e) => e.count_until(stop, tally),
+            Inner::Nvml(e) => e.count_until(stop, tally, wait),
             Inner::Unavailable(why, _) => {
-                let _ = stop;
+                let _ = (stop, wait);
                 if let Ok(mut t) = tally.lock() {
                     t.unavailable = Some(why.clone());
                 }

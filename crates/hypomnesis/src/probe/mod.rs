@@ -64,6 +64,8 @@ pub fn shared_probe() -> &'static Probe {
 pub struct Probe {
     options: ProbeOptions,
     self_statm: host::SelfStatm,
+    /// `/proc/meminfo`, kept open ([`Probe::host_memory`]).
+    meminfo: host::KeptMeminfo,
     nvml: OnceLock<NvmlSlot>,
     smi: crate::backends::smi::Smi,
     drm: DrmBackend,
@@ -99,6 +101,7 @@ impl Probe {
     pub fn with_options(options: ProbeOptions) -> Probe {
         Probe {
             self_statm: host::SelfStatm::new(&options.roots),
+            meminfo: host::KeptMeminfo::new(&options.roots),
             smi: crate::backends::smi::Smi::new(
                 options.nvidia_smi.clone(),
                 options.nvidia_smi_timeout,
@@ -485,12 +488,13 @@ impl Probe {
         });
     }
 
-    /// The machine's RAM.
+    /// The machine's RAM, from `<proc>/meminfo` kept open between calls (one `pread` each on
+    /// procfs).
     ///
     /// # Errors
     /// When `<proc>/meminfo` cannot be read or parsed.
     pub fn host_memory(&self) -> Result<HostMemory, Error> {
-        host::host_memory(&self.options.roots)
+        self.meminfo.read()
     }
 
     /// One process's host memory.

@@ -35,7 +35,8 @@ pub struct ProbeOptions {
     pub use_drm: bool,
     /// How long the pid → DRM-fd index (a walk over every process's fds) is reused before it
     /// is rebuilt. Queries in between read only the fdinfo of known DRM fds; a process that
-    /// opens a GPU after the last rebuild appears at the next one.
+    /// opens a GPU after the last rebuild appears at the next one. A discovery that found no
+    /// DRM GPU at all is reused for as long (a card that appears later shows within it).
     pub drm_index_max_age: Duration,
     /// Read each device's memory health (ECC, remapped rows or retired pages, amdgpu RAS)
     /// into `Device::health`: a few more driver calls (and, on amdgpu, hardware queries) per

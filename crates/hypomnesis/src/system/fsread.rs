@@ -14,7 +14,8 @@
 //!   [`read_hex_u16`]);
 //! - opening a file for a streaming header reader ([`open_sized`]) or for repeated reads
 //!   from its start ([`open`], [`read_at_start`]), and which file an open file is
-//!   ([`identity`]: one file reached through several names is read once).
+//!   ([`identity`]: one file reached through several names is read once; procfs files kept
+//!   open between readings are `super::kept`'s).
 //!
 //! Asking about a path rather than reading it — `exists`, `metadata`, `canonicalize`,
 //! `read_link`, and the DRM walk's `readlinkat` on fds below a directory opened here — stays

@@ -6,7 +6,11 @@
 //!   [`ProbeOptions::drm_index_max_age`](crate::ProbeOptions::drm_index_max_age), so a sampler
 //!   that polls often reads only the few fdinfo files of known DRM fds per tick;
 //! - the previous engine counters of each client, so every query after the first reports
-//!   engine utilization over the interval since the one before.
+//!   engine utilization over the interval since the one before;
+//! - when the last discovery found no DRM GPU, when it ran: that finding is reused for the
+//!   same [`ProbeOptions::drm_index_max_age`](crate::ProbeOptions::drm_index_max_age) (the
+//!   period in which a new client of a known card can go unseen anyway), so a machine with no
+//!   DRM GPU lists `/sys/class/drm` and `/sys/class/accel` once per period, not per query.
 //!
 //! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
@@ -79,6 +83,8 @@ pub(crate) struct DrmBackend {
     index: Mutex<Option<(Instant, FdIndex)>>,
     previous: Mutex<HashMap<ClientKey, EngineSample>>,
     names: Mutex<HashMap<crate::system::pci_ids::PciIdentity, Option<String>>>,
+    /// When a discovery last found no DRM GPU (`None`: the last one found some, or none ran).
+    none_since: Mutex<Option<Instant>>,
 }
 
 /// What one process walk found.
@@ -96,6 +102,7 @@ impl DrmBackend {
             index: Mutex::new(None),
             previous: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
+            none_since: Mutex::new(None),
         }
     }
 
@@ -110,7 +117,7 @@ impl DrmBackend {
         let mut out = Vec::new();
         let mut map = DrmDevices::default();
         let mut next = first_index;
-        for f in sysfs::discover(&self.roots) {
+        for f in self.discover() {
             let same = nvidia
                 .iter()
                 .find(|d| d.pci_bus_id.is_some() && d.pci_bus_id == f.pci);
@@ -130,6 +137,20 @@ impl DrmBackend {
             next += 1;
         }
         (out, map)
+    }
+
+    /// The DRM devices in sysfs; an empty finding younger than the index age is reused.
+    fn discover(&self) -> Vec<Found> {
+        let mut none_since = match self.none_since.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if none_since.is_some_and(|t| t.elapsed() < self.max_index_age) {
+            return Vec::new();
+        }
+        let found = sysfs::discover(&self.roots);
+        *none_since = found.is_empty().then(Instant::now);
+        found
     }
 
     /// A device's marketing name from the system's databases ([`crate::pci_ids`]), looked up
@@ -329,5 +350,43 @@ impl DrmBackend {
                 row.unknown.retain(|u| u.field != Field::UsedBytes);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hmn_testbed::{FakeGpu, World};
+
+    #[test]
+    fn finding_no_gpu_is_reused_for_the_index_age_and_then_listed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let world = World::new(dir.path()).unwrap();
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(world.sys.root());
+        let kept = DrmBackend::new(roots.clone(), Duration::from_secs(3600));
+        let fresh = DrmBackend::new(roots, Duration::ZERO);
+        assert!(kept.devices(0, &[], None).0.is_empty());
+        assert!(fresh.devices(0, &[], None).0.is_empty());
+        world
+            .gpu(FakeGpu {
+                dir_name: "0000:03:00.0".to_string(),
+                pci: true,
+                vendor: Some(0x1002),
+                device: Some(0x744c),
+                driver: "amdgpu".to_string(),
+                nodes: vec!["card1".to_string(), "renderD128".to_string()],
+                runtime_status: "active".to_string(),
+                files: Vec::new(),
+            })
+            .unwrap();
+        assert!(
+            kept.devices(0, &[], None).0.is_empty(),
+            "within the age: not listed again"
+        );
+        assert_eq!(fresh.devices(0, &[], None).0.len(), 1, "past the age");
+        // A finding with a GPU is never reused: the card stays listed at each query.
+        assert_eq!(fresh.devices(0, &[], None).0.len(), 1);
     }
 }

@@ -232,14 +232,19 @@ impl<'n> Events<'n> {
     /// # Errors
     /// NVML's error (GPU lost, …) as text.
     pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, String> {
+        self.wait_up_to(timeout.min(WAIT))
+    }
+
+    /// Waits up to `timeout`, uncapped (a counter whose stop may be noticed late).
+    fn wait_up_to(&mut self, timeout: Duration) -> Result<Option<XidEvent>, String> {
         let Some(set) = self.set.as_ref() else {
             return Ok(None);
         };
         if self.devices.is_empty() {
-            std::thread::sleep(timeout.min(WAIT));
+            std::thread::sleep(timeout);
             return Ok(None);
         }
-        let ms = u32::try_from(timeout.min(WAIT).as_millis()).unwrap_or(250);
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
         match ffi_health::event_wait(self.nvml.lib(), set, ms) {
             Ok(Some(raw)) if raw.event_type & XID_CRITICAL_ERROR != 0 => {
                 let Some((index, _)) = self.devices.iter().find(|(_, d)| *d == raw.device) else {
@@ -256,10 +261,15 @@ impl<'n> Events<'n> {
         }
     }
 
-    /// Counts events into `tally` until `stop` is set (noticed within [`WAIT`], or a second
+    /// Counts events into `tally` until `stop` is set (noticed within `wait`, or four `wait`s
     /// after an error: a lost GPU makes every wait fail at once, so the loop backs off rather
     /// than spin).
-    pub(crate) fn count_until(&mut self, stop: &AtomicBool, tally: &Mutex<XidTally>) {
+    pub(crate) fn count_until(
+        &mut self,
+        stop: &AtomicBool,
+        tally: &Mutex<XidTally>,
+        wait: Duration,
+    ) {
         {
             let mut t = lock(tally);
             for (i, why) in &self.unsupported {
@@ -267,7 +277,7 @@ impl<'n> Events<'n> {
             }
         }
         while !stop.load(Ordering::Relaxed) {
-            match self.wait(WAIT) {
+            match self.wait_up_to(wait) {
                 Ok(Some(e)) => lock(tally).add(e),
                 Ok(None) => {}
                 Err(why) => {
@@ -276,7 +286,7 @@ impl<'n> Events<'n> {
                         if stop.load(Ordering::Relaxed) {
                             return;
                         }
-                        std::thread::sleep(WAIT);
+                        std::thread::sleep(wait);
                     }
                 }
             }

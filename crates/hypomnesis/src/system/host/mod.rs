@@ -36,6 +36,7 @@ use std::fs::File;
 use std::path::PathBuf;
 
 use crate::system::fsread::{self, Cap};
+use crate::system::kept::Kept;
 use crate::system::roots::{Roots, SystemInfo};
 use crate::types::error::Error;
 use crate::types::{Field, Unknown, UnknownReason};
@@ -57,13 +58,57 @@ pub fn host_memory(roots: &Roots) -> Result<HostMemory, Error> {
         Cap::MEMINFO,
         parse::parse_meminfo,
     )?;
-    Ok(HostMemory {
+    Ok(from_meminfo(&m))
+}
+
+/// `/proc/meminfo` kept open for a caller that reads it again and again (a [`crate::Probe`]):
+/// one `pread` per reading ([`Kept`]).
+#[derive(Debug)]
+pub(crate) struct KeptMeminfo {
+    file: Kept,
+    /// The system roots on Windows/macOS: the platform's own call, not procfs.
+    #[cfg(any(windows, target_os = "macos"))]
+    native: bool,
+}
+
+impl KeptMeminfo {
+    pub(crate) fn new(roots: &Roots) -> KeptMeminfo {
+        KeptMeminfo {
+            file: Kept::new(roots.proc.join("meminfo"), Cap::MEMINFO),
+            #[cfg(any(windows, target_os = "macos"))]
+            native: roots.is_system(),
+        }
+    }
+
+    /// As [`host_memory`].
+    ///
+    /// # Errors
+    /// As [`host_memory`].
+    pub(crate) fn read(&self) -> Result<HostMemory, Error> {
+        #[cfg(any(windows, target_os = "macos"))]
+        if self.native {
+            return native::host_memory();
+        }
+        let path = self.file.path();
+        let text = String::from_utf8(self.file.read()?).map_err(|_| {
+            Error::from_io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "meminfo is not UTF-8"),
+            )
+        })?;
+        let m = parse::parse_meminfo(&text).map_err(|e| e.at(path))?;
+        Ok(from_meminfo(&m))
+    }
+}
+
+fn from_meminfo(m: &parse::Meminfo) -> HostMemory {
+    HostMemory {
         memory_total_bytes: m.total_bytes,
         memory_available_bytes: m.available_bytes.unwrap_or(m.free_bytes),
         memory_free_bytes: m.free_bytes,
         swap_total_bytes: m.swap_total_bytes,
         swap_free_bytes: m.swap_free_bytes,
-    })
+    }
 }
 
 /// Reads one process's memory.

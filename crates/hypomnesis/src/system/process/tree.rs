@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use crate::system::fsread::{self, Cap};
 use crate::system::roots::Roots;
 
-pub use super::read::read_stat;
+pub use super::read::{StatReader, read_stat};
 pub use super::stat::{
     ProcessId, Stat, Target, parse_btime, parse_stat, parse_stat_bytes, start_unix_us,
 };

@@ -1,0 +1,113 @@
+use super::*;
+
+#[test]
+fn the_rescan_period_keeps_the_walk_within_budget() {
+    assert_eq!(calibrated_rescan(Duration::from_micros(300)), RESCAN_MIN);
+    assert_eq!(
+        calibrated_rescan(Duration::from_millis(250)),
+        Duration::from_secs(50)
+    );
+    assert_eq!(calibrated_rescan(Duration::from_secs(9)), RESCAN_MAX);
+}
+
+use hmn_testbed::{FakeNvml, FakeProc, FakeProcess, Sandbox};
+
+fn collector(bed: &Sandbox, max: usize) -> Collector {
+    let opts = ProbeOptions::default()
+        .roots(
+            Roots::system()
+                .with_proc(bed.proc())
+                .with_sys(bed.world.sys.root()),
+        )
+        .nvml_library(bed.env.nvml.clone())
+        .nvidia_smi(bed.env.nvidia_smi.clone());
+    let o = CollectOptions {
+        limits: Limits { max_processes: max },
+        rescan: Some(Duration::from_secs(5)),
+    };
+    Collector::new(opts, o)
+}
+
+#[test]
+fn a_rename_exec_setuid_or_cgroup_move_shows_at_the_next_sample() {
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 4242, 1 << 30));
+    let bed = Sandbox::with_nvml(&fake);
+    let f = bed.fixture();
+    f.process(&FakeProc::new(4242, "python3").cmdline(&["python3", "serve.py"]))
+        .unwrap();
+    f.stat(4242, "python3", 1, 100).unwrap();
+    f.file("4242/cgroup", "0::/system.slice/old.service\n")
+        .unwrap();
+    let mut c = collector(&bed, 64);
+    let row = |s: &Snapshot| s.processes[0].clone();
+    let before = row(&c.sample(Duration::from_secs(1)));
+    assert_eq!(before.gpu.name.as_ref().unwrap().escaped(), "python3");
+    assert_eq!(before.cmdline.as_deref(), Some("python3 serve.py"));
+    assert_eq!(before.gpu.uid, Some(0));
+    // The same process (same start time) renames itself, drops to uid 1000, moves cgroup.
+    f.process(
+        &FakeProc::new(4242, "VLLM::Worker")
+            .cmdline(&["VLLM::Worker_TP0"])
+            .uid(1000),
+    )
+    .unwrap();
+    f.stat(4242, "VLLM::Worker", 1, 100).unwrap();
+    f.file("4242/cgroup", "0::/system.slice/new.service\n")
+        .unwrap();
+    let after = row(&c.sample(Duration::from_secs(1)));
+    assert_eq!(after.start_time, before.start_time, "the same process");
+    assert_eq!(after.gpu.name.as_ref().unwrap().escaped(), "VLLM::Worker");
+    assert_eq!(after.cmdline.as_deref(), Some("VLLM::Worker_TP0"));
+    assert_eq!(after.gpu.uid, Some(1000));
+    assert_ne!(
+        after.gpu.workload, before.gpu.workload,
+        "the cgroup move is seen"
+    );
+    // A setuid drop with the name unchanged: seen once the refresh period has passed.
+    f.process(
+        &FakeProc::new(4242, "VLLM::Worker")
+            .cmdline(&["VLLM::Worker_TP0"])
+            .uid(65534),
+    )
+    .unwrap();
+    assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(1000));
+    c.identity_refresh = Duration::ZERO;
+    assert_eq!(row(&c.sample(Duration::from_secs(1))).gpu.uid, Some(65534));
+}
+
+#[test]
+fn an_nvml_pid_hidden_by_a_pid_namespace_is_never_named_after_a_stranger() {
+    // A container's own /proc: hmn is pid 1 in a namespace of its own, and pid 7 there is
+    // an unrelated shell — NVML's host pid 7 is someone else.
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 7, 1 << 30));
+    let bed = Sandbox::with_nvml(&fake);
+    let f = bed.fixture();
+    f.process(&FakeProc::new(1, "hmn")).unwrap();
+    f.process(&FakeProc::new(7, "bash").cmdline(&["bash", "-i"]))
+        .unwrap();
+    f.stat(7, "bash", 1, 100).unwrap();
+    f.pid_ns(1, 4_026_532_999).unwrap();
+    f.self_link(1).unwrap();
+    let mut c = collector(&bed, 64);
+    for _ in 0..2 {
+        let s = c.sample(Duration::from_secs(1));
+        let r = &s.processes[0];
+        assert_eq!(r.gpu.pid, 7);
+        assert!(r.gpu.name.is_none() && r.gpu.user.is_none(), "{r:?}");
+        assert_eq!(
+            (r.start_time, r.ppid, r.rss_bytes, r.cmdline.as_deref()),
+            (None, None, None, None),
+            "a stranger's figures: {r:?}"
+        );
+        assert!(
+            r.gpu
+                .unknown
+                .iter()
+                .any(|u| u.field == Field::RssBytes
+                    && u.reason == UnknownReason::OtherPidNamespace),
+            "{:?}",
+            r.gpu.unknown
+        );
+        assert!(s.ancestors.is_empty());
+    }
+}

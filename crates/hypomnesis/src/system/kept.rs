@@ -1,0 +1,241 @@
+//! Procfs files kept open between readings ([`Kept`] for one path, [`KeptByPid`] for a file of
+//! many processes): each reading is one `pread` from offset 0, which procfs answers by
+//! regenerating the file, instead of open + read + close.
+//!
+//! Only a file on procfs is kept (its file system's magic, asked once at open): a fixture
+//! tree's files are replaced by rename, which a kept descriptor would never see, so any other
+//! file is opened per reading as before. A kept `/proc/<pid>/…` descriptor stays bound to the
+//! process it was opened for: once that process has exited, reading it fails (`ESRCH`) or
+//! returns nothing, and the path is opened afresh — a reused pid is never read through its
+//! predecessor's descriptor.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[cfg(not(target_os = "linux"))]
+use crate::system::fsread::read_at_start;
+use crate::system::fsread::{Cap, open, read_bytes};
+use crate::system::roots::Roots;
+use crate::types::error::Error;
+
+/// The most `/proc/<pid>` files one [`KeptByPid`] keeps open (beyond it, a file is opened per
+/// reading), far below the usual limit of 1024 descriptors.
+pub(crate) const KEPT_MAX: usize = 256;
+
+/// Whether `file` is on procfs, which regenerates a file read from its start.
+#[cfg(target_os = "linux")]
+pub(crate) fn regenerated(file: &File) -> bool {
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, fstatfs};
+    fstatfs(file).is_ok_and(|s| s.filesystem_type() == PROC_SUPER_MAGIC)
+}
+
+/// Platform seam: only Linux has a procfs to keep files of (a proc root named elsewhere is a
+/// fixture tree).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn regenerated(file: &File) -> bool {
+    let _ = file;
+    false
+}
+
+/// One reading of a kept file from its start: `None` when it failed, read nothing (the
+/// process is gone) or reached the cap — the caller then opens afresh, and the usual reader
+/// words any error. One `pread` on Linux: procfs builds such a file whole when it is read from
+/// offset 0 and copies all of it that fits, so a read shorter than the buffer is the whole file.
+fn reread(file: &File, cap: Cap, path: &Path) -> Option<Vec<u8>> {
+    let limit = usize::try_from(cap.limit()).ok()?;
+    let mut buf = vec![0u8; limit.saturating_add(1)];
+    let n = read_once(file, &mut buf, path).ok()?;
+    (n > 0 && n <= limit).then(|| {
+        buf.truncate(n);
+        buf
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn read_once(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
+    use std::os::unix::fs::FileExt;
+    loop {
+        match file.read_at(buf, 0) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => return r.map_err(|e| Error::from_io(path, e)),
+        }
+    }
+}
+
+/// Platform seam: nothing is kept off Linux ([`regenerated`]); the portable reader.
+#[cfg(not(target_os = "linux"))]
+fn read_once(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
+    read_at_start(file, buf, path)
+}
+
+/// Reads `path` afresh, with the open file when it is worth keeping.
+fn fresh(path: &Path, cap: Cap) -> Result<(Vec<u8>, Option<File>), Error> {
+    let file = open(path)?;
+    if regenerated(&file) {
+        if let Some(bytes) = reread(&file, cap, path) {
+            return Ok((bytes, Some(file)));
+        }
+    }
+    drop(file);
+    Ok((read_bytes(path, cap)?, None))
+}
+
+/// One file kept open (`/proc/meminfo`), shared behind a lock.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    path: PathBuf,
+    cap: Cap,
+    file: Mutex<Option<File>>,
+}
+
+impl Kept {
+    pub(crate) fn new(path: PathBuf, cap: Cap) -> Kept {
+        Kept {
+            path,
+            cap,
+            file: Mutex::new(None),
+        }
+    }
+
+    /// The path read.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's bytes, read through the kept descriptor where there is one.
+    ///
+    /// # Errors
+    /// As [`read_bytes`].
+    pub(crate) fn read(&self) -> Result<Vec<u8>, Error> {
+        let mut kept = match self.file.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(file) = kept.as_ref() {
+            if let Some(bytes) = reread(file, self.cap, &self.path) {
+                return Ok(bytes);
+            }
+        }
+        let (bytes, file) = fresh(&self.path, self.cap)?;
+        *kept = file;
+        Ok(bytes)
+    }
+}
+
+/// One file (`stat`) of many processes, kept open per pid. A caller that reads in rounds (one
+/// per sample) calls [`KeptByPid::end_round`] after each, which closes the files of the pids
+/// it did not read.
+#[derive(Debug)]
+pub(crate) struct KeptByPid {
+    roots: Roots,
+    name: &'static str,
+    cap: Cap,
+    /// pid → (its file, read this round).
+    open: HashMap<u32, (File, bool)>,
+}
+
+impl KeptByPid {
+    pub(crate) fn new(roots: Roots, name: &'static str, cap: Cap) -> KeptByPid {
+        KeptByPid {
+            roots,
+            name,
+            cap,
+            open: HashMap::new(),
+        }
+    }
+
+    /// `<proc>/<pid>/<name>`'s bytes, and the path they came from.
+    ///
+    /// # Errors
+    /// As [`read_bytes`]: [`Error::NotFound`] when the process is gone.
+    pub(crate) fn read(&mut self, pid: u32) -> Result<(Vec<u8>, PathBuf), Error> {
+        let path = self.roots.pid_file(pid, self.name);
+        if let Some((file, used)) = self.open.get_mut(&pid) {
+            if let Some(bytes) = reread(file, self.cap, &path) {
+                *used = true;
+                return Ok((bytes, path));
+            }
+            self.open.remove(&pid);
+        }
+        let (bytes, file) = fresh(&path, self.cap)?;
+        if let Some(file) = file.filter(|_| self.open.len() < KEPT_MAX) {
+            self.open.insert(pid, (file, true));
+        }
+        Ok((bytes, path))
+    }
+
+    /// Closes the files not read since the last call.
+    pub(crate) fn end_round(&mut self) {
+        self.open.retain(|_, (_, used)| std::mem::take(used));
+    }
+
+    /// How many files are kept open.
+    pub(crate) fn kept(&self) -> usize {
+        self.open.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_file_is_never_kept_and_a_replacement_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("7")).unwrap();
+        let roots = Roots::system().with_proc(dir.path());
+        let stat = dir.path().join("7/stat");
+        std::fs::write(&stat, "one").unwrap();
+        let mut by_pid = KeptByPid::new(roots, "stat", Cap::STAT);
+        assert_eq!(by_pid.read(7).unwrap().0, b"one");
+        assert_eq!(by_pid.kept(), 0, "not procfs");
+        // Replaced by rename, as the test bed writes: a kept descriptor would miss it.
+        std::fs::write(dir.path().join("7/new"), "two").unwrap();
+        std::fs::rename(dir.path().join("7/new"), &stat).unwrap();
+        assert_eq!(by_pid.read(7).unwrap().0, b"two");
+        assert!(matches!(by_pid.read(8), Err(Error::NotFound { .. })));
+        let one = Kept::new(stat.clone(), Cap::STAT);
+        assert_eq!(one.read().unwrap(), b"two");
+        std::fs::write(&stat, "three").unwrap();
+        assert_eq!(one.read().unwrap(), b"three");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_procfs_file_is_kept_until_its_process_exits_or_a_round_skips_it() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let (me, pid) = (std::process::id(), child.id());
+        let mut by_pid = KeptByPid::new(Roots::system(), "stat", Cap::STAT);
+        let first = by_pid.read(pid).unwrap().0;
+        assert!(first.starts_with(format!("{pid} (sleep)").as_bytes()));
+        by_pid.read(me).unwrap();
+        assert_eq!(by_pid.kept(), 2);
+        // Read again through the kept descriptor: the same process, regenerated.
+        assert!(
+            by_pid
+                .read(pid)
+                .unwrap()
+                .0
+                .starts_with(format!("{pid} (").as_bytes())
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The kept descriptor of an exited (reaped) process reads nothing of anyone else.
+        assert!(matches!(by_pid.read(pid), Err(Error::NotFound { .. })));
+        assert_eq!(by_pid.kept(), 1, "the dead process's file is closed");
+        by_pid.end_round();
+        assert_eq!(by_pid.kept(), 1, "read this round");
+        by_pid.end_round();
+        assert_eq!(by_pid.kept(), 0, "not read in the last round");
+        let meminfo = Kept::new("/proc/meminfo".into(), Cap::MEMINFO);
+        for _ in 0..2 {
+            assert!(meminfo.read().unwrap().starts_with(b"MemTotal:"));
+        }
+        assert!(meminfo.file.lock().unwrap().is_some(), "kept");
+    }
+}
