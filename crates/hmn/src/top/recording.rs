@@ -97,7 +97,8 @@ pub fn device_points(s: &Snapshot) -> Vec<DevicePoint> {
         .iter()
         .map(|d| DevicePoint {
             index: d.index,
-            memory: match (d.memory.used_bytes, d.memory.total_bytes) {
+            // The pool where the device has one (the device panel's bar shows it too).
+            memory: match (d.pool_used_bytes(), d.pool_free_and_total().1) {
                 (Some(u), Some(t)) if t > 0 => Some(u as f64 / t as f64),
                 _ => None,
             },

@@ -113,6 +113,34 @@ fn row_of<'a>(screen: &'a str, needle: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{needle:?} not on screen:\n{screen}"))
 }
 
+/// A GB10 (unified memory: both NVML memory calls NOT_SUPPORTED): the panel's bar and figures
+/// are its pool — host RAM, used the sum of its processes (a lower bound) — never the `? / ?`
+/// of the driver's own memory, and the history follows the pool.
+#[test]
+fn a_unified_memory_device_is_drawn_from_its_pool() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::gb10(0))
+        .process(FakeProcess::compute(0, 4242, 60 << 30));
+    let bed = Sandbox::with_nvml(&fake);
+    // A DGX Spark's meminfo (KiB): 121.7 GiB total, 113.1 GiB available.
+    bed.fixture().meminfo(127_600_748, 118_566_368).unwrap();
+    bed.fixture()
+        .process(&FakeProc::new(4242, "python3"))
+        .unwrap();
+    let mut c = collector(&bed, 100);
+    let mut app = live();
+    let snap = c.sample(Duration::from_secs(1));
+    let points = super::recording::device_points(&snap);
+    let fraction = points[0].memory.expect("the pool's fraction");
+    assert!((fraction - 60.0 / 121.69).abs() < 0.01, "{fraction}");
+    app.push(snap);
+    app.now_ms = now_ms();
+    let s = text(&mut app, 140, 30);
+    let mem = row_of(&s, "unified with host RAM");
+    assert!(mem.contains("≥60 GiB / 121.7 GiB"), "{s}");
+    assert!(!mem.contains("? / ?"), "{s}");
+}
+
 #[test]
 fn the_fake_nvml_draws_devices_processes_and_host_memory() {
     let bed = nvidia_bed();

@@ -311,15 +311,30 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
         mhz(tel.clock_graphics_mhz),
         mhz(tel.clock_memory_mhz),
     );
-    let m = &d.memory;
-    let mem_text = format!(
-        " {}{} / {}",
-        opt_bytes(m.used_bytes),
-        m.reserved_bytes
-            .map(|r| format!(" + {} rsvd", bytes(r)))
-            .unwrap_or_default(),
-        opt_bytes(m.total_bytes)
-    );
+    // What the bar and figures show: the device's memory pool where it has one (an APU's
+    // carve-out + GTT, unified memory: what the GPU really allocates from), else its memory.
+    let m = match &d.pool {
+        Some(p) => hypomnesis::DeviceMemory::new(p.total_bytes, p.used_bytes, p.free_bytes, None),
+        None => d.memory,
+    };
+    let m = &m;
+    let mem_text = match &d.pool {
+        Some(p) => format!(
+            " {}{} / {} {}",
+            if p.used_is_lower_bound { "≥" } else { "" },
+            opt_bytes(p.used_bytes),
+            opt_bytes(p.total_bytes),
+            p.kind.label()
+        ),
+        None => format!(
+            " {}{} / {}",
+            opt_bytes(m.used_bytes),
+            m.reserved_bytes
+                .map(|r| format!(" + {} rsvd", bytes(r)))
+                .unwrap_or_default(),
+            opt_bytes(m.total_bytes)
+        ),
+    };
     let region = |key: &str, label: &str| {
         d.regions.get(key).map(|r| {
             format!(
