@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use hmn_testbed::{FakeDevice, FakeGpu, FakeNvml, GgufWriter, ggml};
 use hypomnesis::estimate::model::open;
 use hypomnesis::estimate::{FitParams, KvDtype, Runtime, estimate};
-use serde_json::Value;
 
-use crate::util::{Bed, json, stderr, stdout};
+use crate::util::{Bed, component, json, stderr, stdout};
 
 const GIB: u64 = 1 << 30;
 /// Llama-3.1-8B in BF16: 8,030,261,248 parameters.
@@ -61,15 +60,6 @@ pub(crate) fn llama_8b(dir: &Path) -> PathBuf {
 /// An H100 with `used` bytes in use.
 fn busy_h100(used: u64) -> FakeNvml {
     FakeNvml::new().device(FakeDevice::h100(0).memory_used(&[used]))
-}
-
-fn component<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["estimate"]["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no component {name}: {v}"))
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use hmn_testbed::{FakeDevice, FakeNvml, GgufWriter, ggml};
 use serde_json::Value;
 
-use crate::util::{Bed, json, stderr};
+use crate::util::{Bed, component, json, stderr};
 
 const GIB: u64 = 1 << 30;
 
@@ -34,15 +34,6 @@ fn gemma3_gguf(dir: &Path) -> PathBuf {
     let p = dir.join("gemma3.gguf");
     w.write_sparse(&p).unwrap();
     p
-}
-
-fn component<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["estimate"]["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no component {name}: {v}"))
 }
 
 fn low(v: &Value, name: &str) -> u64 {

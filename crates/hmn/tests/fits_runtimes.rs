@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use hmn_testbed::{FakeDevice, FakeNvml, GgufWriter, ggml};
 use serde_json::Value;
 
-use crate::util::{Bed, json, stderr, stdout};
+use crate::util::{Bed, component, json, stderr, stdout};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -69,15 +69,6 @@ fn llama_gguf(dir: &Path) -> PathBuf {
     let p = dir.join("llama.gguf");
     w.write_sparse(&p).unwrap();
     p
-}
-
-fn component<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["estimate"]["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no component {name}: {v}"))
 }
 
 /// Deliver 3: no GPU → the model is judged as llama.cpp on the CPU against MemAvailable;

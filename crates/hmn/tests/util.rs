@@ -47,6 +47,16 @@ impl Bed {
 }
 
 /// The command's stdout, as UTF-8.
+/// The component `name` of `hmn fits --json`'s estimate.
+pub fn component<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["estimate"]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no component {name}: {v}"))
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
