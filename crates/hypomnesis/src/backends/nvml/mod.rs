@@ -150,14 +150,9 @@ impl NvmlBackend {
     }
 
     /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device
-    /// whose handle is refused is returned with `error` set.
-    pub(crate) fn device(&self, index: u32) -> Device {
-        self.read_device(index, true)
-    }
-
-    /// [`NvmlBackend::device`], reading the cumulative energy counter only when `energy`
-    /// (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on an H200, driver 580, about half
-    /// of a device query; docs/validation.md, run 2).
+    /// whose handle is refused is returned with `error` set. The cumulative energy counter is
+    /// read only when `energy` (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on an
+    /// H200, driver 580, about half of a device query; docs/validation.md, run 2).
     fn read_device(&self, index: u32, energy: bool) -> Device {
         let mut dev = Device::new(index, Vendor::Nvidia, Source::Nvml);
         dev.driver = Some("nvidia".to_string());

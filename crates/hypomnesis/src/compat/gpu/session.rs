@@ -170,7 +170,8 @@ impl<'p> Session<'p> {
     pub(crate) fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
         if let Some(nvml) = self.nvml_device(index) {
             #[cfg(feature = "nvml")]
-            match convert::device_info(&nvml.device(index)) {
+            // Upstream's device info has no telemetry: the energy counter is not read.
+            match convert::device_info(&nvml.device_with(index, false, false)) {
                 Ok(info) => return Ok(info),
                 Err(why) => trace!("[NVML debug]", "device {index}: {why}; trying nvidia-smi"),
             }
