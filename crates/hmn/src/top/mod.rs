@@ -13,6 +13,7 @@
 //! | `kill`, `pidfd` | a confirmed signal, sent only to the identity that was listed (pidfd on Linux) |
 //! | `app`, `rows`, `player` | the view's state and keys; table lines (sort, filter, tree); replay |
 //! | `view`, `table`, `panes`, `theme` | drawing: layout, devices, table, detail, status, help, colours |
+//! | `screen` | the terminal drawn a frame at a time: only changed cells written, cheap lines and diff |
 //! | `growth`, `health` | steady-growth flags per process; a device's unattributed memory, memory health and XID events |
 
 // Without the `top` feature, `record` uses only the writing half of these.
@@ -48,6 +49,8 @@ mod player;
 mod replays;
 #[cfg(feature = "top")]
 mod rows;
+#[cfg(feature = "top")]
+mod screen;
 #[cfg(feature = "top")]
 mod table;
 #[cfg(all(test, feature = "top"))]

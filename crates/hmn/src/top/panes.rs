@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::app::{App, Mode};
 use super::clock::seconds;
+use super::screen::Canvas;
 use super::table::{draw_detail, draw_table};
 use crate::format::sanitize;
 
@@ -17,7 +17,7 @@ use crate::format::sanitize;
 pub const MESSAGE_MS: u64 = 8000;
 
 /// The table, and the detail pane beside it (wide screens) or below it.
-pub fn table_and_detail(f: &mut Frame<'_>, app: &mut App, area: Rect) {
+pub fn table_and_detail(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
     if !app.detail || area.height < 4 {
         draw_table(f, app, area);
         return;
@@ -231,7 +231,7 @@ fn centred(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 /// Help and the signal confirmation, over everything.
-pub fn overlays(f: &mut Frame<'_>, app: &App, area: Rect) {
+pub fn overlays(f: &mut Canvas<'_>, app: &App, area: Rect) {
     let t = app.theme;
     if app.help {
         let lines = help_lines(app);

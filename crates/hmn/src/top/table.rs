@@ -1,6 +1,5 @@
 //! The process table and the detail pane of the selected process.
 
-use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
@@ -8,6 +7,7 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::app::App;
 use super::rows::Column;
+use super::screen::Canvas;
 use super::snapshot::{ProcessRow, Snapshot};
 use crate::format::{bytes, opt_bytes, sanitize};
 use hypomnesis::{EngineClass, ProcessKind, RegionUsage};
@@ -135,7 +135,7 @@ fn widths(width: usize) -> Vec<(Column, usize)> {
 }
 
 /// Draws the table into `area` (header line, then rows), keeping the selection in view.
-pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
+pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
     if area.height == 0 {
         return;
     }
@@ -159,25 +159,26 @@ pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
         }
         header.push(Span::styled(fit(&title, *w, right(*c)), style));
     }
-    f.render_widget(
-        Paragraph::new(Line::from(header)),
+    f.line(
+        &Line::from(header),
         Rect::new(area.x, area.y, area.width, 1),
     );
     let rows_h = usize::from(area.height - 1);
     app.page = rows_h;
     app.table_top = area.y + 1;
-    let Some(snap) = app.snap.clone() else {
+    if app.snap.is_none() {
         return;
-    };
+    }
     let lines = app.lines();
     if lines.is_empty() {
-        let text = if snap.processes.is_empty() {
+        let none = app.snap.as_ref().is_none_or(|s| s.processes.is_empty());
+        let text = if none {
             "no process holds GPU memory".to_string()
         } else {
             format!("no process matches \"{}\"", sanitize(&app.filter))
         };
-        f.render_widget(
-            Paragraph::new(Span::styled(text, t.dim())),
+        f.line(
+            &Line::from(Span::styled(text, t.dim())),
             Rect::new(area.x, area.y + 1, area.width, 1),
         );
         return;
@@ -189,6 +190,10 @@ pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
         app.scroll = sel + 1 - rows_h;
     }
     app.scroll = app.scroll.min(lines.len().saturating_sub(rows_h.max(1)));
+    let app: &App = app;
+    let Some(snap) = app.snap.as_ref() else {
+        return;
+    };
     for (n, l) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
         let y = area.y + 1 + u16::try_from(n - app.scroll).unwrap_or(0);
         let mut text = String::new();
@@ -220,8 +225,8 @@ pub fn draw_table(f: &mut Frame<'_>, app: &mut App, area: Rect) {
         } else {
             ratatui::style::Style::default()
         };
-        f.render_widget(
-            Paragraph::new(Span::styled(text, style)),
+        f.line(
+            &Line::from(Span::styled(text, style)),
             Rect::new(area.x, y, area.width, 1),
         );
     }
@@ -346,7 +351,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
 }
 
 /// Draws the detail pane.
-pub fn draw_detail(f: &mut Frame<'_>, app: &App, area: Rect) {
+pub fn draw_detail(f: &mut Canvas<'_>, app: &App, area: Rect) {
     let Some(s) = app.snap.as_ref() else {
         return;
     };

@@ -84,7 +84,10 @@ pub(super) fn live() -> App {
 
 fn screen(app: &mut App, w: u16, h: u16) -> (String, ratatui::buffer::Buffer) {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| super::view::draw(f, app)).unwrap();
+    term.draw(|f| {
+        super::view::draw(&mut super::screen::Canvas::new(f.buffer_mut()), app);
+    })
+    .unwrap();
     let buf = term.backend().buffer().clone();
     let text = (0..h)
         .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>())

@@ -6,14 +6,13 @@
 //! process table (with the detail pane beside or below it); a status line; the keys. Every
 //! value that is unknown is drawn as `?`.
 
-use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use super::app::{App, Mode};
 use super::clock::{hms, seconds, utc};
 use super::recording::DevicePoint;
+use super::screen::Canvas;
 use super::theme::Theme;
 use crate::format::{bytes, opt_bytes, sanitize};
 use hypomnesis::{Device, HostMemory};
@@ -83,63 +82,61 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// Draws the whole screen.
-pub fn draw(f: &mut Frame<'_>, app: &mut App) {
+pub fn draw(f: &mut Canvas<'_>, app: &mut App) {
     let area = f.area();
     let t = app.theme;
     let mut y = area.y;
     let line = |y: u16| Rect::new(area.x, y, area.width, 1);
-    f.render_widget(Paragraph::new(host_line(app, area.width)), line(y));
+    f.line(&host_line(app, area.width), line(y));
     y += 1;
     let bottom = area.y + area.height;
-    let devices: Vec<Device> = app
-        .snap
-        .as_ref()
-        .map_or_else(Vec::new, |s| s.devices.clone());
-    if let Some(reason) = app.snap.as_ref().and_then(|s| s.no_gpu.clone()) {
-        if y < bottom {
-            f.render_widget(
-                Paragraph::new(Line::from(Span::styled(sanitize(&reason), t.bad()))),
+    {
+        // The devices are drawn from the snapshot in place (the table below needs `app`
+        // mutably, so this borrow ends first).
+        let app: &App = app;
+        let devices: &[Device] = app.snap.as_ref().map_or(&[], |s| &s.devices);
+        if let Some(reason) = app.snap.as_ref().and_then(|s| s.no_gpu.as_ref()) {
+            if y < bottom {
+                f.line(
+                    &Line::from(Span::styled(sanitize(reason), t.bad())),
+                    line(y),
+                );
+                y += 1;
+            }
+        }
+        // Devices get three lines each while the table keeps 6 lines, else one.
+        let budget = usize::from(bottom.saturating_sub(y).saturating_sub(2 + 6));
+        let per = if devices.len() * 3 <= budget { 3 } else { 1 };
+        let shown = devices.len().min(budget.max(1) / per.max(1));
+        for d in devices.iter().take(shown) {
+            for l in device_lines(app, d, usize::from(area.width), per) {
+                if y < bottom {
+                    f.line(&l, line(y));
+                    y += 1;
+                }
+            }
+        }
+        if shown < devices.len() && y < bottom {
+            let more = devices.len() - shown;
+            f.line(
+                &Line::from(Span::styled(
+                    format!(
+                        "… {more} more device{} (enlarge the window)",
+                        if more == 1 { "" } else { "s" }
+                    ),
+                    t.dim(),
+                )),
                 line(y),
             );
             y += 1;
         }
     }
-    // Devices get three lines each while the table keeps 6 lines, else one.
-    let budget = usize::from(bottom.saturating_sub(y).saturating_sub(2 + 6));
-    let per = if devices.len() * 3 <= budget { 3 } else { 1 };
-    let shown = devices.len().min(budget.max(1) / per.max(1));
-    for d in devices.iter().take(shown) {
-        let lines = device_lines(app, d, usize::from(area.width), per);
-        for l in lines {
-            if y < bottom {
-                f.render_widget(Paragraph::new(l), line(y));
-                y += 1;
-            }
-        }
-    }
-    if shown < devices.len() && y < bottom {
-        let more = devices.len() - shown;
-        f.render_widget(
-            Paragraph::new(Span::styled(
-                format!(
-                    "… {more} more device{} (enlarge the window)",
-                    if more == 1 { "" } else { "s" }
-                ),
-                t.dim(),
-            )),
-            line(y),
-        );
-        y += 1;
-    }
     let table_h = bottom.saturating_sub(y).saturating_sub(2);
     let table = Rect::new(area.x, y, area.width, table_h);
     super::panes::table_and_detail(f, app, table);
     if bottom >= 2 && y + table_h < bottom {
-        f.render_widget(
-            Paragraph::new(super::panes::status_line(app)),
-            line(bottom - 2),
-        );
-        f.render_widget(Paragraph::new(super::panes::footer(app)), line(bottom - 1));
+        f.line(&super::panes::status_line(app), line(bottom - 2));
+        f.line(&super::panes::footer(app), line(bottom - 1));
     }
     super::panes::overlays(f, app, area);
 }

@@ -1,0 +1,271 @@
+//! The terminal `top` draws on: two cell buffers, the frame drawn into one, and only the cells
+//! that differ from the last frame written (ratatui's `Terminal`, cheaper where `top` spends
+//! its time — issue 28's profile).
+//!
+//! ratatui's `Buffer::diff` measures the display width of every cell's symbol three times per
+//! frame (about a quarter of `top`'s CPU at one frame a second on a 160×50 screen), and its
+//! `Paragraph` segments every span into graphemes to draw one line. Here a cell whose symbol is
+//! one printable ASCII byte is known to be one column wide without a table lookup, a line whose
+//! characters are all single-column, non-combining ones is written cell by cell, and a frame
+//! that changed nothing writes nothing. Everything else goes through ratatui's own code, so
+//! what is drawn is what ratatui would draw (tested against it below).
+
+use std::io;
+
+use ratatui::backend::Backend;
+use ratatui::buffer::{Buffer, Cell};
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::Widget;
+use unicode_width::UnicodeWidthStr as _;
+
+/// Where the view draws: a buffer and the area it covers (what ratatui's `Frame` gives, without
+/// a terminal, so a frame can be drawn into any buffer).
+pub struct Canvas<'a> {
+    buf: &'a mut Buffer,
+    area: Rect,
+    /// The rows drawn on (by index from the top of the buffer): every other row is blank.
+    rows: Option<&'a mut [bool]>,
+}
+
+impl<'a> Canvas<'a> {
+    /// A canvas over all of `buf`.
+    #[cfg(test)]
+    pub fn new(buf: &'a mut Buffer) -> Canvas<'a> {
+        let area = buf.area;
+        Canvas {
+            buf,
+            area,
+            rows: None,
+        }
+    }
+
+    /// Marks the rows of `area` as drawn on.
+    fn touch(&mut self, area: Rect) {
+        if let Some(rows) = self.rows.as_deref_mut() {
+            let top = usize::from(area.y.saturating_sub(self.area.y));
+            for r in rows.iter_mut().skip(top).take(usize::from(area.height)) {
+                *r = true;
+            }
+        }
+    }
+
+    /// The area to draw in.
+    pub fn area(&self) -> Rect {
+        self.area
+    }
+
+    /// Draws `widget` in `area`.
+    pub fn render_widget<W: Widget>(&mut self, widget: W, area: Rect) {
+        let area = area.intersection(self.area);
+        self.touch(area);
+        widget.render(area, self.buf);
+    }
+
+    /// Draws one line at the top left of `area`, cut at its width: what a `Paragraph` of that
+    /// line draws (no wrap, left aligned, the line's style patched by each span's), written
+    /// cell by cell when every character is one column wide and cannot combine with the next,
+    /// else grapheme by grapheme as the `Paragraph` would.
+    pub fn line(&mut self, line: &Line<'_>, area: Rect) {
+        let area = area.intersection(self.area);
+        if area.is_empty() {
+            return;
+        }
+        self.touch(area);
+        let (mut x, y, right) = (area.x, area.y, area.right());
+        for span in line {
+            let style = line.style.patch(span.style);
+            let text = span.content.as_ref();
+            if text.chars().all(single_column) {
+                for c in text.chars() {
+                    if x >= right {
+                        return;
+                    }
+                    self.buf[(x, y)].set_char(c).set_style(style);
+                    x += 1;
+                }
+                continue;
+            }
+            for g in span.styled_graphemes(line.style) {
+                let w = u16::try_from(g.symbol.width()).unwrap_or(u16::MAX);
+                if w > area.width {
+                    continue; // wider than the whole line: left out, as ratatui does
+                }
+                if x.saturating_add(w) > right {
+                    return; // the line is cut at the first grapheme that does not fit
+                }
+                if w > 0 {
+                    self.buf[(x, y)].set_symbol(g.symbol).set_style(g.style);
+                    x += w;
+                }
+            }
+        }
+    }
+}
+
+/// Whether `c` is always drawn in one column and begins a grapheme of its own: printable ASCII,
+/// and the non-ASCII symbols `top` draws (degree and middle dot, ellipsis, arrows, ≥, box
+/// drawing and block elements, triangles). A combining mark after one of them is not in this
+/// set, so such a line takes ratatui's grapheme path.
+fn single_column(c: char) -> bool {
+    matches!(c,
+        ' '..='~'
+        | '°' | '·' | '×' | '…' | '≥' | '≤'
+        | '\u{2190}'..='\u{2193}'
+        | '\u{2500}'..='\u{259F}'
+        | '▲' | '▼' | '▶' | '◀')
+}
+
+/// The display width of a cell's symbol: one for a printable ASCII byte, else what ratatui's
+/// `unicode-width` says (the same crate and version, so the same answer).
+fn symbol_width(s: &str) -> usize {
+    match s.as_bytes() {
+        [b] if (0x20..0x7f).contains(b) => 1,
+        _ => s.width(),
+    }
+}
+
+/// Whether two cells draw the same: ratatui's `Cell` equality (symbol, colours, modifiers,
+/// `skip`), with a one-byte symbol compared as a byte.
+fn same(a: &Cell, b: &Cell) -> bool {
+    let (x, y) = (a.symbol().as_bytes(), b.symbol().as_bytes());
+    let symbol = match (x, y) {
+        ([p], [q]) => p == q,
+        _ => x == y,
+    };
+    symbol && a.skip == b.skip && a.style() == b.style()
+}
+
+/// The cells of `next` to write over a terminal showing `prev`: ratatui's `Buffer::diff` (the
+/// cells that differ, the cells after a wide character that a change uncovers, none of the
+/// cells a wide character or `skip` hides), with cheaper comparisons.
+#[cfg(test)]
+pub fn diff<'a>(prev: &Buffer, next: &'a Buffer) -> Vec<(u16, u16, &'a Cell)> {
+    diff_rows(prev, next, |_| true)
+}
+
+/// [`diff`] over the rows for which `drawn` is true, every other row being blank in both
+/// buffers (so equal, and ending with nothing carried to the next row): only those rows are
+/// read, where most of a `top` screen is blank.
+pub fn diff_rows<'a>(
+    prev: &Buffer,
+    next: &'a Buffer,
+    drawn: impl Fn(usize) -> bool,
+) -> Vec<(u16, u16, &'a Cell)> {
+    let mut updates = Vec::new();
+    let width = usize::from(next.area.width);
+    if width == 0 || prev.area != next.area {
+        return updates;
+    }
+    // Cells uncovered by a wide character that changed, and cells a wide character hides.
+    let (mut invalidated, mut to_skip) = (0usize, 0usize);
+    let rows = next.content.chunks(width).zip(prev.content.chunks(width));
+    for (row, (now, before)) in rows.enumerate() {
+        if invalidated == 0 && to_skip == 0 && !drawn(row) {
+            continue;
+        }
+        for (col, (current, previous)) in now.iter().zip(before).enumerate() {
+            if !current.skip && to_skip == 0 && (invalidated > 0 || !same(current, previous)) {
+                let (x, y) = next.pos_of(row * width + col);
+                updates.push((x, y, current));
+            }
+            let (w_now, w_before) = (
+                symbol_width(current.symbol()),
+                symbol_width(previous.symbol()),
+            );
+            to_skip = w_now.saturating_sub(1);
+            invalidated = w_now.max(w_before).max(invalidated).saturating_sub(1);
+        }
+    }
+    updates
+}
+
+/// A frame's cells and the rows drawn on (every other row is blank).
+struct Drawn {
+    buf: Buffer,
+    rows: Vec<bool>,
+}
+
+impl Drawn {
+    fn new(area: Rect) -> Drawn {
+        Drawn {
+            buf: Buffer::empty(area),
+            rows: vec![false; usize::from(area.height)],
+        }
+    }
+
+    /// Blanks the rows drawn on (the only ones that are not blank).
+    fn clear(&mut self) {
+        let width = usize::from(self.buf.area.width);
+        for (row, drawn) in self.rows.iter_mut().enumerate() {
+            if std::mem::take(drawn) {
+                let start = row * width;
+                for c in &mut self.buf.content[start..start + width] {
+                    c.reset();
+                }
+            }
+        }
+    }
+}
+
+/// A terminal drawn a frame at a time: the frame is drawn into one buffer, the cells that
+/// differ from the previous frame are written through `backend` and flushed once, and the two
+/// buffers swap. Only the rows either frame drew on are blanked and compared, so a frame costs
+/// in proportion to what is on the screen, not to the screen's size.
+pub struct Screen<B: Backend> {
+    backend: B,
+    /// The frame on the terminal now.
+    shown: Drawn,
+    /// The frame being drawn.
+    next: Drawn,
+}
+
+impl<B: Backend> Screen<B> {
+    /// A screen of `area` over `backend`; the terminal is cleared.
+    pub fn new(backend: B, area: Rect) -> io::Result<Screen<B>> {
+        let mut s = Screen {
+            backend,
+            shown: Drawn::new(area),
+            next: Drawn::new(area),
+        };
+        s.resize(area)?;
+        Ok(s)
+    }
+
+    /// Takes a new size: the terminal is cleared and the next frame written whole.
+    pub fn resize(&mut self, area: Rect) -> io::Result<()> {
+        // A cleared terminal shows blanks: what a new buffer holds.
+        self.shown = Drawn::new(area);
+        self.next = Drawn::new(area);
+        self.backend.clear()
+    }
+
+    /// Draws a frame with `draw` and writes what changed (nothing when nothing did).
+    pub fn draw(&mut self, draw: impl FnOnce(&mut Canvas<'_>)) -> io::Result<()> {
+        self.next.clear();
+        let area = self.next.buf.area;
+        draw(&mut Canvas {
+            buf: &mut self.next.buf,
+            area,
+            rows: Some(&mut self.next.rows),
+        });
+        let (shown, next) = (&self.shown, &self.next);
+        let updates = diff_rows(&shown.buf, &next.buf, |r| shown.rows[r] || next.rows[r]);
+        if !updates.is_empty() {
+            self.backend.draw(updates.into_iter())?;
+            self.backend.flush()?;
+        }
+        std::mem::swap(&mut self.shown, &mut self.next);
+        Ok(())
+    }
+
+    /// The backend (tests read what was written).
+    #[cfg(test)]
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+}
+
+#[cfg(test)]
+#[path = "screen_tests.rs"]
+mod tests;
