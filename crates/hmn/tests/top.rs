@@ -1,6 +1,6 @@
 //! `hmn record` and `hmn top`: recordings written and refused, replay errors, and the real
 //! `hmn top` driven in tmux (keys sent with `send-keys`, the screen read with `capture-pane`):
-//! sort, filter, select, detail, help, resize, quit, replay, and a hung driver.
+//! sort, filter, select, detail, help, resize, quit, replay, the tree, and a hung driver.
 //!
 //! tmux is installed by `scripts/test.sh`. Without it the tmux tests are skipped with a loud
 //! message, except as root (CI), where a missing tmux fails them.
@@ -456,6 +456,29 @@ fn tmux_top_sorts_filters_selects_helps_resizes_and_quits() {
     assert!(took < Duration::from_secs(1), "{took:?}");
     // The terminal is restored: the main screen is back (hmn's screen is gone).
     assert!(!t.screen().contains("q quit"), "{}", t.screen());
+}
+
+#[test]
+fn tmux_top_reads_the_tree_parents_only_while_the_tree_is_shown_and_at_once_when_it_opens() {
+    let bed = bed();
+    // A 60 s interval: the parent line can only come from the sample the tree's opening asks
+    // for, not from the next scheduled one.
+    let Some(t) = Tmux::start(&bed, &["top", "--interval", "60s"], 100, 30) else {
+        return;
+    };
+    let s = t.wait_for(" 4242 ");
+    // bash (4200) holds no GPU memory: not listed, and not read, in the flat view.
+    assert!(!s.contains("bash"), "{s}");
+    t.keys(&["t"]);
+    let s = t.wait_for("bash");
+    let (parent, child) = (s.find(" 4200 ").unwrap(), s.find(" 4242 ").unwrap());
+    assert!(parent < child, "the parent line comes first:\n{s}");
+    assert!(
+        row(&s, "4242").contains("└─") || row(&s, "4242").contains("├─"),
+        "{s}"
+    );
+    let (_, code) = t.quit();
+    assert_eq!(code, 0);
 }
 
 #[test]

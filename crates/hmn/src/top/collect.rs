@@ -3,8 +3,9 @@
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
 //! reused between rescans) with each row's name, owner and workload as read this sample,
-//! `/proc/meminfo`, and for each GPU process and its ancestors its `stat` (parent, start time,
-//! RSS, the kernel's name). Those files are kept open between samples and re-read with one
+//! `/proc/meminfo`, and for each GPU process its `stat` (parent, start time, RSS, the kernel's
+//! name), and its ancestors' while they are wanted (`record` always, `top` while the tree
+//! view is shown). Those files are kept open between samples and re-read with one
 //! `pread` each (the probe's `meminfo`, a [`StatReader`]; closed once a sample no longer reads
 //! them). The command line is kept per (pid, start time) and read again when
 //! the kernel's name or the row's name changes (an `exec`, a `prctl`/`setproctitle` rename).
@@ -96,6 +97,9 @@ pub struct Collector {
     tick: u64,
     /// The DRM rescan period in force, and whether it was calibrated.
     pub rescan: (Duration, bool),
+    /// Whether a sample reads the ancestors of the listed processes (the parent lines of the
+    /// tree view; `top` asks only while the tree is shown, `record` always).
+    pub ancestors: bool,
 }
 
 /// CPU time this thread has used (macOS: the whole process's, which has no per-thread
@@ -203,6 +207,7 @@ impl Collector {
             health_period: HEALTH_PERIOD,
             tick: 0,
             rescan,
+            ancestors: true,
         }
     }
 
@@ -339,7 +344,20 @@ impl Collector {
             snap.processes.push(row);
         }
         snap.cap(self.limits);
-        // The parents of the listed processes that hold no GPU memory, for the tree view.
+        if self.ancestors {
+            self.add_ancestors(&mut snap, &mut stats);
+        }
+        self.stats.end_round();
+        // Forget processes not seen for a minute's worth of samples.
+        let tick = self.tick;
+        self.known.retain(|_, k| tick - k.last_seen < 60);
+        snap.unix_ms = now_ms();
+        snap.collect_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        snap
+    }
+
+    /// The parents of the listed processes that hold no GPU memory, for the tree view.
+    fn add_ancestors(&mut self, snap: &mut Snapshot, stats: &mut HashMap<u32, Option<Stat>>) {
         let listed: HashSet<u32> = snap.processes.iter().map(|p| p.gpu.pid).collect();
         let mut added: HashSet<u32> = HashSet::new();
         for p in &snap.processes {
@@ -350,7 +368,7 @@ impl Collector {
                     break;
                 }
                 depth += 1;
-                let st = stat_of(&mut self.stats, &mut stats, pid);
+                let st = stat_of(&mut self.stats, stats, pid);
                 next = st.as_ref().map(|s| s.ppid);
                 snap.ancestors.push(Ancestor {
                     pid,
@@ -361,13 +379,6 @@ impl Collector {
             }
         }
         snap.ancestors.truncate(super::snapshot::ANCESTORS_MAX);
-        self.stats.end_round();
-        // Forget processes not seen for a minute's worth of samples.
-        let tick = self.tick;
-        self.known.retain(|_, k| tick - k.last_seen < 60);
-        snap.unix_ms = now_ms();
-        snap.collect_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        snap
     }
 }
 
@@ -386,6 +397,11 @@ pub struct Control {
     pub rescan_ms: AtomicU64,
     /// Whether that period was calibrated.
     pub rescan_calibrated: AtomicBool,
+    /// Whether samples read the listed processes' ancestors ([`Collector::ancestors`]).
+    pub ancestors: AtomicBool,
+    /// Set to take a sample at once (the tree view was opened: its parent lines are wanted
+    /// now, not at the next interval).
+    pub sample_now: AtomicBool,
     /// Counts the changes above ([`Control::poke`]); the thread sleeps on it between samples.
     changes: Mutex<u64>,
     changed: Condvar,
@@ -401,6 +417,8 @@ impl Control {
             busy_since_ms: AtomicU64::new(0),
             rescan_ms: AtomicU64::new(0),
             rescan_calibrated: AtomicBool::new(false),
+            ancestors: AtomicBool::new(true),
+            sample_now: AtomicBool::new(false),
             changes: Mutex::new(0),
             changed: Condvar::new(),
         })
@@ -421,13 +439,22 @@ impl Control {
         self.changed.notify_all();
     }
 
-    /// Sleeps until `until` (forever with `None`) or a [`Control::poke`], whichever is first.
-    fn sleep(&self, until: Option<Instant>) {
+    /// How many pokes there have been: a [`Control::sleep`] given this count returns at once
+    /// if a poke came after it was read.
+    fn pokes(&self) -> u64 {
+        *self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sleeps until `until` (forever with `None`) or a [`Control::poke`] after the count
+    /// `seen`, whichever is first.
+    fn sleep(&self, until: Option<Instant>, seen: u64) {
         let mut n = self
             .changes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let seen = *n;
         while *n == seen {
             match until {
                 None => {
@@ -470,7 +497,8 @@ pub fn spawn(
 /// Starts the collector thread: it builds the probe (calibrating the rescan), then samples
 /// every interval and hands each snapshot to `sink` (which answers whether anyone still
 /// listens). Between samples it sleeps until the next one is due or [`Control::poke`] says the
-/// interval, the pause or the stop changed: no wake-up in between. It is never joined: when
+/// interval, the pause or the stop changed, or that a sample is wanted now
+/// ([`Control::sample_now`]): no wake-up in between. It is never joined: when
 /// the UI quits, the process exits, so a driver call that never returns cannot hold `hmn top`
 /// open.
 ///
@@ -496,14 +524,19 @@ pub fn spawn_into(
                 .store(c.rescan.1, Ordering::Relaxed);
             let mut next = Instant::now();
             while !control.stop.load(Ordering::Relaxed) {
+                // Read before the flags, so a change made while they are looked at (or while
+                // a sample is taken) ends the sleep below at once.
+                let seen = control.pokes();
                 if control.paused.load(Ordering::Relaxed) {
                     control.busy_since_ms.store(0, Ordering::Relaxed);
-                    control.sleep(None);
+                    control.sleep(None, seen);
                     continue;
                 }
-                if Instant::now() >= next {
+                let asked = control.sample_now.swap(false, Ordering::Relaxed);
+                if asked || Instant::now() >= next {
                     let interval = control.interval();
                     control.busy_since_ms.store(now_ms(), Ordering::Relaxed);
+                    c.ancestors = control.ancestors.load(Ordering::Relaxed);
                     let s = c.sample(interval);
                     control.busy_since_ms.store(0, Ordering::Relaxed);
                     if !sink(s) {
@@ -511,7 +544,7 @@ pub fn spawn_into(
                     }
                     next = Instant::now() + interval;
                 }
-                control.sleep(Some(next));
+                control.sleep(Some(next), seen);
                 // A shorter interval set meanwhile applies from now.
                 next = next.min(Instant::now() + control.interval());
             }

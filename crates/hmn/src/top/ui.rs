@@ -22,13 +22,13 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::layout::Rect;
-use ratatui::{Terminal, TerminalOptions, Viewport};
 
 use super::app::{Action, App, Mode};
 use super::collect::{CollectOptions, Control, now_ms, spawn_into};
 use super::panes::{MESSAGE_MS, stale_limit_ms, stale_since};
 use super::player::Player;
 use super::recording::Recording;
+use super::screen::Screen;
 use super::snapshot::{Limits, Snapshot};
 use super::theme::Theme;
 use crate::args::TopArgs;
@@ -177,6 +177,8 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         Some(r) => Source::Replay(Player::new(r, Instant::now())),
         None => {
             let control = Control::new(args.interval);
+            // Ancestors are read while the tree view shows them (see `event_loop`).
+            control.ancestors.store(app.tree, Ordering::Relaxed);
             app.xid = Some(
                 super::health::spawn_xid(opts.clone(), Arc::clone(&control))
                     .context("top: starting the XID counter")?,
@@ -216,14 +218,11 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     spawn_hangup_watch(tx).context("top: starting the hang-up watch")?;
     // One write per frame: the frame is buffered whole and flushed at the end of the draw, so
     // a terminal (or a test reading the screen) never sees half a frame.
-    // A fixed viewport, sized here and on each resize event: ratatui's full-screen viewport
-    // asks the terminal's size before every frame, which crossterm answers by opening
-    // `/dev/tty` each time.
+    // The size is read here and taken from each resize event (asking the terminal before
+    // every frame costs crossterm an open of `/dev/tty` each time).
     let out = BufWriter::with_capacity(FRAME_BUFFER, io::stdout());
     let (w, h) = terminal::size().context("top: reading the terminal's size")?;
-    let viewport = Viewport::Fixed(Rect::new(0, 0, w, h));
-    let mut term =
-        Terminal::with_options(CrosstermBackend::new(out), TerminalOptions { viewport })?;
+    let mut term = Screen::new(CrosstermBackend::new(out), Rect::new(0, 0, w, h))?;
     let result = event_loop(&mut term, &mut app, source, &rx, &roots);
     drop(term);
     drop(guard);
@@ -267,7 +266,7 @@ fn clock_due(app: &App, last_snapshot_ms: u64) -> Option<u64> {
 }
 
 fn event_loop(
-    term: &mut Terminal<CrosstermBackend<BufWriter<Stdout>>>,
+    term: &mut Screen<CrosstermBackend<BufWriter<Stdout>>>,
     app: &mut App,
     mut source: Source,
     rx: &mpsc::Receiver<Wake>,
@@ -282,6 +281,15 @@ fn event_loop(
         let now = Instant::now();
         match &mut source {
             Source::Live { control } => {
+                if control.ancestors.load(Ordering::Relaxed) != app.tree {
+                    // The tree's parent lines: read from the next sample on, which is taken
+                    // now when the tree opens.
+                    control.ancestors.store(app.tree, Ordering::Relaxed);
+                    if app.tree {
+                        control.sample_now.store(true, Ordering::Relaxed);
+                        control.poke();
+                    }
+                }
                 app.busy_since_ms = control.busy_since_ms.load(Ordering::Relaxed);
                 let rescan = control.rescan_ms.load(Ordering::Relaxed);
                 if rescan > 0 {
@@ -295,8 +303,8 @@ fn event_loop(
             }
         }
         let due = clock_due(app, last_snapshot_ms);
-        // Every wake is a change (an event, a snapshot, the clock): draw once for all of it
-        // (ratatui writes only the cells that differ).
+        // Every wake may be a change (an event, a snapshot, the clock): draw once for all of
+        // it; only the cells that differ are written, and nothing when none does.
         term.draw(|f| super::view::draw(f, app))?;
         // Sleep until an event, or until the clock changes what is shown.
         let mut wait = due.map(|t| Duration::from_millis(t.saturating_sub(app.now_ms)));

@@ -111,3 +111,45 @@ fn an_nvml_pid_hidden_by_a_pid_namespace_is_never_named_after_a_stranger() {
         assert!(s.ancestors.is_empty());
     }
 }
+
+#[test]
+fn ancestors_are_read_only_while_they_are_wanted() {
+    // python3 (4242) under bash (4200) under sshd (4100).
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 4242, 1 << 30));
+    let bed = Sandbox::with_nvml(&fake);
+    let f = bed.fixture();
+    for (pid, name, ppid) in [
+        (4242, "python3", 4200),
+        (4200, "bash", 4100),
+        (4100, "sshd", 1),
+    ] {
+        f.process(&FakeProc::new(pid, name)).unwrap();
+        f.stat(pid, name, ppid, 100).unwrap();
+    }
+    let mut c = collector(&bed, 64);
+    let names = |s: &Snapshot| -> Vec<(u32, Option<u32>, String)> {
+        s.ancestors
+            .iter()
+            .map(|a| (a.pid, a.ppid, a.name.clone().unwrap_or_default()))
+            .collect()
+    };
+    let both = vec![
+        (4200, Some(4100), "bash".to_string()),
+        (4100, Some(1), "sshd".to_string()),
+    ];
+    assert_eq!(
+        names(&c.sample(Duration::from_secs(1))),
+        both,
+        "by default (record)"
+    );
+    c.ancestors = false;
+    let s = c.sample(Duration::from_secs(1));
+    assert!(s.ancestors.is_empty(), "{:?}", s.ancestors);
+    assert_eq!(
+        s.processes[0].ppid,
+        Some(4200),
+        "the row's own parent is still read"
+    );
+    c.ancestors = true;
+    assert_eq!(names(&c.sample(Duration::from_secs(1))), both);
+}
