@@ -155,6 +155,9 @@ pub(crate) fn with_handle(
     let Some(st) = g.as_mut() else {
         return UNINITIALIZED;
     };
+    if st.cfg.log_calls {
+        crate::log_call(sym);
+    }
     let t = match st.decode(dev as usize) {
         Ok(t) => t,
         Err(code) => return code,

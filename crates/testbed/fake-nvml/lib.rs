@@ -230,6 +230,19 @@ fn hang_while_flagged() {
     }
 }
 
+/// Appends `sym` to `fake-nvml.calls` beside the library (a scenario with `log_calls`).
+pub(crate) fn log_call(sym: &str) {
+    use std::io::Write as _;
+    static LOG: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(path) = LOG.get_or_init(|| config_path().map(|p| p.with_file_name("fake-nvml.calls")))
+    else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{sym}");
+    }
+}
+
 fn load_config() -> Option<FakeNvml> {
     let path = config_path()?;
     let bytes = std::fs::read(path).ok()?;
@@ -285,6 +298,9 @@ fn with_state(sym: &str, f: impl FnOnce(&mut State) -> nvmlReturn_t) -> nvmlRetu
     let Some(st) = g.as_mut() else {
         return UNINITIALIZED;
     };
+    if st.cfg.log_calls {
+        log_call(sym);
+    }
     if let Some(code) = find_error(&st.cfg.errors, sym) {
         return code;
     }

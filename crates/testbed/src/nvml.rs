@@ -314,6 +314,13 @@ impl FakeNvml {
         self
     }
 
+    /// Logs every call's symbol to `fake-nvml.calls` beside the library ([`nvml_calls`]).
+    #[must_use]
+    pub fn log_calls(mut self) -> Self {
+        self.log_calls = true;
+        self
+    }
+
     /// Overrides the device count.
     #[must_use]
     pub fn device_count(mut self, n: u32) -> Self {
@@ -359,4 +366,12 @@ impl FakeNvml {
 /// driver, remove it to let it go).
 pub fn nvml_hang_flag(lib: &Path) -> PathBuf {
     lib.with_file_name("fake-nvml.hang")
+}
+
+/// The symbols the fake library at `lib` was called through, in order, for a scenario built
+/// with [`FakeNvml::log_calls`] (empty before the first call).
+pub fn nvml_calls(lib: &Path) -> Vec<String> {
+    std::fs::read_to_string(lib.with_file_name("fake-nvml.calls"))
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
 }

@@ -45,6 +45,7 @@ pub(crate) const GLOBAL: &[Key<FakeNvml>] = &[
         },
     },
     key!("late_processes", f => f.late_processes),
+    key!("log_calls", f => f.log_calls),
     key!("device_count", f => f.device_count),
     Key {
         name: "error",

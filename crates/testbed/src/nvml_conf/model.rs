@@ -437,6 +437,9 @@ pub struct FakeNvml {
     pub process_stride: u32,
     /// The first call of each process list hides this many of its last entries.
     pub late_processes: u32,
+    /// Every call appends its symbol, one line per call, to `fake-nvml.calls` beside the
+    /// library ([`crate::nvml_calls`]): how many driver calls a query makes.
+    pub log_calls: bool,
     /// Overrides the device count.
     pub device_count: Option<u32>,
     /// `(symbol, code)` for non-device calls.

@@ -95,6 +95,7 @@ fn everything() -> FakeNvml {
         cuda_driver_version: Some(-12040),
         process_stride: 32,
         late_processes: 2,
+        log_calls: true,
         device_count: Some(3),
         errors: vec![
             ("nvmlDeviceGetCount_v2".into(), 999),
