@@ -14,8 +14,9 @@
 //!
 //! Submodules: [`convert`] (pure decoding and guards), [`ffi`], [`ffi_mig`] and [`ffi_health`]
 //! (the raw calls, the crate's only `unsafe`, with [`facts`]: what `hmn doctor` asks, including
-//! the version of a library that failed to initialise), [`mig`], [`mps`], [`util`], and
-//! [`health`] (memory health and XID events).
+//! the version of a library that failed to initialise), [`mig`], [`mps`], [`util`],
+//! [`telemetry`] (with what never changes for a device, read once per session), and [`health`]
+//! (memory health and XID events).
 
 pub(crate) mod convert;
 pub(crate) mod facts;
@@ -27,6 +28,7 @@ mod locate;
 mod mig;
 mod mig_processes;
 pub(crate) mod mps;
+mod telemetry;
 mod util;
 
 use std::collections::BTreeMap;
@@ -42,12 +44,13 @@ use crate::types::Source;
 use crate::types::accounting::{AccountedProcess, DeviceAccounting};
 use crate::types::pci::PciBusId;
 use crate::types::{
-    Device, Field, GpuProcess, MemoryPool, PoolSource, ProcessKind, Telemetry, Unknown,
-    UnknownReason, Vendor, Warning,
+    Device, Field, GpuProcess, MemoryPool, PoolSource, ProcessKind, Unknown, UnknownReason, Vendor,
+    Warning,
 };
 
 pub(crate) use convert::{call_failure, describe, reason_of};
 use ffi::{ProcessListKind, memory};
+use telemetry::{kept, telemetry};
 
 pub use locate::DEFAULT_LIBRARY;
 
@@ -60,6 +63,11 @@ pub(crate) struct NvmlBackend {
     util_since: Mutex<BTreeMap<u32, u64>>,
     /// Per device index: its GPU-instance profile table (MIG), read once.
     mig_profiles: mig::ProfileCache,
+    /// Per device index: its name, UUID, PCI address and maximum clocks, read once.
+    fixed: telemetry::FixedCache,
+    /// Per device index and list: how many records it held at the last query (the room the
+    /// next query asks for at once, [`ffi::running_processes`]).
+    list_sizes: Mutex<BTreeMap<(u32, ProcessListKind), u32>>,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -123,6 +131,8 @@ impl NvmlBackend {
             driver_version,
             util_since: Mutex::new(BTreeMap::new()),
             mig_profiles: mig::ProfileCache::default(),
+            fixed: telemetry::FixedCache::default(),
+            list_sizes: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -176,19 +186,20 @@ impl NvmlBackend {
             }
         };
         let lib = self.nvml.lib();
-        match ffi::device_name(lib, &handle) {
+        let mut fixed = self.fixed.get(index);
+        match kept(&mut fixed.name, || ffi::device_name(lib, &handle)) {
             Ok(n) => dev.name = Some(n),
             Err(e) => dev
                 .unknown
                 .push(Unknown::new(Field::Name, reason_of(&e), describe(&e))),
         }
-        match handle.uuid() {
+        match kept(&mut fixed.uuid, || handle.uuid()) {
             Ok(u) => dev.uuid = Some(u),
             Err(e) => dev
                 .unknown
                 .push(Unknown::new(Field::Uuid, reason_of(&e), describe(&e))),
         }
-        match pci_bus_id(lib, &handle) {
+        match kept(&mut fixed.pci_bus_id, || pci_bus_id(lib, &handle)) {
             Ok(p) => dev.pci_bus_id = Some(p),
             Err(e) => dev.unknown.push(Unknown::new(
                 Field::PciBusId,
@@ -237,7 +248,8 @@ impl NvmlBackend {
                 }
             }
         }
-        dev.telemetry = telemetry(&handle, &mut dev.unknown, energy);
+        dev.telemetry = telemetry(&handle, &mut fixed, &mut dev.unknown, energy);
+        self.fixed.keep(index, fixed);
         match mig::state(lib, &handle, &dev, &self.mig_profiles) {
             Ok(state) => dev.mig = state,
             Err(u) => dev.unknown.push(u),
@@ -297,8 +309,18 @@ impl NvmlBackend {
             (ProcessListKind::Graphics, ProcessKind::Graphics),
             (ProcessListKind::Mps, ProcessKind::Mps),
         ] {
-            match ffi::running_processes(lib, &handle, list) {
+            let sizes = || {
+                self.list_sizes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            };
+            let hint = sizes().get(&(index, list)).copied();
+            match ffi::running_processes(lib, &handle, list, hint) {
                 Ok((records, _layout, _retries)) => {
+                    sizes().insert(
+                        (index, list),
+                        u32::try_from(records.len()).unwrap_or(u32::MAX),
+                    );
                     rows.extend(records.into_iter().map(|r| {
                         convert::to_row(r, index, device.memory.total_bytes, kind, warnings)
                     }))
@@ -407,7 +429,7 @@ impl NvmlBackend {
         let lib = self.nvml.lib();
         let total = memory(lib, &handle)?.0.total_bytes;
         let (records, _layout, _retries) =
-            ffi::running_processes(lib, &handle, ProcessListKind::Compute)?;
+            ffi::running_processes(lib, &handle, ProcessListKind::Compute, None)?;
         let mut warnings = Vec::new();
         Ok(records
             .into_iter()
@@ -499,98 +521,4 @@ fn pci_bus_id(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// Utilization, temperature, power, energy and clocks; each failure is one unknown field.
-fn telemetry(
-    handle: &nvml_wrapper::Device<'_>,
-    unknown: &mut Vec<Unknown>,
-    energy: bool,
-) -> Telemetry {
-    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-    let mut keep = |fields: &[Field], r: Result<(), NvmlError>| {
-        if let Err(e) = r {
-            for field in fields {
-                unknown.push(Unknown::new(*field, reason_of(&e), describe(&e)));
-            }
-        }
-    };
-    let mut t = Telemetry::default();
-    keep(
-        &[
-            Field::TelemetryUtilizationPercent,
-            Field::TelemetryMemoryUtilizationPercent,
-        ],
-        handle.utilization_rates().map(|u| {
-            t.utilization_percent = Some(f64::from(u.gpu));
-            t.memory_utilization_percent = Some(f64::from(u.memory));
-        }),
-    );
-    keep(
-        &[Field::TelemetryTemperatureCelsius],
-        handle
-            .temperature(TemperatureSensor::Gpu)
-            .map(|c| t.temperature_celsius = Some(f64::from(c))),
-    );
-    keep(
-        &[Field::TelemetryPowerWatts],
-        handle
-            .power_usage()
-            .map(|mw| t.power_watts = Some(f64::from(mw) / 1000.0)),
-    );
-    if energy {
-        keep(
-            &[Field::TelemetryEnergyJoules],
-            handle
-                .total_energy_consumption()
-                .map(|mj| t.energy_joules = Some(mj as f64 / 1000.0)),
-        );
-    }
-    for (field, clock, max, slot) in [
-        (
-            Field::TelemetryClockGraphicsMhz,
-            Clock::Graphics,
-            false,
-            &mut t.clock_graphics_mhz,
-        ),
-        (
-            Field::TelemetryClockSmMhz,
-            Clock::SM,
-            false,
-            &mut t.clock_sm_mhz,
-        ),
-        (
-            Field::TelemetryClockMemoryMhz,
-            Clock::Memory,
-            false,
-            &mut t.clock_memory_mhz,
-        ),
-        (
-            Field::TelemetryClockGraphicsMaxMhz,
-            Clock::Graphics,
-            true,
-            &mut t.clock_graphics_max_mhz,
-        ),
-        (
-            Field::TelemetryClockMemoryMaxMhz,
-            Clock::Memory,
-            true,
-            &mut t.clock_memory_max_mhz,
-        ),
-    ] {
-        let r = if max {
-            handle.max_clock_info(clock)
-        } else {
-            handle.clock_info(clock)
-        };
-        keep(&[field], r.map(|mhz| *slot = Some(mhz)));
-    }
-    if !energy {
-        unknown.push(Unknown::new(
-            Field::TelemetryEnergyJoules,
-            UnknownReason::NotRequested,
-            "not read: ProbeOptions::energy is off",
-        ));
-    }
-    t
 }
