@@ -410,6 +410,50 @@ fn a_list_that_grows_between_sizing_and_fill_is_retried() {
     assert_eq!(pids, (100..110).collect::<Vec<_>>());
 }
 
+/// A long-lived probe asks for a list at once into room for last time's count (plus slack):
+/// one call instead of a sizing call and a fill; a list that grew past the room is asked
+/// again, and nothing is lost.
+#[test]
+fn a_long_lived_probe_lists_processes_in_one_call_and_still_sees_a_list_grow() {
+    let mut fake = FakeNvml::h100s(1).log_calls();
+    for pid in 100..103 {
+        fake = fake.process(FakeProcess::compute(0, pid, 1 << 20));
+    }
+    // Ten more from the second listing on: more than the slack.
+    for pid in 200..210 {
+        fake = fake.process(FakeProcess::compute(0, pid, 1 << 20).visible(1, u64::MAX));
+    }
+    let bed = Bed::with_nvml(&fake);
+    let p = bed.probe();
+    let compute_calls = || {
+        hmn_testbed::nvml_calls(&bed.env.nvml)
+            .iter()
+            .filter(|c| *c == "nvmlDeviceGetComputeRunningProcesses_v3")
+            .count()
+    };
+    let pids = || -> Vec<u32> {
+        let got = p.gpu_processes();
+        assert!(got.failed_devices.is_empty(), "{:?}", got.warnings);
+        got.processes.iter().map(|r| r.pid).collect()
+    };
+    assert_eq!(pids(), vec![100, 101, 102]);
+    assert_eq!(
+        compute_calls(),
+        2,
+        "the first listing sizes the list, then fills it"
+    );
+    let mut all: Vec<u32> = (100..103).chain(200..210).collect();
+    all.sort_unstable();
+    let mut second = pids();
+    second.sort_unstable();
+    assert_eq!(second, all, "the list grew past the room: asked again");
+    assert_eq!(compute_calls(), 4);
+    let mut third = pids();
+    third.sort_unstable();
+    assert_eq!(third, all);
+    assert_eq!(compute_calls(), 5, "room for the thirteen: one call");
+}
+
 #[test]
 fn the_32_byte_stride_is_detected() {
     let mut fake = FakeNvml::h100s(1).stride(32);
@@ -600,6 +644,41 @@ fn the_energy_counter_is_skipped_when_not_requested() {
             .iter()
             .any(|u| u.field == Field::TelemetryEnergyJoules)
     );
+}
+
+/// What never changes for a device (name, UUID, PCI address, maximum clocks) is asked of the
+/// driver once per probe; what changes (memory, clocks, telemetry) at every query, with the
+/// same answers as a fresh probe gives.
+#[test]
+fn a_long_lived_probe_asks_a_devices_fixed_facts_once() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(2).log_calls());
+    let p = bed.probe();
+    let first = p.devices();
+    for _ in 0..2 {
+        assert_eq!(p.devices().devices, first.devices);
+    }
+    assert_eq!(
+        bed.probe().devices().devices,
+        first.devices,
+        "a fresh probe agrees"
+    );
+    let calls = hmn_testbed::nvml_calls(&bed.env.nvml);
+    let count = |sym: &str| calls.iter().filter(|c| *c == sym).count();
+    // Two devices, three queries by the first probe and one by the second.
+    for once in [
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetPciInfo_v3",
+    ] {
+        assert_eq!(count(once), 2 * 2, "{once}: once per device per probe");
+    }
+    assert_eq!(
+        count("nvmlDeviceGetMaxClockInfo"),
+        2 * 2 * 2,
+        "graphics and memory"
+    );
+    assert_eq!(count("nvmlDeviceGetMemoryInfo_v2"), 2 * 4, "every query");
+    assert_eq!(count("nvmlDeviceGetClockInfo"), 2 * 4 * 3, "every query");
 }
 
 #[test]

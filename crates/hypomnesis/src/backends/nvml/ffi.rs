@@ -41,7 +41,7 @@ const SLACK: u32 = 4;
 const MAX_PROCESSES: u32 = 65_536;
 
 /// Which process list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ProcessListKind {
     Compute,
     Graphics,
@@ -66,7 +66,12 @@ pub(super) fn check(code: nvmlReturn_t) -> Result<(), NvmlError> {
 
 /// The process list of one kind on one device, from the newest call the driver has.
 ///
-/// Returns the records and the layout they were decoded with.
+/// With a `hint` (how many records the list held last time), the list is asked for at once
+/// into room for that many plus [`SLACK`]: one call instead of a sizing call and a fill, and a
+/// list that grew past the room is asked again as the sizing protocol does. Without one, the
+/// first call sizes the list.
+///
+/// Returns the records, the layout they were decoded with, and how many calls were retried.
 ///
 /// # Errors
 /// The driver's error, or [`BackendError::UnrecognisedLayout`] when the records it wrote fit no
@@ -75,6 +80,7 @@ pub(crate) fn running_processes(
     lib: &NvmlLib,
     device: &Device<'_>,
     kind: ProcessListKind,
+    hint: Option<u32>,
 ) -> Result<(Vec<RawProcess>, Layout, usize), BackendError> {
     let (v3, v2, v1) = match kind {
         ProcessListKind::Compute => (
@@ -110,7 +116,7 @@ pub(crate) fn running_processes(
     // SAFETY: `device` was produced by the `Nvml` that owns `lib`, which is still alive because
     // `device` borrows it.
     let handle = unsafe { device.handle() };
-    list_with(f, handle, layout)
+    list_with(f, handle, layout, hint)
 }
 
 /// The sizing/fill protocol with retry on growth, for one list function.
@@ -118,16 +124,22 @@ fn list_with(
     f: ListFn,
     handle: nvmlDevice_t,
     layout: Option<Layout>,
+    hint: Option<u32>,
 ) -> Result<(Vec<RawProcess>, Layout, usize), BackendError> {
-    let mut count: c_uint = 0;
-    // SAFETY: a sizing call: count 0 and a null buffer is the documented way to ask for the
-    // number of records; NVML writes only `count`.
-    let code = unsafe { f(handle, &mut count, std::ptr::null_mut()) };
-    match code {
-        SUCCESS => return Ok((Vec::new(), layout.unwrap_or(Layout::V2), 0)),
-        INSUFFICIENT_SIZE => {}
-        other => return Err(NvmlError::from(other).into()),
-    }
+    let mut count: c_uint = match hint {
+        Some(n) => n,
+        None => {
+            let mut count: c_uint = 0;
+            // SAFETY: a sizing call: count 0 and a null buffer is the documented way to ask for
+            // the number of records; NVML writes only `count`.
+            let code = unsafe { f(handle, &mut count, std::ptr::null_mut()) };
+            match code {
+                SUCCESS => return Ok((Vec::new(), layout.unwrap_or(Layout::V2), 0)),
+                INSUFFICIENT_SIZE => count,
+                other => return Err(NvmlError::from(other).into()),
+            }
+        }
+    };
     for attempt in 0..MAX_ATTEMPTS {
         if count > MAX_PROCESSES {
             return Err(NvmlError::InsufficientSize(Some(count as usize)).into());
@@ -145,8 +157,12 @@ fn list_with(
         let code = unsafe { f(handle, &mut filled, storage.as_mut_ptr().cast()) };
         match code {
             SUCCESS => {
-                let bytes: Vec<u8> = storage.iter().flat_map(|w| w.to_ne_bytes()).collect();
                 let n = (filled as usize).min(capacity as usize);
+                if n == 0 {
+                    // Nothing written: no layout to measure (as a sizing call answering SUCCESS).
+                    return Ok((Vec::new(), layout.unwrap_or(Layout::V2), attempt));
+                }
+                let bytes: Vec<u8> = storage.iter().flat_map(|w| w.to_ne_bytes()).collect();
                 let decoded = match layout {
                     Some(l) => decode(&bytes, n, l).map(|r| (r, l)),
                     None => decode_v3(&bytes, n),

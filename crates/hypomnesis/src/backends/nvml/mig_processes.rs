@@ -73,7 +73,7 @@ impl NvmlBackend {
                 (ProcessListKind::Compute, ProcessKind::Compute),
                 (ProcessListKind::Mps, ProcessKind::Mps),
             ] {
-                match ffi::running_processes(lib, &h, list) {
+                match ffi::running_processes(lib, &h, list, None) {
                     Ok((records, _, _)) => {
                         rows.extend(records.into_iter().map(|r| {
                             convert::to_row(r, index, m.memory.total_bytes, kind, warnings)
