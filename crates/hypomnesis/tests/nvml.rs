@@ -646,14 +646,21 @@ fn the_energy_counter_is_skipped_when_not_requested() {
     );
 }
 
-/// What never changes for a device (name, UUID, PCI address, maximum clocks) is asked of the
-/// driver once per probe; what changes (memory, clocks, telemetry) at every query, with the
-/// same answers as a fresh probe gives.
+/// What never changes for a device (name, UUID, PCI address, maximum clocks, or that it cannot
+/// tell one) is asked of the driver once per probe; what changes (memory, clocks, telemetry) at
+/// every query, with the same answers as a fresh probe gives.
 #[test]
 fn a_long_lived_probe_asks_a_devices_fixed_facts_once() {
-    let bed = Bed::with_nvml(&FakeNvml::h100s(2).log_calls());
+    // The second device answers NOT_SUPPORTED to every telemetry call, maximum clocks included:
+    // an answer that is kept too.
+    let fake = FakeNvml::new()
+        .device(hmn_testbed::FakeDevice::h100(0))
+        .device(hmn_testbed::FakeDevice::h100_bare(1))
+        .log_calls();
+    let bed = Bed::with_nvml(&fake);
     let p = bed.probe();
     let first = p.devices();
+    assert_eq!(first.devices[1].telemetry.clock_graphics_max_mhz, None);
     for _ in 0..2 {
         assert_eq!(p.devices().devices, first.devices);
     }

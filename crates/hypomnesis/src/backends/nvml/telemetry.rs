@@ -4,8 +4,9 @@
 //!
 //! NVML enumerates devices when it is initialised and keeps each index on the same GPU until it
 //! is shut down; a GPU that falls off the bus answers `GPU_IS_LOST` to the calls still made at
-//! every query (memory, telemetry, processes), so keeping these costs no truth. A call that
-//! failed is not kept: it is asked again at the next query.
+//! every query (memory, telemetry, processes), so keeping these costs no truth. A value is kept
+//! once read, and so is a NOT_SUPPORTED answer (what a device or driver cannot tell, it never
+//! will); any other failure is asked again at the next query.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -13,18 +14,19 @@ use std::sync::Mutex;
 use nvml_wrapper::error::NvmlError;
 
 use super::convert::{describe, reason_of};
+use crate::backends::error::BackendError;
 use crate::types::pci::PciBusId;
 use crate::types::{Field, Telemetry, Unknown, UnknownReason};
 
 /// What never changes for one device index while NVML is initialised: each value once it has
-/// been read successfully.
+/// been read, `Some(None)` once the driver answered NOT_SUPPORTED, `None` until then.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Fixed {
-    pub name: Option<String>,
-    pub uuid: Option<String>,
-    pub pci_bus_id: Option<PciBusId>,
-    pub max_graphics_mhz: Option<u32>,
-    pub max_memory_mhz: Option<u32>,
+    pub name: Option<Option<String>>,
+    pub uuid: Option<Option<String>>,
+    pub pci_bus_id: Option<Option<PciBusId>>,
+    pub max_graphics_mhz: Option<Option<u32>>,
+    pub max_memory_mhz: Option<Option<u32>>,
 }
 
 /// [`Fixed`] per device index, for the life of one NVML session.
@@ -51,20 +53,48 @@ impl FixedCache {
     }
 }
 
-/// The value in `slot`, else `read`'s, kept in `slot` when it succeeds.
+/// An error that may be NVML's NOT_SUPPORTED, the one failure [`kept`] keeps.
+pub(super) trait Unsupported {
+    fn is_unsupported(&self) -> bool;
+    fn unsupported() -> Self;
+}
+
+impl Unsupported for NvmlError {
+    fn is_unsupported(&self) -> bool {
+        matches!(self, NvmlError::NotSupported)
+    }
+    fn unsupported() -> Self {
+        NvmlError::NotSupported
+    }
+}
+
+impl Unsupported for BackendError {
+    fn is_unsupported(&self) -> bool {
+        matches!(self, BackendError::Nvml(NvmlError::NotSupported))
+    }
+    fn unsupported() -> Self {
+        BackendError::Nvml(NvmlError::NotSupported)
+    }
+}
+
+/// What `slot` keeps, else `read`'s answer, kept in `slot` when it is a value or NOT_SUPPORTED.
 ///
 /// # Errors
-/// `read`'s error (nothing is kept).
-pub(super) fn kept<T: Clone, E>(
-    slot: &mut Option<T>,
+/// NOT_SUPPORTED when that was kept; else `read`'s error (not kept).
+pub(super) fn kept<T: Clone, E: Unsupported>(
+    slot: &mut Option<Option<T>>,
     read: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
-    if let Some(v) = slot {
-        return Ok(v.clone());
+    match slot {
+        Some(Some(v)) => return Ok(v.clone()),
+        Some(None) => return Err(E::unsupported()),
+        None => {}
     }
     let r = read();
-    if let Ok(v) = &r {
-        *slot = Some(v.clone());
+    match &r {
+        Ok(v) => *slot = Some(Some(v.clone())),
+        Err(e) if e.is_unsupported() => *slot = Some(None),
+        Err(_) => {}
     }
     r
 }
@@ -169,25 +199,40 @@ pub(super) fn telemetry(
 
 #[cfg(test)]
 mod tests {
+    use nvml_wrapper::error::NvmlError;
+
     use super::kept;
 
     #[test]
-    fn a_failed_read_is_not_kept_and_asked_again() {
-        let mut slot: Option<String> = None;
+    fn a_value_and_not_supported_are_kept_and_other_failures_asked_again() {
+        let mut slot: Option<Option<String>> = None;
         let mut asked = 0;
-        let mut read = |ok: bool| {
+        let mut read = |answer: Result<&str, NvmlError>| {
             kept(&mut slot, || {
                 asked += 1;
-                if ok {
-                    Ok("H100".to_string())
-                } else {
-                    Err("GPU_IS_LOST")
-                }
+                answer.map(str::to_string)
             })
         };
-        assert_eq!(read(false), Err("GPU_IS_LOST"));
-        assert_eq!(read(true).as_deref(), Ok("H100"));
-        assert_eq!(read(false).as_deref(), Ok("H100"), "kept: not asked");
+        assert!(matches!(
+            read(Err(NvmlError::GpuLost)),
+            Err(NvmlError::GpuLost)
+        ));
+        assert_eq!(read(Ok("H100")).ok().as_deref(), Some("H100"));
+        assert_eq!(
+            read(Err(NvmlError::GpuLost)).ok().as_deref(),
+            Some("H100"),
+            "kept: not asked"
+        );
         assert_eq!(asked, 2);
+        let mut none: Option<Option<u32>> = None;
+        let mut asked = 0;
+        for _ in 0..3 {
+            let r = kept(&mut none, || {
+                asked += 1;
+                Err::<u32, _>(NvmlError::NotSupported)
+            });
+            assert!(matches!(r, Err(NvmlError::NotSupported)));
+        }
+        assert_eq!(asked, 1, "NOT_SUPPORTED is the device's answer for good");
     }
 }
