@@ -7,14 +7,43 @@ const KIB: u64 = 1024;
 
 /// Formats bytes with binary units and one decimal (`512 B`, `1.5 KiB`, `79.6 GiB`); a whole
 /// number drops the `.0`.
+///
+/// In integers (float formatting was a tenth of `hmn top`'s drawing), giving what `{:.1}` of
+/// the exact quotient gives: ties to even. Beyond 2^53 bytes, where `n as f64` is no longer
+/// exact, the float reading is kept.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if n < KIB {
         return format!("{n} B");
     }
+    if n >= 1 << 53 {
+        return bytes_by_float(n, &UNITS);
+    }
+    // The unit where the value is below 1024 (or the last).
+    let mut k = 0;
+    while k + 1 < UNITS.len() && u128::from(n) >= 1u128 << (10 * (k + 2)) {
+        k += 1;
+    }
+    let divisor = 1u128 << (10 * (k + 1));
+    let tenths = u128::from(n) * 10;
+    let (mut q, r) = (tenths / divisor, tenths % divisor);
+    if 2 * r > divisor || (2 * r == divisor && q % 2 == 1) {
+        q += 1;
+    }
+    // Below 2^53 × 10 / 1024: a u64.
+    let q = u64::try_from(q).unwrap_or(u64::MAX);
+    if q % 10 == 0 {
+        format!("{} {}", q / 10, UNITS[k])
+    } else {
+        format!("{}.{} {}", q / 10, q % 10, UNITS[k])
+    }
+}
+
+/// [`bytes`] through `f64`, for sizes an `f64` does not hold exactly.
+fn bytes_by_float(n: u64, units: &[&str; 6]) -> String {
     let mut value = n as f64 / KIB as f64;
-    let mut unit = UNITS[0];
-    for next in &UNITS[1..] {
+    let mut unit = units[0];
+    for next in &units[1..] {
         if value < 1024.0 {
             break;
         }
@@ -158,6 +187,42 @@ pub fn csv_field(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The integer formatting gives what the float one gives: every size below 1 MiB around
+    /// the unit boundaries, the ties, and sizes of every magnitude.
+    #[test]
+    fn bytes_in_integers_match_the_float_reading() {
+        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+        let check = |n: u64| {
+            let want = if n < KIB {
+                format!("{n} B")
+            } else {
+                bytes_by_float(n, &UNITS)
+            };
+            assert_eq!(bytes(n), want, "{n}");
+        };
+        for n in 0..(1 << 20) + 4096 {
+            check(n);
+        }
+        for k in 1..6u32 {
+            let d = 1u64 << (10 * k);
+            for m in [1u64, 2, 3, 7, 10, 511, 1023, 1024] {
+                for delta in 0..64u64 {
+                    check((m * d).saturating_add(delta));
+                    check((m * d).saturating_sub(delta));
+                    // Ties: d/4 times an odd number is x.x5 exactly.
+                    check((d / 4) * (2 * (m + delta) + 1));
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            check(x >> (x % 64));
+        }
+    }
 
     #[test]
     fn sizes_are_binary_with_one_decimal() {
