@@ -77,12 +77,28 @@ impl<'a> Canvas<'a> {
             let style = line.style.patch(span.style);
             let text = span.content.as_ref();
             if text.chars().all(single_column) {
-                for c in text.chars() {
-                    if x >= right {
-                        return;
+                let start = self.buf.index_of(x, y);
+                let room = usize::from(right - x);
+                let cells = &mut self.buf.content[start..start + room];
+                let mut n = 0;
+                let blank = Cell::EMPTY.style();
+                for (cell, c) in cells.iter_mut().zip(text.chars()) {
+                    match ASCII.get((c as usize).wrapping_sub(0x20)) {
+                        // A blank cell (as a cleared row's are) becomes a copy of a ready one:
+                        // no symbol to build.
+                        Some(ready) if !cell.skip && cell.style() == blank => {
+                            cell.clone_from(ready)
+                        }
+                        _ => {
+                            cell.set_char(c);
+                        }
                     }
-                    self.buf[(x, y)].set_char(c).set_style(style);
-                    x += 1;
+                    cell.set_style(style);
+                    n += 1;
+                }
+                x += u16::try_from(n).unwrap_or(u16::MAX);
+                if x >= right {
+                    return;
                 }
                 continue;
             }
@@ -102,6 +118,32 @@ impl<'a> Canvas<'a> {
         }
     }
 }
+
+/// A blank cell for each printable ASCII character (`' '..='~'`, in order), built at compile
+/// time: a cell is copied from here rather than its symbol built (ratatui's `set_char` was a
+/// fifth of a frame's drawing).
+#[rustfmt::skip]
+static ASCII: [Cell; 95] = [
+    Cell::new(" "), Cell::new("!"), Cell::new("\""), Cell::new("#"), Cell::new("$"),
+    Cell::new("%"), Cell::new("&"), Cell::new("'"), Cell::new("("), Cell::new(")"),
+    Cell::new("*"), Cell::new("+"), Cell::new(","), Cell::new("-"), Cell::new("."),
+    Cell::new("/"), Cell::new("0"), Cell::new("1"), Cell::new("2"), Cell::new("3"),
+    Cell::new("4"), Cell::new("5"), Cell::new("6"), Cell::new("7"), Cell::new("8"),
+    Cell::new("9"), Cell::new(":"), Cell::new(";"), Cell::new("<"), Cell::new("="),
+    Cell::new(">"), Cell::new("?"), Cell::new("@"), Cell::new("A"), Cell::new("B"),
+    Cell::new("C"), Cell::new("D"), Cell::new("E"), Cell::new("F"), Cell::new("G"),
+    Cell::new("H"), Cell::new("I"), Cell::new("J"), Cell::new("K"), Cell::new("L"),
+    Cell::new("M"), Cell::new("N"), Cell::new("O"), Cell::new("P"), Cell::new("Q"),
+    Cell::new("R"), Cell::new("S"), Cell::new("T"), Cell::new("U"), Cell::new("V"),
+    Cell::new("W"), Cell::new("X"), Cell::new("Y"), Cell::new("Z"), Cell::new("["),
+    Cell::new("\\"), Cell::new("]"), Cell::new("^"), Cell::new("_"), Cell::new("`"),
+    Cell::new("a"), Cell::new("b"), Cell::new("c"), Cell::new("d"), Cell::new("e"),
+    Cell::new("f"), Cell::new("g"), Cell::new("h"), Cell::new("i"), Cell::new("j"),
+    Cell::new("k"), Cell::new("l"), Cell::new("m"), Cell::new("n"), Cell::new("o"),
+    Cell::new("p"), Cell::new("q"), Cell::new("r"), Cell::new("s"), Cell::new("t"),
+    Cell::new("u"), Cell::new("v"), Cell::new("w"), Cell::new("x"), Cell::new("y"),
+    Cell::new("z"), Cell::new("{"), Cell::new("|"), Cell::new("}"), Cell::new("~"),
+];
 
 /// Whether `c` is always drawn in one column and begins a grapheme of its own: printable ASCII,
 /// and the non-ASCII symbols `top` draws (degree and middle dot, ellipsis, arrows, ≥, box

@@ -316,3 +316,15 @@ fn a_frame_that_changed_nothing_writes_nothing() {
     // One cell: a cursor move, the colours and the character; never the whole line again.
     assert!(changed > 0 && changed < 40, "{changed} bytes for one cell");
 }
+
+#[test]
+fn the_ascii_cells_are_the_printable_characters_in_order() {
+    for (i, cell) in super::ASCII.iter().enumerate() {
+        let c = char::from(u8::try_from(0x20 + i).unwrap());
+        assert_eq!(cell.symbol(), c.to_string());
+        assert_eq!(
+            cell,
+            &ratatui::buffer::Cell::EMPTY.clone().set_char(c).clone()
+        );
+    }
+}
