@@ -273,22 +273,24 @@ impl Collector {
     pub fn sample(&mut self, interval: Duration) -> Snapshot {
         let started = Instant::now();
         self.tick += 1;
-        let list = self.probe.gpu_usage();
+        let mut list = self.probe.gpu_usage();
         let mut snap = Snapshot::empty(0, u64::try_from(interval.as_millis()).unwrap_or(0));
         match self.probe.host_memory() {
             Ok(h) => snap.host = Some(h),
             Err(e) => snap.host_error = Some(cut(e.to_string(), TEXT_MAX)),
         }
-        snap.devices = list.devices.iter().map(|d| d.clone().bounded()).collect();
-        let mut devices = std::mem::take(&mut snap.devices);
-        self.attach_health(&mut devices);
-        snap.devices = devices;
-        snap.hidden_processes = list.hidden_processes;
-        snap.failed_devices.clone_from(&list.failed_devices);
-        snap.warnings = list.warnings.iter().map(ToString::to_string).collect();
         if list.devices.is_empty() {
             snap.no_gpu = Some(crate::output::no_gpu_line(&list.absent_reasons()));
         }
+        let mut devices: Vec<Device> = std::mem::take(&mut list.devices)
+            .into_iter()
+            .map(Bound::bounded)
+            .collect();
+        self.attach_health(&mut devices);
+        snap.devices = devices;
+        snap.hidden_processes = list.hidden_processes;
+        snap.failed_devices = std::mem::take(&mut list.failed_devices);
+        snap.warnings = list.warnings.iter().map(ToString::to_string).collect();
         let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
         for p in &list.processes {
