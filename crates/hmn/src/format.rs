@@ -81,6 +81,15 @@ pub fn sanitize(text: &str) -> String {
     hypomnesis::ProcessName::escape_str(text)
 }
 
+/// [`sanitize`], borrowed when there is nothing to escape (most text).
+pub fn sanitized(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(sanitize(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// [`sanitize`] for text of several lines: line feeds and tabs are kept, every other control
 /// character escaped. Borrowed when there is nothing to escape.
 pub fn sanitize_lines(text: &str) -> std::borrow::Cow<'_, str> {
@@ -258,6 +267,26 @@ mod tests {
             sanitize_lines("t\x1b]2;x\x07\n\u{9b}1m\r\x7f\n"),
             "t\\x1b]2;x\\x07\n\\x9b1m\\x0d\\x7f\n"
         );
+    }
+
+    #[test]
+    fn sanitized_borrows_plain_text_and_escapes_as_sanitize_does() {
+        for text in [
+            "python3 train.py",
+            "训练脚本",
+            "",
+            "evil\x1b[2Jname",
+            "tab\there\u{85}",
+        ] {
+            let s = sanitized(text);
+            assert_eq!(s, sanitize(text), "{text:?}");
+            let plain = !text.chars().any(char::is_control);
+            assert_eq!(
+                matches!(s, std::borrow::Cow::Borrowed(_)),
+                plain,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

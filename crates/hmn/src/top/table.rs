@@ -9,7 +9,7 @@ use super::app::App;
 use super::rows::Column;
 use super::screen::Canvas;
 use super::snapshot::{ProcessRow, Snapshot};
-use crate::format::{bytes, opt_bytes, sanitize};
+use crate::format::{bytes, opt_bytes, sanitize, sanitized};
 use hypomnesis::{EngineClass, ProcessKind, RegionUsage};
 
 /// Fixed widths of the columns other than NAME (which takes the rest).
@@ -35,16 +35,25 @@ fn right(c: Column) -> bool {
 
 /// Cuts or pads `s` to exactly `w` display cells (`…` marks a cut).
 pub fn fit(s: &str, w: usize, right_align: bool) -> String {
+    let mut out = String::with_capacity(w + 4);
+    push_fit(&mut out, s, w, right_align);
+    out
+}
+
+/// [`fit`], appended to `out` (a table row is built without a string per cell).
+fn push_fit(out: &mut String, s: &str, w: usize, right_align: bool) {
+    let pad = |out: &mut String, n: usize| out.extend(std::iter::repeat_n(' ', n));
     let sw = s.width();
     if sw <= w {
-        let pad = " ".repeat(w - sw);
-        return if right_align {
-            pad + s
+        if right_align {
+            pad(out, w - sw);
+            out.push_str(s);
         } else {
-            s.to_string() + &pad
-        };
+            out.push_str(s);
+            pad(out, w - sw);
+        }
+        return;
     }
-    let mut out = String::new();
     let mut used = 0;
     for ch in s.chars() {
         let cw = ch.width().unwrap_or(0);
@@ -55,7 +64,7 @@ pub fn fit(s: &str, w: usize, right_align: bool) -> String {
         used += cw;
     }
     out.push('…');
-    out + &" ".repeat(w.saturating_sub(used + 1))
+    pad(out, w.saturating_sub(used + 1));
 }
 
 /// The KIND cell: a letter per engine class the process used (`C` compute, `G` graphics, `V`
@@ -196,7 +205,7 @@ pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
     };
     for (n, l) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
         let y = area.y + 1 + u16::try_from(n - app.scroll).unwrap_or(0);
-        let mut text = String::new();
+        let mut text = String::with_capacity(usize::from(area.width) + 16);
         for (i, (c, w)) in cols.iter().enumerate() {
             if i > 0 {
                 text.push(' ');
@@ -210,13 +219,19 @@ pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
                     } else {
                         ""
                     },
-                    sanitize(&l.name)
+                    sanitized(&l.name)
                 ),
-                (Some(r), c) => sanitize(&cell(r, *c)),
+                (Some(r), c) => {
+                    let v = cell(r, *c);
+                    match sanitized(&v) {
+                        std::borrow::Cow::Borrowed(_) => v,
+                        std::borrow::Cow::Owned(escaped) => escaped,
+                    }
+                }
                 (None, Column::Pid) => l.pid.to_string(),
                 (None, _) => String::new(),
             };
-            text.push_str(&fit(&value, *w, right(*c)));
+            push_fit(&mut text, &value, *w, right(*c));
         }
         let style = if n == sel {
             t.selected()
