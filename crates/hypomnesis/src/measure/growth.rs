@@ -181,20 +181,32 @@ fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((slope, r2))
 }
 
+/// The median (the mean of the middle two for an even count), by selection rather than a
+/// full sort; `values` is reordered.
 fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
-    values.sort_by(f64::total_cmp);
-    let m = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[m]
-    } else {
-        (values[m - 1] + values[m]) / 2.0
-    })
+    let (m, odd) = (values.len() / 2, values.len() % 2 == 1);
+    let (below, mid, _) = values.select_nth_unstable_by(m, f64::total_cmp);
+    let mid = *mid;
+    if odd {
+        return Some(mid);
+    }
+    let lower = below.iter().copied().max_by(f64::total_cmp).unwrap_or(mid);
+    Some((lower + mid) / 2.0)
+}
+
+/// The equal-time bucket of a point `t` seconds into a window of `span` seconds.
+fn bucket(t: f64, first: f64, span: f64) -> usize {
+    ((((t - first) / span) * MAX_POINTS as f64) as usize).min(MAX_POINTS - 1)
 }
 
 /// At most [`MAX_POINTS`] points: equal-time buckets, the mean time and median value of each.
+///
+/// Points in time order (as [`GrowthTracker`] keeps them) fill the buckets in runs, each
+/// reduced as it ends with one scratch buffer: no allocation per bucket. Points out of order
+/// are bucketed one by one.
 fn downsample(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     if points.len() <= MAX_POINTS {
         return points.to_vec();
@@ -203,10 +215,32 @@ fn downsample(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
         return Vec::new();
     };
     let span = (last.0 - first.0).max(f64::MIN_POSITIVE);
+    let index: Vec<usize> = points.iter().map(|p| bucket(p.0, first.0, span)).collect();
+    if index.windows(2).any(|w| w[1] < w[0]) {
+        return downsample_unordered(points, &index);
+    }
+    let mut out = Vec::with_capacity(MAX_POINTS);
+    let mut scratch: Vec<f64> = Vec::new();
+    let mut start = 0;
+    while start < points.len() {
+        let end = start + index[start..].partition_point(|i| *i == index[start]);
+        let run = &points[start..end];
+        let t = run.iter().map(|p| p.0).sum::<f64>() / run.len() as f64;
+        scratch.clear();
+        scratch.extend(run.iter().map(|p| p.1));
+        if let Some(m) = median(&mut scratch) {
+            out.push((t, m));
+        }
+        start = end;
+    }
+    out
+}
+
+/// [`downsample`] of points out of time order: a bucket per index, in index order.
+fn downsample_unordered(points: &[(f64, f64)], index: &[usize]) -> Vec<(f64, f64)> {
     let mut buckets: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MAX_POINTS];
-    for p in points {
-        let i = (((p.0 - first.0) / span) * MAX_POINTS as f64) as usize;
-        if let Some(b) = buckets.get_mut(i.min(MAX_POINTS - 1)) {
+    for (p, i) in points.iter().zip(index) {
+        if let Some(b) = buckets.get_mut(*i) {
             b.push(*p);
         }
     }
@@ -308,6 +342,42 @@ pub fn assess(points: &[(f64, f64)], rule: &GrowthRule) -> Assessment {
     }
 }
 
+/// Whether `points` (in time order) are sure to fail [`assess`] for another reason than too few
+/// samples, because their values vary too little for the fitted rise to reach the rule's
+/// least.
+///
+/// The fit is made over at most [`MAX_POINTS`] points (the samples, or bucket medians) whose
+/// values lie in the samples' range `[lo, hi]` and whose first and last lie at least
+/// `span × (1 − 2/MAX_POINTS)` apart; for such points the least-squares rise over `span` is at
+/// most `(hi − lo)/2 × √(2n) / (1 − 2/MAX_POINTS)`, under `12 × (hi − lo)` for n ≤ 256. A fit
+/// exists when there are at least 3 points and the span is positive (a downsampled window: a
+/// point outside the first and last buckets).
+fn cannot_rise(points: &[(f64, f64)], rule: &GrowthRule) -> bool {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return false;
+    };
+    let span = last.0 - first.0;
+    let enough = points.len() >= rule.min_samples.max(3)
+        && span >= rule.min_span.as_secs_f64()
+        && span > 0.0;
+    if !enough {
+        return false;
+    }
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+            (lo.min(p.1), hi.max(p.1))
+        });
+    if (hi - lo) * 12.0 >= rule.min_rise_bytes as f64 {
+        return false;
+    }
+    points.len() <= MAX_POINTS
+        || points.iter().any(|p| {
+            let b = bucket(p.0, first.0, span);
+            b != 0 && b != MAX_POINTS - 1
+        })
+}
+
 /// A raised flag: the trend, and for how long the figure has grown.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
@@ -330,6 +400,9 @@ pub struct GrowthTracker {
     growing_from: Option<f64>,
     flag: Option<GrowthFlag>,
     failing: u32,
+    /// Tests: evaluate every window with [`assess`], without the [`cannot_rise`] shortcut.
+    #[cfg(test)]
+    exact: bool,
 }
 
 impl GrowthTracker {
@@ -341,6 +414,8 @@ impl GrowthTracker {
             growing_from: None,
             flag: None,
             failing: 0,
+            #[cfg(test)]
+            exact: false,
         }
     }
 
@@ -367,8 +442,22 @@ impl GrowthTracker {
                 .collect();
             self.points = kept;
         }
-        let window: Vec<(f64, f64)> = self.points.iter().copied().collect();
-        let a = assess(&window, &self.rule);
+        // In place: no copy of the window per sample.
+        let window: &[(f64, f64)] = self.points.make_contiguous();
+        #[cfg(test)]
+        let shortcut = !self.exact;
+        #[cfg(not(test))]
+        let shortcut = true;
+        let a = if shortcut && cannot_rise(window, &self.rule) {
+            // What `assess` would reject (not a steady rise, not for too few samples), known
+            // without the fit: a figure that stays flat costs a scan, not a downsampling.
+            Assessment {
+                fit: None,
+                rejected: Some(Rejection::TooSmall),
+            }
+        } else {
+            assess(window, &self.rule)
+        };
         match (a.is_growth(), a.fit) {
             (true, Some(g)) => {
                 let from = *self

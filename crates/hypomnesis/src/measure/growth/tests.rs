@@ -204,3 +204,135 @@ fn a_shorter_window_scales_the_least_span() {
     assert_eq!(r.min_span, Duration::from_secs(200));
     assert_eq!(r.min_samples, 3);
 }
+
+/// The downsampling as first written (a `Vec` per bucket, a full sort per median): the oracle
+/// the faster one must equal bit for bit.
+fn downsample_as_written(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    fn median_sorted(values: &mut [f64]) -> Option<f64> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let m = values.len() / 2;
+        Some(if values.len() % 2 == 1 {
+            values[m]
+        } else {
+            (values[m - 1] + values[m]) / 2.0
+        })
+    }
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let (first, last) = (points[0], points[points.len() - 1]);
+    let span = (last.0 - first.0).max(f64::MIN_POSITIVE);
+    let mut buckets: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MAX_POINTS];
+    for p in points {
+        let i = (((p.0 - first.0) / span) * MAX_POINTS as f64) as usize;
+        buckets[i.min(MAX_POINTS - 1)].push(*p);
+    }
+    buckets
+        .into_iter()
+        .filter(|b| !b.is_empty())
+        .filter_map(|b| {
+            let t = b.iter().map(|p| p.0).sum::<f64>() / b.len() as f64;
+            let mut v: Vec<f64> = b.iter().map(|p| p.1).collect();
+            median_sorted(&mut v).map(|m| (t, m))
+        })
+        .collect()
+}
+
+#[test]
+fn downsampling_in_runs_equals_the_bucket_by_bucket_reading() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for case in 0..300 {
+        let n = 257 + (next() % 2800) as usize;
+        let mut t = 0.0;
+        let mut points: Vec<(f64, f64)> = (0..n)
+            .map(|_| {
+                // Irregular steps, some repeated times; values with ties and a trend.
+                t += [0.0, 0.25, 1.0, 1.0, 3.5][(next() % 5) as usize];
+                (t, (next() % 64) as f64 * 4096.0 + t * 1000.0)
+            })
+            .collect();
+        if case % 10 == 0 {
+            // Out of time order: the bucket-by-bucket path.
+            points.swap(3, n - 2);
+        }
+        let (ours, theirs) = (downsample(&points), downsample_as_written(&points));
+        let bits = |v: &[(f64, f64)]| -> Vec<(u64, u64)> {
+            v.iter().map(|p| (p.0.to_bits(), p.1.to_bits())).collect()
+        };
+        assert_eq!(bits(&ours), bits(&theirs), "case {case}, {n} points");
+    }
+}
+
+#[test]
+fn medians_by_selection_are_the_sorted_medians() {
+    for v in [
+        vec![3.0],
+        vec![2.0, 1.0],
+        vec![5.0, 1.0, 4.0, 4.0],
+        vec![9.0, -1.0, 0.0, 7.5, 7.5, 2.0, 1e12],
+    ] {
+        let mut sorted = v.clone();
+        sorted.sort_by(f64::total_cmp);
+        let m = sorted.len() / 2;
+        let want = if sorted.len() % 2 == 1 {
+            sorted[m]
+        } else {
+            (sorted[m - 1] + sorted[m]) / 2.0
+        };
+        assert_eq!(median(&mut v.clone()), Some(want), "{v:?}");
+    }
+    assert_eq!(median(&mut []), None);
+}
+
+/// The shortcut for windows whose values vary too little changes nothing: over flat, noisy,
+/// leaking, stepping and sawtooth figures (raw and downsampled windows), a tracker with it
+/// raises and clears the same flags at the same samples as one that fits every window.
+#[test]
+fn the_flat_window_shortcut_gives_the_flags_of_a_full_fit() {
+    let rules = [
+        GrowthRule::default(),
+        GrowthRule::default().window(Duration::from_secs(600)),
+    ];
+    for (case, rule) in (0..10).flat_map(|c| rules.iter().map(move |r| (c, *r))) {
+        let mut noise = Noise(0x9e37_79b9 + case as u64);
+        let (mut fast, mut full) = (GrowthTracker::new(rule), GrowthTracker::new(rule));
+        full.exact = true;
+        let mut shortcuts = 0;
+        for i in 0..700u32 {
+            let t = f64::from(i) * 1.5;
+            let base = 4.0 * GIB;
+            let v = match case % 5 {
+                0 => base,                                            // flat
+                1 => base + noise.next() * 8.0 * MIB,                 // noise, well under the rise
+                2 => base + t * 0.4 * MIB + noise.next() * 4.0 * MIB, // a leak
+                3 => base + (f64::from(i / 400)) * 200.0 * MIB,       // steps
+                _ => base + f64::from(i % 120) * 3.0 * MIB,           // a sawtooth
+            };
+            let window: Vec<(f64, f64)> = fast.points.iter().copied().collect();
+            if cannot_rise(&window, &rule) {
+                shortcuts += 1;
+            }
+            let v = v.max(0.0) as u64;
+            assert_eq!(
+                fast.observe(t, v),
+                full.observe(t, v),
+                "case {case}, sample {i}"
+            );
+        }
+        if case % 5 < 2 {
+            assert!(
+                shortcuts > 200,
+                "case {case}: the shortcut was taken {shortcuts} times"
+            );
+        }
+    }
+}
