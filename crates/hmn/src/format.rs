@@ -82,6 +82,7 @@ pub fn sanitize(text: &str) -> String {
 }
 
 /// [`sanitize`], borrowed when there is nothing to escape (most text).
+#[cfg_attr(not(feature = "top"), allow(dead_code))]
 pub fn sanitized(text: &str) -> std::borrow::Cow<'_, str> {
     if text.chars().any(char::is_control) {
         std::borrow::Cow::Owned(sanitize(text))

@@ -186,9 +186,9 @@ pub fn diff<'a>(prev: &Buffer, next: &'a Buffer) -> Vec<(u16, u16, &'a Cell)> {
     diff_rows(prev, next, |_| true)
 }
 
-/// [`diff`] over the rows for which `drawn` is true, every other row being blank in both
-/// buffers (so equal, and ending with nothing carried to the next row): only those rows are
-/// read, where most of a `top` screen is blank.
+/// The diff (ratatui's `Buffer::diff`, as `diff` in the tests) over the rows for which `drawn`
+/// is true, every other row being blank in both buffers (so equal, and ending with nothing
+/// carried to the next row): only those rows are read, where most of a `top` screen is blank.
 pub fn diff_rows<'a>(
     prev: &Buffer,
     next: &'a Buffer,
