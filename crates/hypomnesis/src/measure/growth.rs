@@ -224,16 +224,19 @@ fn downsample(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut start = 0;
     while start < points.len() {
         let end = start + index[start..].partition_point(|i| *i == index[start]);
-        let run = &points[start..end];
-        let t = run.iter().map(|p| p.0).sum::<f64>() / run.len() as f64;
-        scratch.clear();
-        scratch.extend(run.iter().map(|p| p.1));
-        if let Some(m) = median(&mut scratch) {
-            out.push((t, m));
-        }
+        out.extend(reduce(&points[start..end], &mut scratch));
         start = end;
     }
     out
+}
+
+/// One bucket's point: the mean time and the median value of `bucket` (`None` when empty),
+/// the values copied into `scratch` for the median.
+fn reduce(bucket: &[(f64, f64)], scratch: &mut Vec<f64>) -> Option<(f64, f64)> {
+    let t = bucket.iter().map(|p| p.0).sum::<f64>() / bucket.len() as f64;
+    scratch.clear();
+    scratch.extend(bucket.iter().map(|p| p.1));
+    median(scratch).map(|m| (t, m))
 }
 
 /// [`downsample`] of points out of time order: a bucket per index, in index order.
@@ -244,14 +247,10 @@ fn downsample_unordered(points: &[(f64, f64)], index: &[usize]) -> Vec<(f64, f64
             b.push(*p);
         }
     }
+    let mut scratch = Vec::new();
     buckets
-        .into_iter()
-        .filter(|b| !b.is_empty())
-        .filter_map(|b| {
-            let t = b.iter().map(|p| p.0).sum::<f64>() / b.len() as f64;
-            let mut v: Vec<f64> = b.iter().map(|p| p.1).collect();
-            median(&mut v).map(|m| (t, m))
-        })
+        .iter()
+        .filter_map(|b| reduce(b, &mut scratch))
         .collect()
 }
 
@@ -293,11 +292,8 @@ pub fn assess(points: &[(f64, f64)], rule: &GrowthRule) -> Assessment {
         fit,
         rejected: Some(why),
     };
-    let span = match (points.first(), points.last()) {
-        (Some(a), Some(b)) => b.0 - a.0,
-        _ => 0.0,
-    };
-    if points.len() < rule.min_samples || span < rule.min_span.as_secs_f64() || span <= 0.0 {
+    let span = span_of(points);
+    if too_few(points, rule) {
         return reject(None, Rejection::TooFew);
     }
     let fitted = downsample(points);
@@ -342,6 +338,20 @@ pub fn assess(points: &[(f64, f64)], rule: &GrowthRule) -> Assessment {
     }
 }
 
+/// The time from the first of `points` to the last (0 for none).
+fn span_of(points: &[(f64, f64)]) -> f64 {
+    match (points.first(), points.last()) {
+        (Some(a), Some(b)) => b.0 - a.0,
+        _ => 0.0,
+    }
+}
+
+/// Whether `points` are too few (or span too little) for [`assess`] to judge under `rule`.
+fn too_few(points: &[(f64, f64)], rule: &GrowthRule) -> bool {
+    let span = span_of(points);
+    points.len() < rule.min_samples || span < rule.min_span.as_secs_f64() || span <= 0.0
+}
+
 /// Whether `points` (in time order) are sure to fail [`assess`] for another reason than too few
 /// samples, because their values vary too little for the fitted rise to reach the rule's
 /// least.
@@ -353,16 +363,10 @@ pub fn assess(points: &[(f64, f64)], rule: &GrowthRule) -> Assessment {
 /// exists when there are at least 3 points and the span is positive (a downsampled window: a
 /// point outside the first and last buckets).
 fn cannot_rise(points: &[(f64, f64)], rule: &GrowthRule) -> bool {
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
-        return false;
-    };
-    let span = last.0 - first.0;
-    let enough = points.len() >= rule.min_samples.max(3)
-        && span >= rule.min_span.as_secs_f64()
-        && span > 0.0;
-    if !enough {
+    if too_few(points, rule) || points.len() < 3 {
         return false;
     }
+    let (first, span) = (points.first().map_or(0.0, |p| p.0), span_of(points));
     let (lo, hi) = points
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
@@ -373,7 +377,7 @@ fn cannot_rise(points: &[(f64, f64)], rule: &GrowthRule) -> bool {
     }
     points.len() <= MAX_POINTS
         || points.iter().any(|p| {
-            let b = bucket(p.0, first.0, span);
+            let b = bucket(p.0, first, span);
             b != 0 && b != MAX_POINTS - 1
         })
 }
