@@ -14,8 +14,9 @@ use super::snapshot::Snapshot;
 /// The trackers, and the flags raised at the latest snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct Trends {
-    ram: HashMap<(u32, u64), GrowthTracker>,
-    vram: HashMap<(u32, u64, u32), GrowthTracker>,
+    /// Each series' tracker and the time of the latest snapshot that listed it.
+    ram: HashMap<(u32, u64), (GrowthTracker, f64)>,
+    vram: HashMap<(u32, u64, u32), (GrowthTracker, f64)>,
     ram_flags: HashMap<(u32, u64), GrowthFlag>,
     vram_flags: HashMap<(u32, u64, u32), GrowthFlag>,
     /// The time of the latest snapshot observed, seconds.
@@ -38,38 +39,48 @@ impl Trends {
         }
         self.last = Some(t);
         let rule = GrowthRule::default();
-        let (mut ram, mut vram) = (HashMap::new(), HashMap::new());
         self.ram_flags.clear();
         self.vram_flags.clear();
+        // Each tracker seen in this snapshot is marked with its time; the others are dropped
+        // after (the maps are kept, not rebuilt, from one snapshot to the next).
         for r in &s.processes {
             let Some(start) = r.start_time else {
                 continue;
             };
             let pid = r.gpu.pid;
-            if let (Some(rss), false) = (r.rss_bytes, ram.contains_key(&(pid, start))) {
-                let mut tr = self
+            if let Some(rss) = r.rss_bytes {
+                let seen = self
                     .ram
-                    .remove(&(pid, start))
-                    .unwrap_or_else(|| GrowthTracker::new(rule));
-                if let Some(f) = tr.observe(t, rss) {
-                    self.ram_flags.insert((pid, start), f);
+                    .entry((pid, start))
+                    .or_insert_with(|| (GrowthTracker::new(rule), f64::NAN));
+                // A process listed on two devices is one RAM series: fed once.
+                if seen.1 != t {
+                    seen.1 = t;
+                    if let Some(f) = seen.0.observe(t, rss) {
+                        self.ram_flags.insert((pid, start), f);
+                    }
                 }
-                ram.insert((pid, start), tr);
             }
             if let Some(used) = r.gpu.used_bytes {
                 let key = (pid, start, r.gpu.device_index);
-                let mut tr = self
+                let seen = self
                     .vram
-                    .remove(&key)
-                    .unwrap_or_else(|| GrowthTracker::new(rule));
-                if let Some(f) = tr.observe(t, used) {
+                    .entry(key)
+                    .or_insert_with(|| (GrowthTracker::new(rule), f64::NAN));
+                seen.1 = t;
+                if let Some(f) = seen.0.observe(t, used) {
                     self.vram_flags.insert(key, f);
                 }
-                vram.insert(key, tr);
             }
         }
-        self.ram = ram;
-        self.vram = vram;
+        self.ram.retain(|_, seen| seen.1 == t);
+        self.vram.retain(|_, seen| seen.1 == t);
+    }
+
+    /// How many RAM and VRAM series are followed.
+    #[cfg(test)]
+    pub fn series(&self) -> (usize, usize) {
+        (self.ram.len(), self.vram.len())
     }
 
     /// The RAM flag of (`pid`, `start`).

@@ -9,7 +9,16 @@
 //! characters are all single-column, non-combining ones is written cell by cell, and a frame
 //! that changed nothing writes nothing. Everything else goes through ratatui's own code, so
 //! what is drawn is what ratatui would draw (tested against it below).
+//!
+//! Most of a `top` screen is the same from one second to the next (a process's row, a device's
+//! name), so a row is also remembered by what drew it: a line as wide as the screen, of
+//! single-column characters, is keyed by a hash of its text, styles and place. A row whose key
+//! the buffer already holds is not written again; one the terminal shows is copied from the
+//! shown frame; and a row with the same key in both frames is not compared at all (its cells
+//! are equal, every one a column wide, so ratatui's diff would find nothing there either). Rows
+//! are blanked when first drawn on in a frame, or at its end when nothing drew on them.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 
 use ratatui::backend::Backend;
@@ -19,13 +28,43 @@ use ratatui::text::Line;
 use ratatui::widgets::Widget;
 use unicode_width::UnicodeWidthStr as _;
 
+/// What a row of a buffer holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Held {
+    /// Blank cells only.
+    Blank,
+    /// Exactly what [`Canvas::line`] draws on a blank row for the line with this key: every
+    /// cell one column wide.
+    Line(u64),
+    /// Anything else.
+    Other,
+}
+
+/// What the frame being drawn has done to a row so far.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Now {
+    /// Not drawn on: still holds the older frame's cells (blanked when the frame ends).
+    Untouched,
+    /// Drawn on (blanked first).
+    Drawn,
+}
+
+/// The rows of the buffer being drawn and of the frame on the terminal, for a [`Canvas`]
+/// drawing a [`Screen`]'s frame.
+struct Rows<'a> {
+    held: &'a mut [Held],
+    now: &'a mut [Now],
+    shown: &'a Buffer,
+    shown_held: &'a [Held],
+}
+
 /// Where the view draws: a buffer and the area it covers (what ratatui's `Frame` gives, without
 /// a terminal, so a frame can be drawn into any buffer).
 pub struct Canvas<'a> {
     buf: &'a mut Buffer,
     area: Rect,
-    /// The rows drawn on (by index from the top of the buffer): every other row is blank.
-    rows: Option<&'a mut [bool]>,
+    /// The rows' state when drawing a [`Screen`]'s frame (none for a plain buffer).
+    rows: Option<Rows<'a>>,
 }
 
 impl<'a> Canvas<'a> {
@@ -40,13 +79,22 @@ impl<'a> Canvas<'a> {
         }
     }
 
-    /// Marks the rows of `area` as drawn on.
+    /// Makes the rows of `area` ready to draw on: blanked if this frame has not drawn on them
+    /// yet, and no longer what a keyed line drew.
     fn touch(&mut self, area: Rect) {
-        if let Some(rows) = self.rows.as_deref_mut() {
-            let top = usize::from(area.y.saturating_sub(self.area.y));
-            for r in rows.iter_mut().skip(top).take(usize::from(area.height)) {
-                *r = true;
+        let Some(rows) = self.rows.as_mut() else {
+            return;
+        };
+        let width = usize::from(self.buf.area.width);
+        let top = usize::from(area.y.saturating_sub(self.buf.area.y));
+        for r in top..(top + usize::from(area.height)).min(rows.held.len()) {
+            if rows.now[r] == Now::Untouched {
+                if rows.held[r] != Held::Blank {
+                    blank(&mut self.buf.content[r * width..(r + 1) * width]);
+                }
+                rows.now[r] = Now::Drawn;
             }
+            rows.held[r] = Held::Other;
         }
     }
 
@@ -66,12 +114,60 @@ impl<'a> Canvas<'a> {
     /// line draws (no wrap, left aligned, the line's style patched by each span's), written
     /// cell by cell when every character is one column wide and cannot combine with the next,
     /// else grapheme by grapheme as the `Paragraph` would.
+    ///
+    /// A one-row line across the whole screen, drawn first on its row and of single-column
+    /// characters only, is keyed: when the buffer or the terminal already holds it, nothing
+    /// is drawn.
     pub fn line(&mut self, line: &Line<'_>, area: Rect) {
         let area = area.intersection(self.area);
         if area.is_empty() {
             return;
         }
+        let key = self.keyable(line, area).then(|| key_of(line, area));
+        if let (Some(key), Some(rows)) = (key, self.rows.as_mut()) {
+            let r = usize::from(area.y - self.buf.area.y);
+            let width = usize::from(self.buf.area.width);
+            let row = r * width..(r + 1) * width;
+            rows.now[r] = Now::Drawn;
+            if rows.held[r] == Held::Line(key) {
+                return; // this buffer drew it two frames ago, and nothing since
+            }
+            let copied = rows.shown_held[r] == Held::Line(key);
+            if copied {
+                let from = &rows.shown.content[row.clone()];
+                for (cell, shown) in self.buf.content[row].iter_mut().zip(from) {
+                    cell.clone_from(shown);
+                }
+            } else if rows.held[r] != Held::Blank {
+                blank(&mut self.buf.content[row]);
+            }
+            rows.held[r] = Held::Line(key);
+            if !copied {
+                self.write(line, area);
+            }
+            return;
+        }
         self.touch(area);
+        self.write(line, area);
+    }
+
+    /// Whether `line` drawn in `area` can be keyed: a screen's frame, one row as wide as the
+    /// screen not drawn on yet in this frame, and characters that are all one column wide.
+    fn keyable(&self, line: &Line<'_>, area: Rect) -> bool {
+        self.rows.as_ref().is_some_and(|rows| {
+            let r = usize::from(area.y.saturating_sub(self.buf.area.y));
+            area.height == 1
+                && area.x == self.buf.area.x
+                && area.width == self.buf.area.width
+                && rows.now.get(r) == Some(&Now::Untouched)
+        }) && line
+            .spans
+            .iter()
+            .all(|s| s.content.chars().all(single_column))
+    }
+
+    /// Writes `line` into `area` (see [`Canvas::line`]).
+    fn write(&mut self, line: &Line<'_>, area: Rect) {
         let (mut x, y, right) = (area.x, area.y, area.right());
         for span in line {
             let style = line.style.patch(span.style);
@@ -119,6 +215,25 @@ impl<'a> Canvas<'a> {
     }
 }
 
+/// The key of `line` drawn in `area`: a hash of its place, styles and text (64 bits: two
+/// different lines share a key about once in 2^64 pairs).
+fn key_of(line: &Line<'_>, area: Rect) -> u64 {
+    let mut h = DefaultHasher::new();
+    (area.x, area.y, area.width).hash(&mut h);
+    line.style.hash(&mut h);
+    for s in &line.spans {
+        s.style.hash(&mut h);
+        s.content.as_ref().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Blanks `cells`.
+fn blank(cells: &mut [Cell]) {
+    for c in cells {
+        c.reset();
+    }
+}
 /// A blank cell for each printable ASCII character (`' '..='~'`, in order), built at compile
 /// time: a cell is copied from here rather than its symbol built (ratatui's `set_char` was a
 /// fifth of a frame's drawing).
@@ -187,8 +302,9 @@ pub fn diff<'a>(prev: &Buffer, next: &'a Buffer) -> Vec<(u16, u16, &'a Cell)> {
 }
 
 /// The diff (ratatui's `Buffer::diff`, as `diff` in the tests) over the rows for which `drawn`
-/// is true, every other row being blank in both buffers (so equal, and ending with nothing
-/// carried to the next row): only those rows are read, where most of a `top` screen is blank.
+/// is true, every other row being the same in both buffers with every cell a column wide (so
+/// equal, and ending with nothing carried to the next row): only those rows are read, where
+/// most of a `top` screen is blank or unchanged.
 pub fn diff_rows<'a>(
     prev: &Buffer,
     next: &'a Buffer,
@@ -222,44 +338,60 @@ pub fn diff_rows<'a>(
     updates
 }
 
-/// A frame's cells and the rows drawn on (every other row is blank).
+/// A frame's cells and what each row holds.
 struct Drawn {
     buf: Buffer,
-    rows: Vec<bool>,
+    held: Vec<Held>,
+    /// The frame being drawn into this buffer: which rows it drew on.
+    now: Vec<Now>,
 }
 
 impl Drawn {
     fn new(area: Rect) -> Drawn {
         Drawn {
             buf: Buffer::empty(area),
-            rows: vec![false; usize::from(area.height)],
+            held: vec![Held::Blank; usize::from(area.height)],
+            now: vec![Now::Untouched; usize::from(area.height)],
         }
     }
 
-    /// Blanks the rows drawn on (the only ones that are not blank).
-    fn clear(&mut self) {
+    /// Ends a frame: the rows it did not draw on are blanked.
+    fn finish(&mut self) {
         let width = usize::from(self.buf.area.width);
-        for (row, drawn) in self.rows.iter_mut().enumerate() {
-            if std::mem::take(drawn) {
-                let start = row * width;
-                for c in &mut self.buf.content[start..start + width] {
-                    c.reset();
-                }
+        for (r, (held, now)) in self.held.iter_mut().zip(&mut self.now).enumerate() {
+            if *now == Now::Untouched && *held != Held::Blank {
+                blank(&mut self.buf.content[r * width..(r + 1) * width]);
+                *held = Held::Blank;
             }
+            *now = Now::Untouched;
         }
+    }
+}
+
+/// Whether two rows are known to hold the same cells, every one a column wide: both blank, or
+/// both the same keyed line.
+fn same_rows(a: Held, b: Held) -> bool {
+    match (a, b) {
+        (Held::Blank, Held::Blank) => true,
+        (Held::Line(x), Held::Line(y)) => x == y,
+        _ => false,
     }
 }
 
 /// A terminal drawn a frame at a time: the frame is drawn into one buffer, the cells that
 /// differ from the previous frame are written through `backend` and flushed once, and the two
-/// buffers swap. Only the rows either frame drew on are blanked and compared, so a frame costs
-/// in proportion to what is on the screen, not to the screen's size.
+/// buffers swap. Only the rows that may differ are compared (not two blank ones, nor two that
+/// hold the same keyed line), so a frame costs in proportion to what changed on the screen, not
+/// to the screen's size.
 pub struct Screen<B: Backend> {
     backend: B,
     /// The frame on the terminal now.
     shown: Drawn,
     /// The frame being drawn.
     next: Drawn,
+    /// The rows the last frame compared (tests check what is skipped).
+    #[cfg(test)]
+    compared: usize,
 }
 
 impl<B: Backend> Screen<B> {
@@ -269,6 +401,8 @@ impl<B: Backend> Screen<B> {
             backend,
             shown: Drawn::new(area),
             next: Drawn::new(area),
+            #[cfg(test)]
+            compared: 0,
         };
         s.resize(area)?;
         Ok(s)
@@ -284,15 +418,25 @@ impl<B: Backend> Screen<B> {
 
     /// Draws a frame with `draw` and writes what changed (nothing when nothing did).
     pub fn draw(&mut self, draw: impl FnOnce(&mut Canvas<'_>)) -> io::Result<()> {
-        self.next.clear();
         let area = self.next.buf.area;
         draw(&mut Canvas {
             buf: &mut self.next.buf,
             area,
-            rows: Some(&mut self.next.rows),
+            rows: Some(Rows {
+                held: &mut self.next.held,
+                now: &mut self.next.now,
+                shown: &self.shown.buf,
+                shown_held: &self.shown.held,
+            }),
         });
+        self.next.finish();
         let (shown, next) = (&self.shown, &self.next);
-        let updates = diff_rows(&shown.buf, &next.buf, |r| shown.rows[r] || next.rows[r]);
+        let differ = |r: usize| !same_rows(shown.held[r], next.held[r]);
+        #[cfg(test)]
+        {
+            self.compared = (0..next.held.len()).filter(|r| differ(*r)).count();
+        }
+        let updates = diff_rows(&shown.buf, &next.buf, differ);
         if !updates.is_empty() {
             self.backend.draw(updates.into_iter())?;
             self.backend.flush()?;

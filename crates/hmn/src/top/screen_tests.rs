@@ -227,8 +227,12 @@ fn frames_of_lines_and_overlays_show_as_ratatuis_terminal_shows_them() {
     let area = Rect::new(0, 0, w, h);
     let mut screen = Screen::new(TestBackend::new(w, h), area).unwrap();
     let mut theirs = Terminal::new(TestBackend::new(w, h)).unwrap();
+    // Most are single-column text (keyed when a whole row), as most of a `top` screen is.
     let texts = [
         "util 37%",
+        "util 38%",
+        "mem [████░░░░] 16 GiB",
+        "",
         "中文 wide 日本",
         "█▒░ 41°C",
         "🦀 e\u{301}",
@@ -243,6 +247,14 @@ fn frames_of_lines_and_overlays_show_as_ratatuis_terminal_shows_them() {
             .collect();
         let boxed = (rng.next().is_multiple_of(4))
             .then(|| Rect::new((rng.next() % 10) as u16, (rng.next() % 4) as u16, 9, 3));
+        // Sometimes a second line over the right half of a row (as the detail pane beside the
+        // table), drawn after the row's own.
+        let pane = (rng.next().is_multiple_of(3)).then(|| {
+            (
+                Rect::new(w / 2, (rng.next() % u64::from(h)) as u16, w / 2, 1),
+                *rng.pick(&texts),
+            )
+        });
         let row = |y: usize| Rect::new(0, y as u16, w, 1);
         screen
             .draw(|c| {
@@ -250,6 +262,9 @@ fn frames_of_lines_and_overlays_show_as_ratatuis_terminal_shows_them() {
                     if let Some(t) = t {
                         c.line(&Line::from(*t), row(y));
                     }
+                }
+                if let Some((r, t)) = pane {
+                    c.line(&Line::from(t), r);
                 }
                 if let Some(r) = boxed {
                     c.render_widget(Clear, r);
@@ -266,6 +281,9 @@ fn frames_of_lines_and_overlays_show_as_ratatuis_terminal_shows_them() {
                     if let Some(t) = t {
                         f.render_widget(Paragraph::new(*t), row(y));
                     }
+                }
+                if let Some((r, t)) = pane {
+                    f.render_widget(Paragraph::new(t), r);
                 }
                 if let Some(r) = boxed {
                     f.render_widget(Clear, r);
@@ -315,6 +333,62 @@ fn a_frame_that_changed_nothing_writes_nothing() {
     let changed = out.0.get() - first;
     // One cell: a cursor move, the colours and the character; never the whole line again.
     assert!(changed > 0 && changed < 40, "{changed} bytes for one cell");
+}
+
+#[test]
+fn a_row_drawn_the_same_in_both_frames_is_not_compared() {
+    let area = Rect::new(0, 0, 40, 6);
+    let mut screen = Screen::new(TestBackend::new(40, 6), area).unwrap();
+    let frame = |util: &'static str, wide: &'static str| {
+        move |c: &mut Canvas<'_>| {
+            for (y, text) in [
+                "RAM [████░░] 2 GiB",
+                util,
+                "  1234 root  python  2 GiB",
+                wide,
+            ]
+            .iter()
+            .enumerate()
+            {
+                c.line(&Line::from(*text), Rect::new(0, y as u16, 40, 1));
+            }
+        }
+    };
+    screen.draw(frame("util 37%", "中文")).unwrap();
+    assert_eq!(screen.compared, 4, "the first frame: every row drawn on");
+    screen.draw(frame("util 37%", "中文")).unwrap();
+    // The wide characters' row is never keyed (a wide cell hides the next one).
+    assert_eq!(
+        screen.compared, 1,
+        "the same frame again: only the wide row"
+    );
+    screen.draw(frame("util 38%", "中文")).unwrap();
+    assert_eq!(screen.compared, 2, "one changed line and the wide row");
+    assert_eq!(
+        screen.backend().buffer().content[40..48]
+            .iter()
+            .map(ratatui::buffer::Cell::symbol)
+            .collect::<String>(),
+        "util 38%"
+    );
+    // A line drawn over a keyed row (a pane or overlay) makes it compared again.
+    screen
+        .draw(|c| {
+            frame("util 38%", "中文")(c);
+            c.line(&Line::from("pane"), Rect::new(20, 0, 10, 1));
+        })
+        .unwrap();
+    assert_eq!(
+        screen.compared, 2,
+        "the row under the pane and the wide row"
+    );
+    assert_eq!(
+        screen.backend().buffer().content[20..24]
+            .iter()
+            .map(ratatui::buffer::Cell::symbol)
+            .collect::<String>(),
+        "pane"
+    );
 }
 
 #[test]

@@ -199,40 +199,44 @@ pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
         app.scroll = sel + 1 - rows_h;
     }
     app.scroll = app.scroll.min(lines.len().saturating_sub(rows_h.max(1)));
-    let app: &App = app;
+    let mut drawn = std::mem::take(&mut app.drawn_rows);
+    draw_rows(f, app, &lines, &mut drawn, area, (sel, &cols));
+    app.drawn_rows = drawn;
+}
+
+/// Draws the rows of `lines` from `app.scroll` on, below the header in `area`, `sel` the
+/// selected one: each from the text kept in `drawn` when its inputs are unchanged.
+fn draw_rows(
+    f: &mut Canvas<'_>,
+    app: &App,
+    lines: &[super::rows::Line],
+    drawn: &mut DrawnRows,
+    area: Rect,
+    (sel, cols): (usize, &[(Column, usize)]),
+) {
+    let t = app.theme;
     let Some(snap) = app.snap.as_ref() else {
         return;
     };
+    let rows_h = usize::from(area.height.saturating_sub(1));
+    drawn.rows.resize_with(rows_h, || None);
     for (n, l) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
         let y = area.y + 1 + u16::try_from(n - app.scroll).unwrap_or(0);
-        let mut text = String::with_capacity(usize::from(area.width) + 16);
-        for (i, (c, w)) in cols.iter().enumerate() {
-            if i > 0 {
-                text.push(' ');
-            }
-            let value = match (l.row.map(|r| &snap.processes[r]), c) {
-                (_, Column::Name) => format!(
-                    "{}{}{}",
-                    l.prefix,
-                    if app.trends.flagged(l.pid, l.start_time, l.device) {
-                        "↑ "
-                    } else {
-                        ""
-                    },
-                    sanitized(&l.name)
-                ),
-                (Some(r), c) => {
-                    let v = cell(r, *c);
-                    match sanitized(&v) {
-                        std::borrow::Cow::Borrowed(_) => v,
-                        std::borrow::Cow::Owned(escaped) => escaped,
-                    }
-                }
-                (None, Column::Pid) => l.pid.to_string(),
-                (None, _) => String::new(),
-            };
-            push_fit(&mut text, &value, *w, right(*c));
+        let inputs = RowInputs {
+            width: area.width,
+            line: l,
+            row: l.row.map(|r| &snap.processes[r]),
+            flagged: app.trends.flagged(l.pid, l.start_time, l.device),
+        };
+        let kept = &mut drawn.rows[n - app.scroll];
+        if let Some(k) = kept.as_mut() {
+            k.align_unshown(inputs.row);
         }
+        if !kept.as_ref().is_some_and(|k| k.inputs() == inputs) {
+            *kept = Some(DrawnRow::of(&inputs, row_text(&inputs, cols)));
+            drawn.built += 1;
+        }
+        let text = kept.as_ref().map_or("", |k| k.text.as_str());
         let style = if n == sel {
             t.selected()
         } else if l.row.is_none() {
@@ -245,6 +249,96 @@ pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
             Rect::new(area.x, y, area.width, 1),
         );
     }
+}
+
+/// Everything a table row's text is made of: the row's text is a function of these alone
+/// ([`row_text`]), so a row whose inputs are equal to the last frame's is drawn from the text
+/// kept then ([`DrawnRows`]).
+#[derive(PartialEq)]
+struct RowInputs<'a> {
+    width: u16,
+    line: &'a super::rows::Line,
+    row: Option<&'a ProcessRow>,
+    flagged: bool,
+}
+
+/// A table row as drawn: its inputs (owned) and its text.
+#[derive(Debug, Clone)]
+struct DrawnRow {
+    width: u16,
+    line: super::rows::Line,
+    row: Option<ProcessRow>,
+    flagged: bool,
+    text: String,
+}
+
+impl DrawnRow {
+    fn of(i: &RowInputs<'_>, text: String) -> DrawnRow {
+        DrawnRow {
+            width: i.width,
+            line: i.line.clone(),
+            row: i.row.cloned(),
+            flagged: i.flagged,
+            text,
+        }
+    }
+
+    /// Copies from `row` the one thing a row holds that no cell shows and that changes every
+    /// sample (when NVML's utilization samples start), so that equal inputs mean equal text.
+    fn align_unshown(&mut self, row: Option<&ProcessRow>) {
+        let now = row.and_then(|r| r.gpu.utilization.as_ref());
+        let kept = self.row.as_mut().and_then(|r| r.gpu.utilization.as_mut());
+        if let (Some(kept), Some(now)) = (kept, now) {
+            kept.since_unix_us = now.since_unix_us;
+        }
+    }
+
+    fn inputs(&self) -> RowInputs<'_> {
+        RowInputs {
+            width: self.width,
+            line: &self.line,
+            row: self.row.as_ref(),
+            flagged: self.flagged,
+        }
+    }
+}
+
+/// The table's rows as last drawn, by their place on the screen (the first row shown first).
+#[derive(Debug, Clone, Default)]
+pub struct DrawnRows {
+    rows: Vec<Option<DrawnRow>>,
+    /// How many rows were built rather than taken from here (tests check what is kept).
+    pub built: u64,
+}
+
+/// The text of a table row, cut to the columns' widths.
+fn row_text(i: &RowInputs<'_>, cols: &[(Column, usize)]) -> String {
+    let l = i.line;
+    let mut text = String::with_capacity(usize::from(i.width) + 16);
+    for (n, (c, w)) in cols.iter().enumerate() {
+        if n > 0 {
+            text.push(' ');
+        }
+        let value = match (i.row, c) {
+            (_, Column::Name) => format!(
+                "{}{}{}",
+                l.prefix,
+                if i.flagged { "↑ " } else { "" },
+                sanitized(&l.name)
+            ),
+            (Some(r), c) => {
+                let v = cell(r, *c);
+                match sanitized(&v) {
+                    std::borrow::Cow::Borrowed(_) => v,
+                    std::borrow::Cow::Owned(escaped) => escaped,
+                }
+            }
+            (None, Column::Pid) => l.pid.to_string(),
+            (None, _) => String::new(),
+        };
+        push_fit(&mut text, &value, *w, right(*c));
+    }
+    text
 }
 
 fn region_text(name: &str, r: Option<RegionUsage>) -> Option<String> {

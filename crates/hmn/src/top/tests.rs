@@ -471,3 +471,103 @@ fn a_recordings_file_name_reaches_the_header_escaped() {
         );
     }
 }
+
+/// A table row is drawn again from its kept text only while everything it shows is unchanged:
+/// after each change (RSS, VRAM, owner, width, sort, a process gone), the screen is what a
+/// fresh view with nothing kept draws.
+#[test]
+fn a_kept_row_follows_every_change_of_what_it_shows() {
+    let bed = nvidia_bed();
+    let mut c = collector(&bed, 100);
+    let mut app = live();
+    app.push(c.sample(Duration::from_secs(1)));
+    app.now_ms = now_ms();
+    let fresh = |app: &App, w: u16| {
+        let mut f = app.clone();
+        f.drawn_rows = Default::default();
+        text(&mut f, w, 30)
+    };
+    let first = text(&mut app, 120, 30);
+    assert_eq!(first, fresh(&app, 120));
+    fn snap(app: &mut App) -> &mut Snapshot {
+        app.snap.as_mut().unwrap()
+    }
+    type Change = Box<dyn Fn(&mut App)>;
+    // A new sample of the same figures (NVML's utilization samples start later) is drawn from
+    // the kept text; what follows changes a cell each.
+    let mut again = c.sample(Duration::from_secs(1));
+    again
+        .processes
+        .clone_from(&app.snap.as_ref().unwrap().processes);
+    for p in &mut again.processes {
+        if let Some(u) = p.gpu.utilization.as_mut() {
+            u.since_unix_us += 1_000_000;
+        }
+    }
+    app.snap = Some(again);
+    let built = app.drawn_rows.built;
+    assert_eq!(text(&mut app, 120, 30), first);
+    assert_eq!(
+        app.drawn_rows.built, built,
+        "every row drawn from its kept text"
+    );
+    let changes: Vec<(&str, Change)> = vec![
+        (
+            "sm",
+            Box::new(|a| {
+                let u = snap(a).processes[0].gpu.utilization.as_mut();
+                u.expect("the fake NVML samples utilization").sm_percent = 93;
+            }),
+        ),
+        (
+            "rss",
+            Box::new(|a| snap(a).processes[0].rss_bytes = Some(77 << 20)),
+        ),
+        (
+            "vram",
+            Box::new(|a| snap(a).processes[1].gpu.used_bytes = Some(5 << 30)),
+        ),
+        (
+            "user",
+            Box::new(|a| snap(a).processes[0].gpu.user = Some("alice".into())),
+        ),
+        ("sort", Box::new(|a| press(a, KeyCode::Char('<')))),
+        (
+            "gone",
+            Box::new(|a| {
+                snap(a).processes.remove(0);
+            }),
+        ),
+    ];
+    let mut last = first;
+    for (what, change) in &changes {
+        change(&mut app);
+        let now = text(&mut app, 120, 30);
+        assert_ne!(now, last, "{what} changed nothing on the screen");
+        assert_eq!(now, fresh(&app, 120), "after {what}");
+        last = now;
+    }
+    assert_eq!(
+        text(&mut app, 100, 30),
+        fresh(&app, 100),
+        "a narrower screen"
+    );
+}
+
+/// One RAM series per process (the worker is listed on both devices) and one VRAM series per
+/// process and device; a process no longer listed is no longer followed.
+#[test]
+fn trends_follow_the_listed_processes_only() {
+    let bed = nvidia_bed();
+    let mut c = collector(&bed, 100);
+    let s = c.sample(Duration::from_secs(1));
+    let mut t = super::growth::Trends::default();
+    t.observe(&s);
+    // RAM: 4242, 4243, 5000; VRAM: 4242 on 0, 4243 on 0 and 1 (5000's is unknown).
+    assert_eq!(t.series(), (3, 3));
+    let mut later = s.clone();
+    later.unix_ms += 1000;
+    later.processes.retain(|r| r.gpu.pid != 4243);
+    t.observe(&later);
+    assert_eq!(t.series(), (2, 1));
+}
