@@ -9,7 +9,7 @@
 # libnvidia-ml.so.1: those entry points answer NOT_SUPPORTED, everything else is the fake.
 # The three run at once in tmux (each needs a terminal); CPU is user + system time of each
 # process over WINDOW seconds after WARMUP, from each thread's /proc/<pid>/task/*/schedstat (ns);
-# memory is VmRSS and VmHWM.
+# memory is VmRSS and VmHWM. hmn's threads (collector, UI) are also shown one by one.
 # NO_DRM=1 is the like-for-like mode: no fixture card (hmn's /sys root is an empty folder), so
 # no tool has a DRM GPU to walk fds for and all three show the same NVIDIA GPU.
 # Needs: cc, tmux, nvtop (Debian, contrib), nvitop (pip), python3. SKIP_BUILD=1 reuses the
@@ -101,8 +101,12 @@ for t in hmn nvtop nvitop; do
   [ -n "${P[$t]}" ] && [ -d "/proc/${P[$t]}" ] || { echo "$t is not running:"; cat "$DIR/$t.err"; exit 1; }
   C0[$t]=$(cpu "${P[$t]}")
 done
+# hmn's threads one by one (the collector and the UI), to say where its share goes.
+threads() { for task in /proc/"${P[hmn]}"/task/*; do echo "$(cat "$task/comm") $(awk '{print $1}' "$task/schedstat")"; done; }
+threads > "$DIR/threads0"
 T0=$(date +%s.%N)
 sleep "$WINDOW"
+threads > "$DIR/threads1"
 T1=$(date +%s.%N)
 OUT="$DIR/result.txt"
 for t in hmn nvtop nvitop; do
@@ -116,6 +120,9 @@ done
 tmux -L "$SOCK" send-keys -t hmn '?'
 sleep 1
 RESCAN=$(tmux -L "$SOCK" capture-pane -p -t hmn | grep -o 'found every [^(]*' || echo 'rescan period not shown')
+echo "--- hmn's threads, CPU of one core over the window"
+join <(sort "$DIR/threads0") <(sort "$DIR/threads1") |
+  awk -v w="$WINDOW" '$3 > $2 {printf "  %-12s %.3f%%\n", $1, ($3 - $2) / 1e9 / w * 100}'
 for t in hmn nvtop nvitop; do
   echo "--- $t screen (first lines)"
   tmux -L "$SOCK" capture-pane -p -t "$t" | grep -v '^\s*$' | head -6 || true  # head closes the pipe

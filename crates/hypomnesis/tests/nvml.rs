@@ -684,6 +684,7 @@ fn a_long_lived_probe_asks_a_devices_fixed_facts_once() {
         2 * 2 * 2,
         "graphics and memory"
     );
+    assert_eq!(count("nvmlDeviceGetCount_v2"), 2, "once per probe");
     assert_eq!(count("nvmlDeviceGetMemoryInfo_v2"), 2 * 4, "every query");
     assert_eq!(count("nvmlDeviceGetClockInfo"), 2 * 4 * 3, "every query");
 }

@@ -93,7 +93,7 @@ pub struct App {
     /// XID events counted since `top` started (live only; `None` in a replay).
     pub xid: Option<std::sync::Arc<std::sync::Mutex<hypomnesis::XidTally>>>,
     /// The table's rows as last drawn, kept to draw an unchanged row again without building it.
-    pub drawn_rows: super::table::DrawnRows,
+    pub drawn_rows: super::kept::DrawnRows,
 }
 
 impl App {
@@ -121,7 +121,7 @@ impl App {
             table_top: 0,
             trends: super::growth::Trends::default(),
             xid: None,
-            drawn_rows: super::table::DrawnRows::default(),
+            drawn_rows: super::kept::DrawnRows::default(),
         }
     }
 

@@ -218,7 +218,11 @@ impl Collector {
         let refresh = self.identity_refresh;
         let (roots, users) = (&self.roots, &mut self.users);
         let mut read = || {
-            let id = users.identify(roots, pid);
+            // The name from the `comm` this sample's `stat` gave, where it gave one.
+            let id = match comm {
+                Some(comm) => users.identify_with_comm(roots, pid, comm),
+                None => users.identify(roots, pid),
+            };
             Known {
                 comm: comm.cloned(),
                 name: id.name.map(|n| cut_name(n, TEXT_MAX)),

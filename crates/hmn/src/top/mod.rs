@@ -38,6 +38,8 @@ mod health;
 #[cfg(all(test, feature = "top"))]
 mod health_tests;
 #[cfg(feature = "top")]
+mod kept;
+#[cfg(feature = "top")]
 mod kill;
 #[cfg(feature = "top")]
 mod panes;

@@ -6,6 +6,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::app::App;
+use super::kept::{DrawnRows, RowInputs};
 use super::rows::Column;
 use super::screen::Canvas;
 use super::snapshot::{ProcessRow, Snapshot};
@@ -219,7 +220,7 @@ fn draw_rows(
         return;
     };
     let rows_h = usize::from(area.height.saturating_sub(1));
-    drawn.rows.resize_with(rows_h, || None);
+    drawn.truncate(rows_h);
     for (n, l) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
         let y = area.y + 1 + u16::try_from(n - app.scroll).unwrap_or(0);
         let inputs = RowInputs {
@@ -228,15 +229,7 @@ fn draw_rows(
             row: l.row.map(|r| &snap.processes[r]),
             flagged: app.trends.flagged(l.pid, l.start_time, l.device),
         };
-        let kept = &mut drawn.rows[n - app.scroll];
-        if let Some(k) = kept.as_mut() {
-            k.align_unshown(inputs.row);
-        }
-        if !kept.as_ref().is_some_and(|k| k.inputs() == inputs) {
-            *kept = Some(DrawnRow::of(&inputs, row_text(&inputs, cols)));
-            drawn.built += 1;
-        }
-        let text = kept.as_ref().map_or("", |k| k.text.as_str());
+        let text = drawn.text(n - app.scroll, &inputs, |i| row_text(i, cols));
         let style = if n == sel {
             t.selected()
         } else if l.row.is_none() {
@@ -249,66 +242,6 @@ fn draw_rows(
             Rect::new(area.x, y, area.width, 1),
         );
     }
-}
-
-/// Everything a table row's text is made of: the row's text is a function of these alone
-/// ([`row_text`]), so a row whose inputs are equal to the last frame's is drawn from the text
-/// kept then ([`DrawnRows`]).
-#[derive(PartialEq)]
-struct RowInputs<'a> {
-    width: u16,
-    line: &'a super::rows::Line,
-    row: Option<&'a ProcessRow>,
-    flagged: bool,
-}
-
-/// A table row as drawn: its inputs (owned) and its text.
-#[derive(Debug, Clone)]
-struct DrawnRow {
-    width: u16,
-    line: super::rows::Line,
-    row: Option<ProcessRow>,
-    flagged: bool,
-    text: String,
-}
-
-impl DrawnRow {
-    fn of(i: &RowInputs<'_>, text: String) -> DrawnRow {
-        DrawnRow {
-            width: i.width,
-            line: i.line.clone(),
-            row: i.row.cloned(),
-            flagged: i.flagged,
-            text,
-        }
-    }
-
-    /// Copies from `row` the one thing a row holds that no cell shows and that changes every
-    /// sample (when NVML's utilization samples start), so that equal inputs mean equal text.
-    fn align_unshown(&mut self, row: Option<&ProcessRow>) {
-        let now = row.and_then(|r| r.gpu.utilization.as_ref());
-        let kept = self.row.as_mut().and_then(|r| r.gpu.utilization.as_mut());
-        if let (Some(kept), Some(now)) = (kept, now) {
-            kept.since_unix_us = now.since_unix_us;
-        }
-    }
-
-    fn inputs(&self) -> RowInputs<'_> {
-        RowInputs {
-            width: self.width,
-            line: &self.line,
-            row: self.row.as_ref(),
-            flagged: self.flagged,
-        }
-    }
-}
-
-/// The table's rows as last drawn, by their place on the screen (the first row shown first).
-#[derive(Debug, Clone, Default)]
-pub struct DrawnRows {
-    rows: Vec<Option<DrawnRow>>,
-    /// How many rows were built rather than taken from here (tests check what is kept).
-    pub built: u64,
 }
 
 /// The text of a table row, cut to the columns' widths.

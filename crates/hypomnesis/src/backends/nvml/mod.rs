@@ -68,6 +68,11 @@ pub(crate) struct NvmlBackend {
     /// Per device index and list: how many records it held at the last query (the room the
     /// next query asks for at once, [`ffi::running_processes`]).
     list_sizes: Mutex<BTreeMap<(u32, ProcessListKind), u32>>,
+    /// The device count, once NVML has given it: NVML counts the devices it attached at
+    /// initialisation, and the count stays until it is shut down (a device that falls off the
+    /// bus stays counted and answers `GPU_IS_LOST`; a device added is not seen without a new
+    /// initialisation) — as the fixed facts above, it is asked once per session.
+    count: std::sync::OnceLock<u32>,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -133,12 +138,17 @@ impl NvmlBackend {
             mig_profiles: mig::ProfileCache::default(),
             fixed: telemetry::FixedCache::default(),
             list_sizes: Mutex::new(BTreeMap::new()),
+            count: std::sync::OnceLock::new(),
         })
     }
 
     /// The number of devices NVML counts (including ones it will refuse a handle for).
     pub(crate) fn device_count(&self) -> Result<u32, BackendError> {
-        Ok(self.nvml.device_count()?)
+        if let Some(n) = self.count.get() {
+            return Ok(*n);
+        }
+        let n = self.nvml.device_count()?;
+        Ok(*self.count.get_or_init(|| n))
     }
 
     /// Reads one device, its energy counter when `energy`, and its memory health when

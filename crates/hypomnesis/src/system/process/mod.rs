@@ -116,11 +116,17 @@ pub(crate) fn process_name_from(
     }
     let comm = fsread::read_bytes(&roots.pid_file(pid, "comm"), Cap::COMM)?;
     let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+    Ok(name_of_comm(roots, pid, comm, source))
+}
+
+/// The name of `pid` whose `comm` is `comm` (read from its `comm` file or its `stat`): `comm`
+/// itself, or, when the kernel cut it, extended from `source` ([`name_from`]).
+fn name_of_comm(roots: &Roots, pid: u32, comm: &[u8], source: NameSource) -> Option<ProcessName> {
     if comm.is_empty() {
-        return Ok(None);
+        return None;
     }
     if comm.len() < COMM_MAX {
-        return Ok(Some(ProcessName::from(comm)));
+        return Some(ProcessName::from(comm));
     }
     // Asking for a link's text, not reading a file: `fsread` leaves it to the caller.
     let exe = match source {
@@ -130,7 +136,7 @@ pub(crate) fn process_name_from(
             .and_then(|p| Some(p.file_name()?.as_encoded_bytes().to_vec())),
     };
     let cmdline = cmdline::read_for_argv0(roots, pid);
-    Ok(Some(name_from(comm, exe.as_deref(), &cmdline)))
+    Some(name_from(comm, exe.as_deref(), &cmdline))
 }
 
 /// Resolves pids to [`ProcessIdentity`], caching UID → user name lookups for one listing.
@@ -148,6 +154,27 @@ impl IdentityCache {
     /// Reads what can be read of `pid`; a vanished or hidden process gives an empty identity.
     pub fn identify(&mut self, roots: &Roots, pid: u32) -> ProcessIdentity {
         let name = process_name(roots, pid).ok().flatten();
+        self.identify_named(roots, pid, name)
+    }
+
+    /// [`IdentityCache::identify`] for a process whose `comm` was just read (from its `stat`,
+    /// where it is the same text): its `comm` file is not read again.
+    pub fn identify_with_comm(
+        &mut self,
+        roots: &Roots,
+        pid: u32,
+        comm: &ProcessName,
+    ) -> ProcessIdentity {
+        let name = name_of_comm(roots, pid, comm.as_bytes(), NameSource::Argv0);
+        self.identify_named(roots, pid, name)
+    }
+
+    fn identify_named(
+        &mut self,
+        roots: &Roots,
+        pid: u32,
+        name: Option<ProcessName>,
+    ) -> ProcessIdentity {
         // One read of `status` for the owner and the innermost pid.
         let (uid, ns_pid) = fsread::read_pid_file(roots, pid, "status", |t| {
             Ok((
@@ -326,6 +353,30 @@ mod tests {
         let name = process_name(&roots, 10).unwrap().unwrap();
         assert_eq!(name.as_bytes(), b"worker-abcdef-\xc3\xa9\xff");
         assert_eq!(name.escaped(), "worker-abcdef-é\\xff");
+    }
+
+    #[test]
+    fn a_comm_read_from_stat_gives_the_identity_the_comm_file_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = b"Name:\tx\nUid:\t1000\t1000\t1000\t1000\nNSpid:\t7\t3\n";
+        for (pid, comm, cmdline) in [
+            (7u32, &b"python3"[..], &b"python3\0train.py\0"[..]),
+            (8, b"pt_data_worker0", b"/opt/pt_data_worker0_long\0"),
+        ] {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("comm"), [comm, b"\n"].concat()).unwrap();
+            std::fs::write(d.join("cmdline"), cmdline).unwrap();
+            std::fs::write(d.join("status"), status).unwrap();
+            let roots = Roots::system().with_proc(dir.path());
+            let mut cache = IdentityCache::new();
+            let from_file = cache.identify(&roots, pid);
+            // The comm file gone: the name can only come from the `comm` handed in.
+            std::fs::remove_file(d.join("comm")).unwrap();
+            let from_stat = cache.identify_with_comm(&roots, pid, &ProcessName::from(comm));
+            assert_eq!(from_stat, from_file, "pid {pid}");
+            assert!(from_stat.name.is_some() && from_stat.uid == Some(1000));
+        }
     }
 
     #[test]
