@@ -83,10 +83,12 @@ impl DrawnRows {
             k.align_unshown(inputs.row);
         }
         if !kept.as_ref().is_some_and(|k| k.inputs() == *inputs) {
-            *kept = Some(DrawnRow::of(inputs, build(inputs)));
+            *kept = None;
             self.built += 1;
         }
-        kept.as_ref().map_or("", |k| k.text.as_str())
+        &kept
+            .get_or_insert_with(|| DrawnRow::of(inputs, build(inputs)))
+            .text
     }
 
     /// Forgets the rows from `len` on (the table got shorter).

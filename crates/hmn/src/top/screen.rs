@@ -124,31 +124,40 @@ impl<'a> Canvas<'a> {
             return;
         }
         let key = self.keyable(line, area).then(|| key_of(line, area));
-        if let (Some(key), Some(rows)) = (key, self.rows.as_mut()) {
-            let r = usize::from(area.y - self.buf.area.y);
-            let width = usize::from(self.buf.area.width);
-            let row = r * width..(r + 1) * width;
-            rows.now[r] = Now::Drawn;
-            if rows.held[r] == Held::Line(key) {
-                return; // this buffer drew it two frames ago, and nothing since
+        if let Some(key) = key {
+            if self.kept(key, area) {
+                return;
             }
-            let copied = rows.shown_held[r] == Held::Line(key);
-            if copied {
-                let from = &rows.shown.content[row.clone()];
-                for (cell, shown) in self.buf.content[row].iter_mut().zip(from) {
-                    cell.clone_from(shown);
-                }
-            } else if rows.held[r] != Held::Blank {
-                blank(&mut self.buf.content[row]);
-            }
-            rows.held[r] = Held::Line(key);
-            if !copied {
-                self.write(line, area);
-            }
-            return;
         }
         self.touch(area);
         self.write(line, area);
+        if let (Some(key), Some(rows)) = (key, self.rows.as_mut()) {
+            rows.held[usize::from(area.y - self.buf.area.y)] = Held::Line(key);
+        }
+    }
+
+    /// Whether the row of `area` holds the keyed line `key` without drawing it: this buffer
+    /// drew it two frames ago and nothing since, or the terminal shows it (its cells are copied
+    /// from the shown frame).
+    fn kept(&mut self, key: u64, area: Rect) -> bool {
+        let Some(rows) = self.rows.as_mut() else {
+            return false;
+        };
+        let r = usize::from(area.y - self.buf.area.y);
+        if rows.held[r] != Held::Line(key) && rows.shown_held[r] != Held::Line(key) {
+            return false;
+        }
+        if rows.held[r] != Held::Line(key) {
+            let width = usize::from(self.buf.area.width);
+            let row = r * width..(r + 1) * width;
+            let from = &rows.shown.content[row.clone()];
+            for (cell, shown) in self.buf.content[row].iter_mut().zip(from) {
+                cell.clone_from(shown);
+            }
+            rows.held[r] = Held::Line(key);
+        }
+        rows.now[r] = Now::Drawn;
+        true
     }
 
     /// Whether `line` drawn in `area` can be keyed: a screen's frame, one row as wide as the
@@ -234,6 +243,7 @@ fn blank(cells: &mut [Cell]) {
         c.reset();
     }
 }
+
 /// A blank cell for each printable ASCII character (`' '..='~'`, in order), built at compile
 /// time: a cell is copied from here rather than its symbol built (ratatui's `set_char` was a
 /// fifth of a frame's drawing).

@@ -335,6 +335,14 @@ fn a_frame_that_changed_nothing_writes_nothing() {
     assert!(changed > 0 && changed < 40, "{changed} bytes for one cell");
 }
 
+/// The text the terminal shows in cells `at` (by index, rows one after the other).
+fn shown(screen: &Screen<TestBackend>, at: std::ops::Range<usize>) -> String {
+    screen.backend().buffer().content[at]
+        .iter()
+        .map(ratatui::buffer::Cell::symbol)
+        .collect()
+}
+
 #[test]
 fn a_row_drawn_the_same_in_both_frames_is_not_compared() {
     let area = Rect::new(0, 0, 40, 6);
@@ -364,13 +372,7 @@ fn a_row_drawn_the_same_in_both_frames_is_not_compared() {
     );
     screen.draw(frame("util 38%", "中文")).unwrap();
     assert_eq!(screen.compared, 2, "one changed line and the wide row");
-    assert_eq!(
-        screen.backend().buffer().content[40..48]
-            .iter()
-            .map(ratatui::buffer::Cell::symbol)
-            .collect::<String>(),
-        "util 38%"
-    );
+    assert_eq!(shown(&screen, 40..48), "util 38%");
     // A line drawn over a keyed row (a pane or overlay) makes it compared again.
     screen
         .draw(|c| {
@@ -382,13 +384,7 @@ fn a_row_drawn_the_same_in_both_frames_is_not_compared() {
         screen.compared, 2,
         "the row under the pane and the wide row"
     );
-    assert_eq!(
-        screen.backend().buffer().content[20..24]
-            .iter()
-            .map(ratatui::buffer::Cell::symbol)
-            .collect::<String>(),
-        "pane"
-    );
+    assert_eq!(shown(&screen, 20..24), "pane");
 }
 
 #[test]
