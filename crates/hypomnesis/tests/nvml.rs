@@ -685,8 +685,38 @@ fn a_long_lived_probe_asks_a_devices_fixed_facts_once() {
         "graphics and memory"
     );
     assert_eq!(count("nvmlDeviceGetCount_v2"), 2, "once per probe");
+    assert_eq!(
+        count("nvmlDeviceGetHandleByIndex_v2"),
+        2 * 2,
+        "a handle once per device per probe"
+    );
     assert_eq!(count("nvmlDeviceGetMemoryInfo_v2"), 2 * 4, "every query");
     assert_eq!(count("nvmlDeviceGetClockInfo"), 2 * 4 * 3, "every query");
+}
+
+#[test]
+fn a_refused_handle_is_asked_for_again() {
+    // A handle NVML refused is not kept: each query asks again (and reports the refusal), while
+    // the other device's handle is asked for once.
+    let fake = FakeNvml::new()
+        .device(hmn_testbed::FakeDevice::h100(0).lost())
+        .device(hmn_testbed::FakeDevice::h100(1))
+        .log_calls();
+    let bed = Bed::with_nvml(&fake);
+    let p = bed.probe();
+    for _ in 0..3 {
+        let list = p.gpu_usage();
+        assert!(list.devices[0].error.is_some(), "{:?}", list.devices[0]);
+        assert_eq!(list.devices[1].error, None);
+    }
+    let calls = hmn_testbed::nvml_calls(&bed.env.nvml);
+    let handles = calls
+        .iter()
+        .filter(|c| *c == "nvmlDeviceGetHandleByIndex_v2")
+        .count();
+    // Device 0 at each of the three queries (a device in error has no process query); device 1
+    // once.
+    assert_eq!(handles, 3 + 1, "{calls:?}");
 }
 
 #[test]

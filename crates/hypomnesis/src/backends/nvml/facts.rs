@@ -44,7 +44,7 @@ impl NvmlBackend {
         let count = self.nvml.device_count().unwrap_or(0);
         for index in 0..count {
             let text = |e: NvmlError| describe(&e);
-            let (accounting, persistence) = match self.nvml.device_by_index(index) {
+            let (accounting, persistence) = match self.handle(index) {
                 Ok(h) => {
                     // Platform seam: persistence mode is Linux's (nvml-wrapper has no call
                     // elsewhere; Windows keeps the driver loaded).

@@ -7,6 +7,7 @@
 //! - Device names decoded lossily (nvml-wrapper fails on a non-UTF-8 name).
 //! - `nvmlDeviceGetMemoryInfo` (v1) for drivers older than R510.
 //! - `nvmlDeviceGetPciInfo_v2`/unversioned for drivers without `_v3`.
+//! - Device handles kept for the session ([`Handles`]): nvml-wrapper asks NVML again each time.
 //!
 //! The MIG and utilization calls nvml-wrapper does not wrap (or wraps unsafely) are in
 //! [`super::ffi_mig`].
@@ -16,10 +17,12 @@
 
 #![allow(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_uint};
+use std::sync::Mutex;
 
-use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym};
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     NvmlLib, nvmlDevice_t, nvmlMemory_t, nvmlPciInfo_t, nvmlProcessInfo_t, nvmlReturn_t,
 };
@@ -27,6 +30,34 @@ use nvml_wrapper_sys::bindings::{
 use super::convert::{Layout, RawProcess, SENTINEL, decode, decode_v3};
 use crate::backends::error::BackendError;
 use crate::types::DeviceMemory;
+
+/// The device handles one NVML session gave, by index. NVML keeps a handle valid until it is
+/// shut down (a device that falls off the bus keeps its handle, whose calls answer
+/// `GPU_IS_LOST`), so a device is looked up once per session rather than at every sample, as
+/// nvtop and nvitop do; a refused handle is not kept, and is asked for again next time.
+#[derive(Debug, Default)]
+pub(super) struct Handles(Mutex<BTreeMap<u32, usize>>);
+
+impl Handles {
+    /// The handle of device `index` of `nvml`, which must be the session these handles came
+    /// from (the backend owns both).
+    pub(super) fn get<'n>(&self, nvml: &'n Nvml, index: u32) -> Result<Device<'n>, NvmlError> {
+        let kept = self.0.lock().ok().and_then(|m| m.get(&index).copied());
+        if let Some(raw) = kept {
+            let handle: nvmlDevice_t = std::ptr::with_exposed_provenance_mut(raw);
+            // SAFETY: `handle` is the one `nvml` returned for `index` below; NVML keeps it valid
+            // until `nvmlShutdown`, which only `nvml`'s drop calls, and the device borrows `nvml`.
+            return Ok(unsafe { Device::new(handle, nvml) });
+        }
+        let device = nvml.device_by_index(index)?;
+        // SAFETY: the handle of a live device of `nvml`, kept only as a number beside it.
+        let raw = unsafe { device.handle() }.expose_provenance();
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(index, raw);
+        }
+        Ok(device)
+    }
+}
 
 /// `NVML_SUCCESS`.
 pub(super) const SUCCESS: nvmlReturn_t = 0;

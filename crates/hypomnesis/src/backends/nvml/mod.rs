@@ -73,6 +73,8 @@ pub(crate) struct NvmlBackend {
     /// bus stays counted and answers `GPU_IS_LOST`; a device added is not seen without a new
     /// initialisation) — as the fixed facts above, it is asked once per session.
     count: std::sync::OnceLock<u32>,
+    /// The devices' handles, each asked for once ([`ffi::Handles`]).
+    handles: ffi::Handles,
 }
 
 impl std::fmt::Debug for NvmlBackend {
@@ -139,6 +141,7 @@ impl NvmlBackend {
             fixed: telemetry::FixedCache::default(),
             list_sizes: Mutex::new(BTreeMap::new()),
             count: std::sync::OnceLock::new(),
+            handles: ffi::Handles::default(),
         })
     }
 
@@ -151,12 +154,17 @@ impl NvmlBackend {
         Ok(*self.count.get_or_init(|| n))
     }
 
+    /// The handle of device `index` (kept for the session, [`ffi::Handles`]).
+    pub(super) fn handle(&self, index: u32) -> Result<nvml_wrapper::Device<'_>, NvmlError> {
+        self.handles.get(&self.nvml, index)
+    }
+
     /// Reads one device, its energy counter when `energy`, and its memory health when
     /// `health` ([`health::read`]).
     pub(crate) fn device_with(&self, index: u32, with_health: bool, energy: bool) -> Device {
         let mut dev = self.read_device(index, energy);
         if with_health && dev.error.is_none() {
-            if let Ok(handle) = self.nvml.device_by_index(index) {
+            if let Ok(handle) = self.handle(index) {
                 dev.health = Some(health::read(self.nvml.lib(), &handle, dev.mig_enabled()));
             }
         }
@@ -184,7 +192,7 @@ impl NvmlBackend {
                 describe(e),
             )),
         }
-        let handle = match self.nvml.device_by_index(index) {
+        let handle = match self.handle(index) {
             Ok(h) => h,
             Err(e) => {
                 dev.error = Some(format!("NVML refused the device handle: {}", describe(&e)));
@@ -288,7 +296,7 @@ impl NvmlBackend {
         utilization: bool,
     ) -> DeviceProcesses {
         let index = device.index;
-        let handle = match self.nvml.device_by_index(index) {
+        let handle = match self.handle(index) {
             Ok(h) => h,
             Err(e) => {
                 warnings.push(Warning::device(
@@ -435,7 +443,7 @@ impl NvmlBackend {
     /// # Errors
     /// The driver's error for the handle, the memory query or the list.
     pub(crate) fn compute_processes(&self, index: u32) -> Result<Vec<GpuProcess>, BackendError> {
-        let handle = self.nvml.device_by_index(index)?;
+        let handle = self.handle(index)?;
         let lib = self.nvml.lib();
         let total = memory(lib, &handle)?.0.total_bytes;
         let (records, _layout, _retries) =
@@ -455,7 +463,7 @@ impl NvmlBackend {
         let mut out = DeviceAccounting::new(index);
         let unknown =
             |e: &NvmlError| Some(Unknown::new(Field::Accounting, reason_of(e), describe(e)));
-        let handle = match self.nvml.device_by_index(index) {
+        let handle = match self.handle(index) {
             Ok(h) => h,
             Err(e) => {
                 out.unknown = unknown(&e);
