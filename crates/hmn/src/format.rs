@@ -73,6 +73,27 @@ pub fn duration(d: std::time::Duration) -> String {
     }
 }
 
+/// `v` with `decimals` digits after the point (0 or 1), as `format!("{v:.N}")` writes it: the
+/// nearest, ties to even. In integers where the value allows (non-negative and below 2^53):
+/// `{:.N}` of a whole number such as a temperature falls back to bignum arithmetic, and
+/// `hmn top` draws a few per device every frame.
+pub fn fixed(v: f64, decimals: u8) -> String {
+    let scaled = if decimals == 1 { v * 10.0 } else { v };
+    // A product that lands on a tie may hide which side of it `v` is: the float reading.
+    let hidden_tie = decimals == 1 && scaled.fract() == 0.5;
+    if decimals > 1 || hidden_tie || v.is_sign_negative() || !(0.0..9.0e15).contains(&scaled) {
+        return format!("{v:.*}", usize::from(decimals));
+    }
+    // A whole number below 2^53: exact as an integer.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let n = scaled.round_ties_even() as u64;
+    if decimals == 1 {
+        format!("{}.{}", n / 10, n % 10)
+    } else {
+        n.to_string()
+    }
+}
+
 /// Makes text safe for a terminal: control characters (C0, DEL, C1 — so no escape sequence a
 /// hostile process name, file or driver could carry survives) are shown as `\x..` / `\u{..}`
 /// escapes. The one rule for everything hmn prints that came from outside: the library's
@@ -197,6 +218,48 @@ pub fn csv_field(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fixed` writes what `{:.0}` and `{:.1}` write: whole numbers, tenths and hundredths (ties
+    /// among them), values a hair either side of a tie, a spread of magnitudes, and the
+    /// negative, huge and non-finite values it leaves to the float reading.
+    #[test]
+    fn fixed_matches_the_float_reading() {
+        let check = |v: f64| {
+            assert_eq!(fixed(v, 0), format!("{v:.0}"), "{v:?} .0");
+            assert_eq!(fixed(v, 1), format!("{v:.1}"), "{v:?} .1");
+            assert_eq!(fixed(v, 2), format!("{v:.2}"), "{v:?} .2");
+        };
+        for k in 0..20_000u32 {
+            let k = f64::from(k);
+            for v in [k, k / 10.0, k / 100.0, k / 1000.0, k * 0.37, k * 123.456] {
+                check(v);
+                check(f64::from_bits(v.to_bits() + 1));
+                if v > 0.0 {
+                    check(f64::from_bits(v.to_bits() - 1));
+                }
+            }
+        }
+        for v in [
+            0.05,
+            0.15,
+            0.25,
+            0.35,
+            0.45,
+            2.5,
+            3.5,
+            1e15,
+            9e15,
+            1e300,
+            -0.0,
+            -0.4,
+            -2.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::MIN_POSITIVE,
+        ] {
+            check(v);
+        }
+    }
 
     /// The integer formatting gives what the float one gives: every size below 1 MiB around
     /// the unit boundaries, the ties, and sizes of every magnitude.

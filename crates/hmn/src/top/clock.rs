@@ -3,12 +3,15 @@
 
 use std::time::Duration;
 
-/// `1.0 s`, `250 ms`.
+/// `1.0 s`, `250 ms`: tenths of a second rounded half up, in integers (drawn every frame;
+/// a float's formatting can fall back to bignum arithmetic).
 pub fn seconds(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
     } else {
-        format!("{:.1} s", d.as_secs_f64())
+        let tenths = ms.saturating_add(50) / 100;
+        format!("{}.{} s", tenths / 10, tenths % 10)
     }
 }
 

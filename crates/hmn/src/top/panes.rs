@@ -56,7 +56,7 @@ pub fn stale_since(app: &App) -> Option<u64> {
     let limit = stale_limit_ms(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX));
     let busy = app.busy_since_ms;
     (!*paused && busy > 0 && app.now_ms.saturating_sub(busy) > limit)
-        .then(|| app.snap.as_ref().map_or(busy, |s| s.unix_ms))
+        .then(|| app.snap().map_or(busy, |s| s.unix_ms))
 }
 
 /// The status line: stale data first, then a recent message, then what the table leaves out.
@@ -64,7 +64,7 @@ pub fn status_line(app: &App) -> Line<'static> {
     let t = app.theme;
     if let Some(since) = stale_since(app) {
         let age = app.now_ms.saturating_sub(since) / 1000;
-        let text = if app.snap.is_some() {
+        let text = if app.snap().is_some() {
             let clock = super::clock::utc(since);
             format!(
                 "STALE since {} ({age} s): a GPU driver call has not returned; figures are from then",
@@ -80,7 +80,7 @@ pub fn status_line(app: &App) -> Line<'static> {
             return Line::from(Span::styled(sanitize(text), t.header()));
         }
     }
-    let Some(s) = &app.snap else {
+    let Some(s) = app.snap() else {
         return Line::from(Span::styled("collecting the first sample…", t.dim()));
     };
     let mut parts = Vec::new();

@@ -10,7 +10,7 @@ use super::kept::{DrawnRows, RowInputs};
 use super::rows::Column;
 use super::screen::Canvas;
 use super::snapshot::{ProcessRow, Snapshot};
-use crate::format::{bytes, opt_bytes, sanitize, sanitized};
+use crate::format::{bytes, fixed, opt_bytes, sanitize, sanitized};
 use hypomnesis::{EngineClass, ProcessKind, RegionUsage};
 
 /// Fixed widths of the columns other than NAME (which takes the rest).
@@ -120,7 +120,7 @@ fn cell(r: &ProcessRow, c: Column) -> String {
         Column::Rss => opt_bytes(r.rss_bytes),
         Column::Engine => r
             .busiest_engine()
-            .map_or_else(|| "?".to_string(), |(k, v)| format!("{v:.0}% {k}")),
+            .map_or_else(|| "?".to_string(), |(k, v)| format!("{}% {k}", fixed(v, 0))),
         Column::Workload => r.workload_label().unwrap_or_else(|| "-".to_string()),
     }
 }
@@ -176,12 +176,12 @@ pub fn draw_table(f: &mut Canvas<'_>, app: &mut App, area: Rect) {
     let rows_h = usize::from(area.height - 1);
     app.page = rows_h;
     app.table_top = area.y + 1;
-    if app.snap.is_none() {
+    if app.snap().is_none() {
         return;
     }
     let lines = app.lines();
     if lines.is_empty() {
-        let none = app.snap.as_ref().is_none_or(|s| s.processes.is_empty());
+        let none = app.snap().is_none_or(|s| s.processes.is_empty());
         let text = if none {
             "no process holds GPU memory".to_string()
         } else {
@@ -216,7 +216,7 @@ fn draw_rows(
     (sel, cols): (usize, &[(Column, usize)]),
 ) {
     let t = app.theme;
-    let Some(snap) = app.snap.as_ref() else {
+    let Some(snap) = app.snap() else {
         return;
     };
     let rows_h = usize::from(area.height.saturating_sub(1));
@@ -374,7 +374,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
     if !engines.is_empty() {
         let e: Vec<String> = engines
             .iter()
-            .map(|(k, v)| format!("{k} {v:.0}%"))
+            .map(|(k, v)| format!("{k} {}%", fixed(*v, 0)))
             .collect();
         out.push(format!("engines: {}", e.join(", ")));
     }
@@ -394,7 +394,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
 
 /// Draws the detail pane.
 pub fn draw_detail(f: &mut Canvas<'_>, app: &App, area: Rect) {
-    let Some(s) = app.snap.as_ref() else {
+    let Some(s) = app.snap() else {
         return;
     };
     let text: Vec<Line<'_>> = detail_lines(s, app).into_iter().map(Line::from).collect();

@@ -44,7 +44,7 @@ pub(super) fn collector(bed: &Sandbox, max: usize) -> Collector {
 
 /// Two H100s: a trainer (pid 4242, child of bash 4200) with a worker child (4243) on both
 /// devices, and one process whose VRAM the driver does not report.
-fn nvidia_bed() -> Sandbox {
+pub(super) fn nvidia_bed() -> Sandbox {
     let fake = FakeNvml::new()
         .device(FakeDevice::h100(0).memory_used(&[20 << 30]))
         .device(FakeDevice::h100_bare(1))
@@ -358,7 +358,7 @@ fn stale_data_is_said_and_the_cap_is_reported() {
     let bed = nvidia_bed();
     let mut app = live();
     app.push(collector(&bed, 2).sample(Duration::from_secs(1)));
-    let taken = app.snap.as_ref().unwrap().unix_ms;
+    let taken = app.snap().unwrap().unix_ms;
     app.now_ms = taken + 500;
     let s = text(&mut app, 120, 30);
     assert!(s.contains("2 more not shown (largest 2 of 4 kept)"), "{s}");
@@ -490,21 +490,19 @@ fn a_kept_row_follows_every_change_of_what_it_shows() {
     let first = text(&mut app, 120, 30);
     assert_eq!(first, fresh(&app, 120));
     fn snap(app: &mut App) -> &mut Snapshot {
-        app.snap.as_mut().unwrap()
+        app.snap_mut().unwrap()
     }
     type Change = Box<dyn Fn(&mut App)>;
     // A new sample of the same figures (NVML's utilization samples start later) is drawn from
     // the kept text; what follows changes a cell each.
     let mut again = c.sample(Duration::from_secs(1));
-    again
-        .processes
-        .clone_from(&app.snap.as_ref().unwrap().processes);
+    again.processes.clone_from(&app.snap().unwrap().processes);
     for p in &mut again.processes {
         if let Some(u) = p.gpu.utilization.as_mut() {
             u.since_unix_us += 1_000_000;
         }
     }
-    app.snap = Some(again);
+    *app.snap_mut().unwrap() = again;
     let built = app.drawn_rows.built;
     assert_eq!(text(&mut app, 120, 30), first);
     assert_eq!(

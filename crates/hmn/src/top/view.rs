@@ -14,7 +14,7 @@ use super::clock::{hms, seconds, utc};
 use super::recording::DevicePoint;
 use super::screen::Canvas;
 use super::theme::Theme;
-use crate::format::{bytes, opt_bytes, sanitize};
+use crate::format::{bytes, fixed, opt_bytes, sanitize};
 use hypomnesis::{Device, HostMemory};
 
 /// A bar of `width` cells: `used` then `reserved` of `total`, the rest free.
@@ -78,7 +78,7 @@ pub fn spark(points: impl DoubleEndedIterator<Item = Option<f64>>, width: usize)
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map_or_else(|| "?".to_string(), |v| format!("{v:.0}%"))
+    v.map_or_else(|| "?".to_string(), |v| format!("{}%", fixed(v, 0)))
 }
 
 /// Draws the whole screen.
@@ -94,8 +94,8 @@ pub fn draw(f: &mut Canvas<'_>, app: &mut App) {
         // The devices are drawn from the snapshot in place (the table below needs `app`
         // mutably, so this borrow ends first).
         let app: &App = app;
-        let devices: &[Device] = app.snap.as_ref().map_or(&[], |s| &s.devices);
-        if let Some(reason) = app.snap.as_ref().and_then(|s| s.no_gpu.as_ref()) {
+        let devices: &[Device] = app.snap().map_or(&[], |s| &s.devices);
+        if let Some(reason) = app.snap().and_then(|s| s.no_gpu.as_ref()) {
             if y < bottom {
                 f.line(
                     &Line::from(Span::styled(sanitize(reason), t.bad())),
@@ -158,7 +158,7 @@ fn host_line(app: &App, width: u16) -> Line<'static> {
             start_ms,
             file,
         } => {
-            let at = app.snap.as_ref().map_or(0, |s| s.unix_ms);
+            let at = app.snap().map_or(0, |s| s.unix_ms);
             format!(
                 "replay {} · {} (+{}) · {}/{} · ×{speed}{}",
                 short(&sanitize(file), 20),
@@ -170,7 +170,7 @@ fn host_line(app: &App, width: u16) -> Line<'static> {
             )
         }
     };
-    let host: Option<HostMemory> = app.snap.as_ref().and_then(|s| s.host);
+    let host: Option<HostMemory> = app.snap().and_then(|s| s.host);
     let w = usize::from(width);
     let right_w = unicode_width::UnicodeWidthStr::width(right.as_str());
     // The widest left part that leaves room for the right one: bars shrink, then swap goes.
@@ -234,7 +234,7 @@ fn host_spans(
                 }
             }
         }
-        None => match app.snap.as_ref() {
+        None => match app.snap() {
             Some(s) => spans.push(Span::styled(
                 format!(
                     "RAM ? ({})",
@@ -302,9 +302,9 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
         "util {}  {}  {}  {}/{} MHz",
         pct(tel.utilization_percent),
         tel.temperature_celsius
-            .map_or_else(|| "?°C".to_string(), |c| format!("{c:.0}°C")),
+            .map_or_else(|| "?°C".to_string(), |c| format!("{}°C", fixed(c, 0))),
         tel.power_watts
-            .map_or_else(|| "? W".to_string(), |w| format!("{w:.1} W")),
+            .map_or_else(|| "? W".to_string(), |w| format!("{} W", fixed(w, 1))),
         mhz(tel.clock_graphics_mhz),
         mhz(tel.clock_memory_mhz),
     );
@@ -344,8 +344,7 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
     // Memory no listed process accounts for, the figure only (the detail pane names the
     // causes); not shown when it is 0.
     let unattributed = app
-        .snap
-        .as_ref()
+        .snap()
         .map(|s| super::health::unattributed(s, d))
         .filter(|u| u.bytes != Some(0))
         .map(|mut u| {
@@ -453,5 +452,10 @@ mod tests {
         assert_eq!(utc(1_795_000_000_000), "2026-11-18 11:06:40Z");
         assert_eq!(seconds(Duration::from_millis(250)), "250 ms");
         assert_eq!(seconds(Duration::from_secs(2)), "2.0 s");
+        assert_eq!(seconds(Duration::from_millis(999)), "999 ms");
+        assert_eq!(seconds(Duration::from_millis(1000)), "1.0 s");
+        assert_eq!(seconds(Duration::from_millis(1249)), "1.2 s");
+        assert_eq!(seconds(Duration::from_millis(1250)), "1.3 s");
+        assert_eq!(seconds(Duration::from_millis(59_960)), "60.0 s");
     }
 }
