@@ -39,18 +39,38 @@ pub(crate) fn regenerated(file: &File) -> bool {
     false
 }
 
+/// The buffer [`reread`] reads into, kept by its owner: allocated once (at [`SCRATCH_START`],
+/// which `stat` and `meminfo` fit) and grown only for a longer file, instead of a buffer of the
+/// whole cap zeroed and freed at every reading.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch(Vec<u8>);
+
+/// The first size of a [`Scratch`].
+const SCRATCH_START: usize = 4 << 10;
+
 /// One reading of a kept file from its start: `None` when it failed, read nothing (the
 /// process is gone) or reached the cap — the caller then opens afresh, and the usual reader
 /// words any error. One `pread` on Linux: procfs builds such a file whole when it is read from
-/// offset 0 and copies all of it that fits, so a read shorter than the buffer is the whole file.
-fn reread(file: &File, cap: Cap, path: &Path) -> Option<Vec<u8>> {
+/// offset 0 and copies all of it that fits, so a read shorter than the buffer is the whole
+/// file; one that fills it is read again, from the start, into a larger one.
+fn reread(file: &File, cap: Cap, path: &Path, scratch: &mut Scratch) -> Option<Vec<u8>> {
     let limit = usize::try_from(cap.limit()).ok()?;
-    let mut buf = vec![0u8; limit.saturating_add(1)];
-    let n = read_once(file, &mut buf, path).ok()?;
-    (n > 0 && n <= limit).then(|| {
-        buf.truncate(n);
-        buf
-    })
+    let most = limit.saturating_add(1);
+    let buf = &mut scratch.0;
+    if buf.is_empty() {
+        buf.resize(SCRATCH_START.min(most), 0);
+    }
+    loop {
+        let n = read_once(file, buf, path).ok()?;
+        if n < buf.len() {
+            return (n > 0 && n <= limit).then(|| buf[..n].to_vec());
+        }
+        if buf.len() >= most {
+            return None; // the cap reached
+        }
+        let grown = buf.len().saturating_mul(4).min(most);
+        buf.resize(grown, 0);
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -71,10 +91,10 @@ fn read_once(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
 }
 
 /// Reads `path` afresh, with the open file when it is worth keeping.
-fn fresh(path: &Path, cap: Cap) -> Result<(Vec<u8>, Option<File>), Error> {
+fn fresh(path: &Path, cap: Cap, scratch: &mut Scratch) -> Result<(Vec<u8>, Option<File>), Error> {
     let file = open(path)?;
     if regenerated(&file) {
-        if let Some(bytes) = reread(&file, cap, path) {
+        if let Some(bytes) = reread(&file, cap, path, scratch) {
             return Ok((bytes, Some(file)));
         }
     }
@@ -87,7 +107,7 @@ fn fresh(path: &Path, cap: Cap) -> Result<(Vec<u8>, Option<File>), Error> {
 pub(crate) struct Kept {
     path: PathBuf,
     cap: Cap,
-    file: Mutex<Option<File>>,
+    file: Mutex<(Option<File>, Scratch)>,
 }
 
 impl Kept {
@@ -95,7 +115,7 @@ impl Kept {
         Kept {
             path,
             cap,
-            file: Mutex::new(None),
+            file: Mutex::new((None, Scratch::default())),
         }
     }
 
@@ -109,16 +129,17 @@ impl Kept {
     /// # Errors
     /// As [`read_bytes`].
     pub(crate) fn read(&self) -> Result<Vec<u8>, Error> {
-        let mut kept = match self.file.lock() {
+        let mut guard = match self.file.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
+        let (kept, scratch) = &mut *guard;
         if let Some(file) = kept.as_ref() {
-            if let Some(bytes) = reread(file, self.cap, &self.path) {
+            if let Some(bytes) = reread(file, self.cap, &self.path, scratch) {
                 return Ok(bytes);
             }
         }
-        let (bytes, file) = fresh(&self.path, self.cap)?;
+        let (bytes, file) = fresh(&self.path, self.cap, scratch)?;
         *kept = file;
         Ok(bytes)
     }
@@ -134,6 +155,7 @@ pub(crate) struct KeptByPid {
     cap: Cap,
     /// pid → (its file, read this round).
     open: HashMap<u32, (File, bool)>,
+    scratch: Scratch,
 }
 
 impl KeptByPid {
@@ -143,6 +165,7 @@ impl KeptByPid {
             name,
             cap,
             open: HashMap::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -153,13 +176,13 @@ impl KeptByPid {
     pub(crate) fn read(&mut self, pid: u32) -> Result<(Vec<u8>, PathBuf), Error> {
         let path = self.roots.pid_file(pid, self.name);
         if let Some((file, used)) = self.open.get_mut(&pid) {
-            if let Some(bytes) = reread(file, self.cap, &path) {
+            if let Some(bytes) = reread(file, self.cap, &path, &mut self.scratch) {
                 *used = true;
                 return Ok((bytes, path));
             }
             self.open.remove(&pid);
         }
-        let (bytes, file) = fresh(&path, self.cap)?;
+        let (bytes, file) = fresh(&path, self.cap, &mut self.scratch)?;
         if let Some(file) = file.filter(|_| self.open.len() < KEPT_MAX) {
             self.open.insert(pid, (file, true));
         }
@@ -236,6 +259,45 @@ mod tests {
         for _ in 0..2 {
             assert!(meminfo.read().unwrap().starts_with(b"MemTotal:"));
         }
-        assert!(meminfo.file.lock().unwrap().is_some(), "kept");
+        assert!(meminfo.file.lock().unwrap().0.is_some(), "kept");
+    }
+
+    /// A file longer than the scratch buffer is read again, whole, into a larger one (kept for
+    /// the next reading); one longer than the cap is refused; a short one leaves it as it was.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_scratch_buffer_grows_for_a_long_file_and_stops_at_the_cap() {
+        // A command line of some 20 KB, which procfs gives whole to a read that fits it.
+        let pad = "x".repeat(20_000);
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; :", &pad])
+            .spawn()
+            .unwrap();
+        let path = PathBuf::from(format!("/proc/{}/cmdline", child.id()));
+        // Until the child's exec has laid out its arguments, the file reads empty.
+        for _ in 0..500 {
+            if !std::fs::read(&path).unwrap().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let file = File::open(&path).unwrap();
+        let mut scratch = Scratch::default();
+        let cap = Cap::PROC_OTHER;
+        let whole = reread(&file, cap, &path, &mut scratch).unwrap();
+        let want = [b"sh\0-c\0sleep 30; :\0".as_slice(), pad.as_bytes(), b"\0"].concat();
+        assert_eq!(whole, want);
+        assert!(scratch.0.len() > whole.len(), "grown: {}", scratch.0.len());
+        let grown = scratch.0.len();
+        assert_eq!(reread(&file, cap, &path, &mut scratch).unwrap(), want);
+        assert_eq!(scratch.0.len(), grown, "kept");
+        assert_eq!(reread(&file, Cap::bytes(10_000), &path, &mut Scratch::default()), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let stat = File::open("/proc/self/stat").unwrap();
+        let mut small = Scratch::default();
+        let line = reread(&stat, Cap::STAT, Path::new("/proc/self/stat"), &mut small).unwrap();
+        assert!(line.starts_with(format!("{} (", std::process::id()).as_bytes()));
+        assert_eq!(small.0.len(), SCRATCH_START);
     }
 }

@@ -204,6 +204,15 @@ pub fn parse_meminfo(text: &str) -> Result<Meminfo, ParseError> {
         *slot = Some(parse_kb(value).ok_or_else(|| {
             ParseError::on_line(line, format!("{key}: malformed size {value:?}"))
         })?);
+        // The five are in the first third of the file (`hmn top` reads it every second).
+        if total.is_some()
+            && free.is_some()
+            && m.available_bytes.is_some()
+            && m.swap_total_bytes.is_some()
+            && m.swap_free_bytes.is_some()
+        {
+            break;
+        }
     }
     m.total_bytes = total.ok_or_else(|| ParseError::new("no MemTotal line"))?;
     m.free_bytes = free.ok_or_else(|| ParseError::new("no MemFree line"))?;
