@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(a.status.as_ref().unwrap().0, "no process selected");
         let mut s = Snapshot::empty(1, 1000);
         let mut row = super::super::snapshot::ProcessRow::from_gpu(
-            &hypomnesis::test_helpers::GpuProcessBuilder::new(42, 0)
+            hypomnesis::test_helpers::GpuProcessBuilder::new(42, 0)
                 .name("python3")
                 .build(),
         );

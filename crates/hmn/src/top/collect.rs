@@ -297,10 +297,11 @@ impl Collector {
         snap.warnings = list.warnings.iter().map(ToString::to_string).collect();
         let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
-        for p in &list.processes {
+        for p in std::mem::take(&mut list.processes) {
             // The row's name, owner and workload are the probe's, read this sample.
+            let (pid, source) = (p.pid, p.source);
             let mut row = ProcessRow::from_gpu(p);
-            if !host_pids_visible && matches!(p.source, Source::Nvml | Source::NvidiaSmi) {
+            if !host_pids_visible && matches!(source, Source::Nvml | Source::NvidiaSmi) {
                 // NVML's host pid names another process (or none) under this proc root (the
                 // library's rule, `pidns::visible`): read nothing of it, so no stranger's name,
                 // figures, parent or identity are shown.
@@ -309,19 +310,19 @@ impl Collector {
                     UnknownReason::OtherPidNamespace,
                     format!(
                         "NVML reports host PID {}, which {} does not show",
-                        p.pid,
+                        pid,
                         self.roots.proc.display()
                     ),
                 ));
                 row.gpu.unknown.push(Unknown::new(
                     Field::RssBytes,
                     UnknownReason::OtherPidNamespace,
-                    format!("host PID {} is not visible here", p.pid),
+                    format!("host PID {} is not visible here", pid),
                 ));
                 snap.processes.push(row);
                 continue;
             }
-            let st = stat_of(&mut self.stats, &mut stats, p.pid);
+            let st = stat_of(&mut self.stats, &mut stats, pid);
             match &st {
                 Some(st) => {
                     row.ppid = Some(st.ppid);
@@ -330,7 +331,7 @@ impl Collector {
                 }
                 None => match self
                     .probe
-                    .process_memory(p.pid, hypomnesis::MemoryDetail::Basic)
+                    .process_memory(pid, hypomnesis::MemoryDetail::Basic)
                 {
                     Ok(m) => row.rss_bytes = m.rss_bytes,
                     Err(e) => row.gpu.unknown.push(Unknown::new(
@@ -340,7 +341,7 @@ impl Collector {
                     )),
                 },
             }
-            let k = self.known(p.pid, row.start_time, st.as_ref().map(|s| &s.comm));
+            let k = self.known(pid, row.start_time, st.as_ref().map(|s| &s.comm));
             let g = &mut row.gpu;
             g.name = k.name.clone().or(g.name.take());
             g.uid = k.uid;

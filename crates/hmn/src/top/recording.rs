@@ -357,7 +357,7 @@ mod tests {
         let slurm = format!("/slurmstepd.scope/job_1/step_{evil}/task_0");
         g.workload = hypomnesis::workload::classify(&slurm);
         assert!(g.workload.is_some());
-        let mut row = ProcessRow::from_gpu(&g);
+        let mut row = ProcessRow::from_gpu(g);
         row.cmdline = Some(cut(evil.clone(), CMDLINE_MAX));
         let mut d = Device::new(u32::MAX, Vendor::Other(evil.clone()), Source::Sysfs);
         for s in [&mut d.name, &mut d.uuid, &mut d.driver, &mut d.error] {

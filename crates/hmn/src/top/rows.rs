@@ -314,7 +314,7 @@ mod tests {
 
     fn row(pid: u32, ppid: u32, dev: u32, vram: Option<u64>, name: &str) -> ProcessRow {
         let mut r = ProcessRow::from_gpu(
-            &GpuProcessBuilder::new(pid, dev)
+            GpuProcessBuilder::new(pid, dev)
                 .used_bytes(vram)
                 .name(name)
                 .build(),

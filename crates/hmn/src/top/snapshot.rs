@@ -259,9 +259,9 @@ impl Bound for GpuProcess {
 
 impl ProcessRow {
     /// A row from the library's (bounded), before the host figures are added.
-    pub fn from_gpu(p: &GpuProcess) -> ProcessRow {
+    pub fn from_gpu(p: GpuProcess) -> ProcessRow {
         ProcessRow {
-            gpu: p.clone().bounded(),
+            gpu: p.bounded(),
             start_time: None,
             ppid: None,
             rss_bytes: None,
@@ -399,7 +399,7 @@ mod tests {
     }
 
     fn row(pid: u32, vram: Option<u64>) -> ProcessRow {
-        let mut r = ProcessRow::from_gpu(&GpuProcessBuilder::new(pid, 0).used_bytes(vram).build());
+        let mut r = ProcessRow::from_gpu(GpuProcessBuilder::new(pid, 0).used_bytes(vram).build());
         r.cmdline = Some("x".repeat(10));
         r
     }
@@ -408,7 +408,7 @@ mod tests {
     fn an_nvidia_row_shows_its_sm_encoder_and_decoder_use() {
         let mut g = GpuProcessBuilder::new(9, 0).build();
         g.utilization = Some(hypomnesis::ProcessUtilization::new(37, 12, 5, 0, true, 0));
-        let r = ProcessRow::from_gpu(&g);
+        let r = ProcessRow::from_gpu(g.clone());
         assert_eq!(r.busiest_engine(), Some(("sm", 37.0)));
         assert_eq!(
             r.engines().len(),
@@ -416,7 +416,7 @@ mod tests {
             "the memory controller is not an engine"
         );
         g.utilization = None;
-        assert!(ProcessRow::from_gpu(&g).busiest_engine().is_none());
+        assert!(ProcessRow::from_gpu(g).busiest_engine().is_none());
     }
 
     #[test]
@@ -448,7 +448,7 @@ mod tests {
                 hypomnesis::EngineUsage::default(),
             );
         }
-        let r = ProcessRow::from_gpu(&g).gpu;
+        let r = ProcessRow::from_gpu(g).gpu;
         assert_eq!(r.user.map(|u| u.len()), Some(TEXT_MAX));
         assert_eq!(r.drm_clients.len(), LIST_MAX);
         assert_eq!(r.engines.len(), ENGINES_MAX);

@@ -439,7 +439,7 @@ mod tests {
             .used_bytes(Some(1 << 30))
             .build();
         g.mig_index = Some(2);
-        let mut r = ProcessRow::from_gpu(&g);
+        let mut r = ProcessRow::from_gpu(g);
         assert_eq!(cell(&r, Column::Device), "1/2");
         r.gpu.mig_index = None;
         assert_eq!(cell(&r, Column::Device), "1");

@@ -71,6 +71,8 @@ pub struct Probe {
     drm: DrmBackend,
     pid_view: OnceLock<crate::system::pidns::PidView>,
     names: crate::system::workload::names::NameCache,
+    /// Why the DRM backend found nothing, worded once (it names the probe's sys root).
+    drm_absent: OnceLock<(BackendCause, String)>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -111,6 +113,7 @@ impl Probe {
             nvml: OnceLock::new(),
             pid_view: OnceLock::new(),
             names: crate::system::workload::names::NameCache::new(),
+            drm_absent: OnceLock::new(),
         }
     }
 
@@ -240,8 +243,10 @@ impl Probe {
             }
         }
         let state = if found.is_empty() {
-            let (cause, reason) = drm_absent_reason(&self.options.roots.sys);
-            BackendState::absent(cause, reason)
+            let (cause, reason) = self
+                .drm_absent
+                .get_or_init(|| drm_absent_reason(&self.options.roots.sys));
+            BackendState::absent(*cause, reason.clone())
         } else {
             BackendState::Active {
                 devices: u32::try_from(found.len()).unwrap_or(u32::MAX),

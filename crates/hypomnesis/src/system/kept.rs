@@ -53,7 +53,7 @@ const SCRATCH_START: usize = 4 << 10;
 /// words any error. One `pread` on Linux: procfs builds such a file whole when it is read from
 /// offset 0 and copies all of it that fits, so a read shorter than the buffer is the whole
 /// file; one that fills it is read again, from the start, into a larger one.
-fn reread(file: &File, cap: Cap, path: &Path, scratch: &mut Scratch) -> Option<Vec<u8>> {
+fn reread(file: &File, cap: Cap, scratch: &mut Scratch) -> Option<Vec<u8>> {
     let limit = usize::try_from(cap.limit()).ok()?;
     let most = limit.saturating_add(1);
     let buf = &mut scratch.0;
@@ -61,7 +61,7 @@ fn reread(file: &File, cap: Cap, path: &Path, scratch: &mut Scratch) -> Option<V
         buf.resize(SCRATCH_START.min(most), 0);
     }
     loop {
-        let n = read_once(file, buf, path).ok()?;
+        let n = read_once(file, buf)?;
         if n < buf.len() {
             return (n > 0 && n <= limit).then(|| buf[..n].to_vec());
         }
@@ -73,28 +73,29 @@ fn reread(file: &File, cap: Cap, path: &Path, scratch: &mut Scratch) -> Option<V
     }
 }
 
+/// One `pread` from offset 0 (`None` on an error, which the caller words by opening afresh).
 #[cfg(target_os = "linux")]
-fn read_once(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
+fn read_once(file: &File, buf: &mut [u8]) -> Option<usize> {
     use std::os::unix::fs::FileExt;
     loop {
         match file.read_at(buf, 0) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            r => return r.map_err(|e| Error::from_io(path, e)),
+            r => return r.ok(),
         }
     }
 }
 
 /// Platform seam: nothing is kept off Linux ([`regenerated`]); the portable reader.
 #[cfg(not(target_os = "linux"))]
-fn read_once(file: &File, buf: &mut [u8], path: &Path) -> Result<usize, Error> {
-    read_at_start(file, buf, path)
+fn read_once(file: &File, buf: &mut [u8]) -> Option<usize> {
+    read_at_start(file, buf, Path::new("")).ok()
 }
 
 /// Reads `path` afresh, with the open file when it is worth keeping.
 fn fresh(path: &Path, cap: Cap, scratch: &mut Scratch) -> Result<(Vec<u8>, Option<File>), Error> {
     let file = open(path)?;
     if regenerated(&file) {
-        if let Some(bytes) = reread(&file, cap, path, scratch) {
+        if let Some(bytes) = reread(&file, cap, scratch) {
             return Ok((bytes, Some(file)));
         }
     }
@@ -135,7 +136,7 @@ impl Kept {
         };
         let (kept, scratch) = &mut *guard;
         if let Some(file) = kept.as_ref() {
-            if let Some(bytes) = reread(file, self.cap, &self.path, scratch) {
+            if let Some(bytes) = reread(file, self.cap, scratch) {
                 return Ok(bytes);
             }
         }
@@ -169,24 +170,28 @@ impl KeptByPid {
         }
     }
 
-    /// `<proc>/<pid>/<name>`'s bytes, and the path they came from.
+    /// The path read for `pid`.
+    pub(crate) fn path(&self, pid: u32) -> PathBuf {
+        self.roots.pid_file(pid, self.name)
+    }
+
+    /// `<proc>/<pid>/<name>`'s bytes ([`KeptByPid::path`]: built only when the file is opened).
     ///
     /// # Errors
     /// As [`read_bytes`]: [`Error::NotFound`] when the process is gone.
-    pub(crate) fn read(&mut self, pid: u32) -> Result<(Vec<u8>, PathBuf), Error> {
-        let path = self.roots.pid_file(pid, self.name);
+    pub(crate) fn read(&mut self, pid: u32) -> Result<Vec<u8>, Error> {
         if let Some((file, used)) = self.open.get_mut(&pid) {
-            if let Some(bytes) = reread(file, self.cap, &path, &mut self.scratch) {
+            if let Some(bytes) = reread(file, self.cap, &mut self.scratch) {
                 *used = true;
-                return Ok((bytes, path));
+                return Ok(bytes);
             }
             self.open.remove(&pid);
         }
-        let (bytes, file) = fresh(&path, self.cap, &mut self.scratch)?;
+        let (bytes, file) = fresh(&self.path(pid), self.cap, &mut self.scratch)?;
         if let Some(file) = file.filter(|_| self.open.len() < KEPT_MAX) {
             self.open.insert(pid, (file, true));
         }
-        Ok((bytes, path))
+        Ok(bytes)
     }
 
     /// Closes the files not read since the last call.
@@ -212,12 +217,12 @@ mod tests {
         let stat = dir.path().join("7/stat");
         std::fs::write(&stat, "one").unwrap();
         let mut by_pid = KeptByPid::new(roots, "stat", Cap::STAT);
-        assert_eq!(by_pid.read(7).unwrap().0, b"one");
+        assert_eq!(by_pid.read(7).unwrap(), b"one");
         assert_eq!(by_pid.kept(), 0, "not procfs");
         // Replaced by rename, as the test bed writes: a kept descriptor would miss it.
         std::fs::write(dir.path().join("7/new"), "two").unwrap();
         std::fs::rename(dir.path().join("7/new"), &stat).unwrap();
-        assert_eq!(by_pid.read(7).unwrap().0, b"two");
+        assert_eq!(by_pid.read(7).unwrap(), b"two");
         assert!(matches!(by_pid.read(8), Err(Error::NotFound { .. })));
         let one = Kept::new(stat.clone(), Cap::STAT);
         assert_eq!(one.read().unwrap(), b"two");
@@ -234,7 +239,7 @@ mod tests {
             .unwrap();
         let (me, pid) = (std::process::id(), child.id());
         let mut by_pid = KeptByPid::new(Roots::system(), "stat", Cap::STAT);
-        let first = by_pid.read(pid).unwrap().0;
+        let first = by_pid.read(pid).unwrap();
         assert!(first.starts_with(format!("{pid} (sleep)").as_bytes()));
         by_pid.read(me).unwrap();
         assert_eq!(by_pid.kept(), 2);
@@ -243,7 +248,6 @@ mod tests {
             by_pid
                 .read(pid)
                 .unwrap()
-                .0
                 .starts_with(format!("{pid} (").as_bytes())
         );
         child.kill().unwrap();
@@ -284,19 +288,22 @@ mod tests {
         let file = File::open(&path).unwrap();
         let mut scratch = Scratch::default();
         let cap = Cap::PROC_OTHER;
-        let whole = reread(&file, cap, &path, &mut scratch).unwrap();
+        let whole = reread(&file, cap, &mut scratch).unwrap();
         let want = [b"sh\0-c\0sleep 30; :\0".as_slice(), pad.as_bytes(), b"\0"].concat();
         assert_eq!(whole, want);
         assert!(scratch.0.len() > whole.len(), "grown: {}", scratch.0.len());
         let grown = scratch.0.len();
-        assert_eq!(reread(&file, cap, &path, &mut scratch).unwrap(), want);
+        assert_eq!(reread(&file, cap, &mut scratch).unwrap(), want);
         assert_eq!(scratch.0.len(), grown, "kept");
-        assert_eq!(reread(&file, Cap::bytes(10_000), &path, &mut Scratch::default()), None);
+        assert_eq!(
+            reread(&file, Cap::bytes(10_000), &mut Scratch::default()),
+            None
+        );
         child.kill().unwrap();
         child.wait().unwrap();
         let stat = File::open("/proc/self/stat").unwrap();
         let mut small = Scratch::default();
-        let line = reread(&stat, Cap::STAT, Path::new("/proc/self/stat"), &mut small).unwrap();
+        let line = reread(&stat, Cap::STAT, &mut small).unwrap();
         assert!(line.starts_with(format!("{} (", std::process::id()).as_bytes()));
         assert_eq!(small.0.len(), SCRATCH_START);
     }

@@ -54,8 +54,8 @@ impl StatReader {
         if self.native {
             return super::native::read_stat(pid);
         }
-        let (bytes, path) = self.kept.read(pid)?;
-        parse_stat_bytes(&bytes).map_err(|e| e.at(path))
+        let bytes = self.kept.read(pid)?;
+        parse_stat_bytes(&bytes).map_err(|e| e.at(self.kept.path(pid)))
     }
 
     /// Ends a round: closes the files of the pids not read since the last call.

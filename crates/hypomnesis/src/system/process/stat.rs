@@ -98,10 +98,18 @@ pub fn parse_stat_bytes(bytes: &[u8]) -> Result<Stat, ParseError> {
     let comm = ProcessName::from(bytes.get(open + 1..close).unwrap_or_default());
     let rest = std::str::from_utf8(bytes.get(close + 1..).unwrap_or_default())
         .map_err(|_| bad("not ASCII after the name"))?;
-    let rest: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // `rest[0]` is field 3 (state); field N is `rest[N - 3]`.
+    // Fields 3 (state) to 24 (rss), field N in `fields[N - 3]`; the rest of the line is not
+    // split (read for every listed process every second).
+    let mut fields = [""; 22];
+    let mut got = 0;
+    for (slot, word) in fields.iter_mut().zip(rest.split_ascii_whitespace()) {
+        *slot = word;
+        got += 1;
+    }
     let field = |n: usize| {
-        rest.get(n - 3)
+        fields
+            .get(n - 3)
+            .filter(|_| n - 3 < got)
             .copied()
             .ok_or_else(|| bad(&format!("no field {n}")))
     };

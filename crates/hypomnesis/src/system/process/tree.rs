@@ -185,6 +185,15 @@ mod tests {
         ] {
             assert!(parse_stat(bad).is_err(), "{bad:?}");
         }
+        // Fields 3 to 23, then to 24: the rss (field 24) is the last one read.
+        let upto = |n: u64| {
+            let numbers: Vec<String> = (4..=n).map(|f| f.to_string()).collect();
+            format!("12 (x) S {}\n", numbers.join(" "))
+        };
+        let e = parse_stat(&upto(23)).unwrap_err().to_string();
+        assert!(e.contains("no field 24"), "{e}");
+        let st = parse_stat(&upto(24)).unwrap();
+        assert_eq!((st.ppid, st.start_time, st.rss_pages), (4, 22, 24));
     }
 
     #[test]
