@@ -77,6 +77,7 @@ pub fn duration(d: std::time::Duration) -> String {
 /// nearest, ties to even. In integers where the value allows (non-negative and below 2^53):
 /// `{:.N}` of a whole number such as a temperature falls back to bignum arithmetic, and
 /// `hmn top` draws a few per device every frame.
+#[cfg_attr(not(feature = "top"), allow(dead_code))]
 pub fn fixed(v: f64, decimals: u8) -> String {
     let scaled = if decimals == 1 { v * 10.0 } else { v };
     // A product that lands on a tie may hide which side of it `v` is: the float reading.

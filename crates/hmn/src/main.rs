@@ -72,9 +72,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let stdout = io::stdout();
-    // Everything on stdout passes the terminal-safe writer (`output::Terminal`).
-    let mut out = io::BufWriter::new(output::Terminal::new(stdout.lock()));
+    // Everything on stdout passes the terminal-safe writer (`output::Terminal`). Stdout is
+    // locked per buffered write, not for the whole command: `hmn top` draws from two threads.
+    let mut out = io::BufWriter::new(output::Terminal::new(io::stdout()));
     let result = dispatch(cli, &mut out).and_then(|code| {
         out.flush()?;
         Ok(code)

