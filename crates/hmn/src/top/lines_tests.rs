@@ -4,13 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ratatui::crossterm::event::KeyCode;
 
 use super::app::App;
 use super::rows::{Column, Line, lines};
-use super::tests::{collector, live, nvidia_bed, press};
+use super::tests::{nvidia_shown, press};
 
 /// The lines as made from scratch for what `app` shows now.
 fn fresh(app: &App) -> Vec<Line> {
@@ -22,10 +21,7 @@ fn fresh(app: &App) -> Vec<Line> {
 /// each change of the snapshot, the sort, its direction, the filter or the view.
 #[test]
 fn the_lines_are_kept_until_what_made_them_changes() {
-    let bed = nvidia_bed();
-    let mut c = collector(&bed, 100);
-    let mut app = live();
-    app.push(c.sample(Duration::from_secs(1)));
+    let (_bed, _c, mut app) = nvidia_shown();
     let first = app.lines();
     assert!(first.len() >= 3, "{first:?}");
     assert!(Arc::ptr_eq(&first, &app.lines()), "kept");

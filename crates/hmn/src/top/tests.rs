@@ -44,7 +44,7 @@ pub(super) fn collector(bed: &Sandbox, max: usize) -> Collector {
 
 /// Two H100s: a trainer (pid 4242, child of bash 4200) with a worker child (4243) on both
 /// devices, and one process whose VRAM the driver does not report.
-pub(super) fn nvidia_bed() -> Sandbox {
+fn nvidia_bed() -> Sandbox {
     let fake = FakeNvml::new()
         .device(FakeDevice::h100(0).memory_used(&[20 << 30]))
         .device(FakeDevice::h100_bare(1))
@@ -70,6 +70,16 @@ pub(super) fn nvidia_bed() -> Sandbox {
     bed.fixture().stat(5000, "Xorg", 1, 2000).unwrap();
     bed.fixture().stat(4200, "bash", 1, 100).unwrap();
     bed
+}
+
+/// [`nvidia_bed`], its collector, and a live view showing its first sample (the bed is kept
+/// alive with them).
+pub(super) fn nvidia_shown() -> (Sandbox, Collector, App) {
+    let bed = nvidia_bed();
+    let mut c = collector(&bed, 100);
+    let mut app = live();
+    app.push(c.sample(Duration::from_secs(1)));
+    (bed, c, app)
 }
 
 pub(super) fn live() -> App {
@@ -146,10 +156,7 @@ fn a_unified_memory_device_is_drawn_from_its_pool() {
 
 #[test]
 fn the_fake_nvml_draws_devices_processes_and_host_memory() {
-    let bed = nvidia_bed();
-    let mut c = collector(&bed, 100);
-    let mut app = live();
-    app.push(c.sample(Duration::from_secs(1)));
+    let (_bed, _c, mut app) = nvidia_shown();
     app.now_ms = now_ms();
     let s = text(&mut app, 120, 30);
     let gpu0 = row_of(&s, "GPU0 NVIDIA H100 80GB HBM3");
@@ -477,10 +484,7 @@ fn a_recordings_file_name_reaches_the_header_escaped() {
 /// fresh view with nothing kept draws.
 #[test]
 fn a_kept_row_follows_every_change_of_what_it_shows() {
-    let bed = nvidia_bed();
-    let mut c = collector(&bed, 100);
-    let mut app = live();
-    app.push(c.sample(Duration::from_secs(1)));
+    let (_bed, mut c, mut app) = nvidia_shown();
     app.now_ms = now_ms();
     let fresh = |app: &App, w: u16| {
         let mut f = app.clone();
