@@ -202,8 +202,8 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
     }
     let roots = opts.roots.clone();
     let (tx, rx) = mpsc::channel();
-    let control = match &recording {
-        Some(_) => None,
+    let source = match recording {
+        Some(r) => Source::Replay(Player::new(r, Instant::now())),
         None => {
             let control = Control::new(args.interval);
             // Ancestors are read while the tree view shows them (see `sync`).
@@ -212,7 +212,7 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
                 super::health::spawn_xid(opts.clone(), Arc::clone(&control))
                     .context("top: starting the XID counter")?,
             );
-            Some(control)
+            Source::Live { control }
         }
     };
     let signals = tx.clone();
@@ -247,37 +247,34 @@ pub fn run(opts: ProbeOptions, args: &TopArgs) -> anyhow::Result<ExitCode> {
         failed: None,
         closed: false,
     }));
-    let source = match (recording, control) {
-        (Some(r), _) => Source::Replay(Player::new(r, Instant::now())),
-        (None, None) => anyhow::bail!("top: no recording and no collector"),
-        (None, Some(control)) => {
-            // Each snapshot is shown by the collector thread itself, as soon as it is taken.
-            let (drawn, ctl, failed) = (Arc::clone(&shown), Arc::clone(&control), tx);
-            spawn_into(
-                opts,
-                CollectOptions::new(args.max_processes, args.rescan),
-                Arc::clone(&control),
-                move |s| {
-                    let mut g = lock(&drawn);
-                    if g.closed {
-                        return false;
+    if let Source::Live { control } = &source {
+        // Each snapshot is shown by the collector thread itself, as soon as it is taken.
+        let (drawn, ctl, failed) = (Arc::clone(&shown), Arc::clone(control), tx);
+        spawn_into(
+            opts,
+            CollectOptions::new(args.max_processes, args.rescan),
+            Arc::clone(control),
+            move |s| {
+                let mut g = lock(&drawn);
+                if g.closed {
+                    return false;
+                }
+                g.last_snapshot_ms = now_ms();
+                g.app.push(s);
+                match frame(&mut g, Some(&ctl)) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        g.failed = Some(e);
+                        let _ = failed.send(Wake::DrawFailed);
+                        false
                     }
-                    g.last_snapshot_ms = now_ms();
-                    g.app.push(s);
-                    match frame(&mut g, Some(&ctl)) {
-                        Ok(()) => true,
-                        Err(e) => {
-                            g.failed = Some(e);
-                            let _ = failed.send(Wake::DrawFailed);
-                            false
-                        }
-                    }
-                },
-            )
-            .context("top: starting the collector")?;
-            Source::Live { control }
-        }
-    };
+                }
+            },
+        )
+        .context("top: starting the collector")?;
+    } else {
+        drop(tx); // a replay: only the input, hang-up and signal threads send
+    }
     let result = event_loop(&shown, source, &rx, &roots);
     // The terminal is restored with the view locked and closed: the collector draws nothing
     // over it.
@@ -377,20 +374,20 @@ fn event_loop(
             if let Some(e) = g.failed.take() {
                 return Err(e.into());
             }
-            let control = match &mut source {
-                Source::Live { control } => Some(Arc::clone(control)),
-                Source::Replay(p) => {
-                    if p.tick(Instant::now()) {
-                        p.show(&mut g.app);
-                        draw = true;
-                    }
-                    None
+            if let Source::Replay(p) = &mut source {
+                if p.tick(Instant::now()) {
+                    p.show(&mut g.app);
+                    draw = true;
                 }
+            }
+            let control = match &source {
+                Source::Live { control } => Some(&**control),
+                Source::Replay(_) => None,
             };
             // A frame for an event, and when the clock changes what is shown (unless a frame
             // drawn since, by the collector, has moved that time on).
             if draw || g.next_due.is_some_and(|t| now_ms() >= t) {
-                frame(&mut g, control.as_deref())?;
+                frame(&mut g, control)?;
                 draw = false;
             }
             // Sleep until an event, or until the clock changes what is shown.
