@@ -63,7 +63,8 @@ fn reread(file: &File, cap: Cap, scratch: &mut Scratch) -> Option<Vec<u8>> {
     loop {
         let n = read_once(file, buf)?;
         if n < buf.len() {
-            return (n > 0 && n <= limit).then(|| buf[..n].to_vec());
+            // Shorter than the buffer, which is at most the cap + 1: within the cap.
+            return (n > 0).then(|| buf[..n].to_vec());
         }
         if buf.len() >= most {
             return None; // the cap reached
