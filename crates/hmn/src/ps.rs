@@ -90,7 +90,7 @@ pub fn run(
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
     output::note(&totals_line(&rows, list.hidden_processes, &list.devices))?;
-    if let Some(line) = unattributed_line(&unattributed) {
+    if let Some(line) = crate::health::unattributed_line(&unattributed) {
         output::note(&format!("ps: {line}"))?;
     }
     if let Some(note) = who::namespace_note(&rows) {
@@ -387,41 +387,6 @@ fn totals_line(rows: &[&GpuProcess], hidden: u32, devices: &[Device]) -> String 
         line.push_str(&format!(" ({})", parts.join("; ")));
     }
     line
-}
-
-/// One device's unattributed figure: `GPU 0 1.2 GiB`, `GPU 0 at most 1.2 GiB`, `GPU 0
-/// unknown (why)`, with the causes the listing shows.
-pub fn unattributed_cell(u: &Unattributed) -> String {
-    let figure = match (u.bytes, u.bound) {
-        (Some(b), Some(hypomnesis::types::Bound::AtMost)) => format!("at most {}", bytes(b)),
-        (Some(b), _) => bytes(b),
-        (None, _) => format!(
-            "unknown ({})",
-            crate::format::sanitize(u.reason.as_deref().unwrap_or("no reason given"))
-        ),
-    };
-    let causes: Vec<String> = u.causes.iter().map(|c| c.describe()).collect();
-    if causes.is_empty() || u.bytes == Some(0) {
-        format!("GPU {} {figure}", u.device_index)
-    } else {
-        format!("GPU {} {figure} ({})", u.device_index, causes.join(", "))
-    }
-}
-
-/// The line naming memory no listed process accounts for, on the devices where it is known and
-/// not zero (JSON carries every device, an unknown figure with its reason).
-fn unattributed_line(all: &[Unattributed]) -> Option<String> {
-    let shown: Vec<String> = all
-        .iter()
-        .filter(|u| u.bytes.is_some_and(|b| b > 0))
-        .map(unattributed_cell)
-        .collect();
-    (!shown.is_empty()).then(|| {
-        format!(
-            "unattributed (device used less the processes listed): {}",
-            shown.join("; ")
-        )
-    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The stop flag of hmn's long-running commands (`watch`, `record`, `top`): set by Ctrl+C,
 //! SIGTERM and, on Unix, SIGHUP (a closed terminal or a job scheduler ends them like Ctrl+C:
-//! with their summary, their file renamed into place); and [`on_stop`], the same signals and
-//! SIGQUIT handed to a thread of their own (`top`). Platform seam: Windows has no SIGHUP.
+//! with their summary, their file renamed into place), and [`sleep_or_stop`], a wait it cuts
+//! short; and [`on_stop`], the same signals and SIGQUIT handed to a thread of their own
+//! (`top`). Platform seam: Windows has no SIGHUP.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -22,6 +23,20 @@ pub fn stop_flag() -> std::io::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     Ok(stop)
+}
+
+/// Sleeps `interval` in short steps; true when a stop was requested.
+pub fn sleep_or_stop(interval: std::time::Duration, stop: &AtomicBool) -> bool {
+    let deadline = std::time::Instant::now() + interval;
+    while std::time::Instant::now() < deadline {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        std::thread::sleep(
+            (deadline - std::time::Instant::now()).min(std::time::Duration::from_millis(50)),
+        );
+    }
+    stop.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Runs `on_stop` on a thread of its own at the first stop signal — SIGINT, SIGTERM and, on

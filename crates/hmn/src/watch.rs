@@ -15,8 +15,7 @@ use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::bail;
 use hypomnesis::process::tree::{ProcessId, read_stat};
@@ -212,6 +211,7 @@ pub fn run(
         );
     }
     let stop = crate::signals::stop_flag()?;
+    let mut device_watch = crate::watch_device::DeviceWatch::start(&probe, &devices)?;
     let ids = |fs: &[Followed]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
     let mut sampler = Sampler::new(
         probe,
@@ -336,7 +336,7 @@ pub fn run(
                 writeln!(out, "{l}")?;
             }
         }
-        out.flush()?;
+        device_watch.observe(&s, g.json, out)?;
         for line in said {
             output::report(&format!(
                 "hmn watch: +{:.1}s {}\n",
@@ -349,21 +349,20 @@ pub fn run(
         let now = Instant::now();
         let over = deadline.is_some_and(|d| now >= d);
         let pause = deadline.map_or(args.interval, |d| args.interval.min(d - now));
-        if gone || over || wait(pause, &stop) {
+        if gone || over || crate::signals::sleep_or_stop(pause, &stop) {
             break;
         }
     }
     let reason = tracker.unmeasurable_reason().map(str::to_string);
     let spill = tracker.into_report();
     // With the driver's accounting records (peak memory, utilization over each life).
-    closing_report(
-        &sampler.finish(),
-        &spill,
-        reason.as_deref(),
+    let closing = Closing {
+        spill: &spill,
+        reason: reason.as_deref(),
         spill_device,
-        g,
-        out,
-    )?;
+        devices: &device_watch,
+    };
+    closing_report(&sampler.finish(), &closing, g, out)?;
     if let Some(why) = grown {
         output::note(&format!("watch: --exit-on-growth: {}", sanitize(&why)))?;
         return Ok(ExitCode::from(3));
@@ -394,10 +393,10 @@ fn start_record(
         );
     }
     let every = format!(
-        "every {:.1} s{}",
-        args.interval.as_secs_f64(),
+        "every {}{}",
+        crate::format::duration(args.interval),
         args.duration
-            .map(|d| format!(", for {:.1} s", d.as_secs_f64()))
+            .map(|d| format!(", for {}", crate::format::duration(d)))
             .unwrap_or_default()
     );
     let what = if args.follow_new {
@@ -430,39 +429,35 @@ fn start_record(
     ))
 }
 
-/// Sleeps `interval` in short steps; true when a stop was requested.
-fn wait(interval: Duration, stop: &AtomicBool) -> bool {
-    let deadline = Instant::now() + interval;
-    while Instant::now() < deadline {
-        if stop.load(Ordering::Relaxed) {
-            return true;
-        }
-        std::thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));
-    }
-    stop.load(Ordering::Relaxed)
+/// What the closing report says besides the sampler's report.
+struct Closing<'a> {
+    spill: &'a SpillReport,
+    reason: Option<&'a str>,
+    spill_device: u32,
+    devices: &'a crate::watch_device::DeviceWatch,
 }
 
-/// The closing report: samples and time, baseline and peak per process, and the spill report
-/// (stderr), or one JSON line of kind `summary`.
+/// The closing report: samples and time, baseline and peak per process, the devices' figures
+/// and the spill report (stderr), or one JSON line of kind `summary`.
 fn closing_report(
     r: &SamplerReport,
-    spill: &SpillReport,
-    reason: Option<&str>,
-    spill_device: u32,
+    c: &Closing<'_>,
     g: &GlobalArgs,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     if g.json {
-        output::json_line(
-            out,
-            &json!({"kind": "summary", "samples": r.samples, "elapsed_ms": r.elapsed_ms,
-            "per_pid": r.processes, "accounting": r.vram_accounting, "spill": SpillJson {
-                report: SpillFields::new(spill),
-                device: spill_device,
-                unmeasurable_reason: reason,
-            }}),
-        )?;
-        return Ok(());
+        let mut line = json!({"kind": "summary", "samples": r.samples, "elapsed_ms": r.elapsed_ms,
+        "per_pid": r.processes, "accounting": r.vram_accounting, "spill": SpillJson {
+            report: SpillFields::new(c.spill),
+            device: c.spill_device,
+            unmeasurable_reason: c.reason,
+        }});
+        if let (Some(o), serde_json::Value::Object(more)) =
+            (line.as_object_mut(), c.devices.summary_fields())
+        {
+            o.extend(more);
+        }
+        return output::json_line(out, &line);
     }
     let mut t = Table::new(&[
         ("PID", Align::Right),
@@ -490,12 +485,15 @@ fn closing_report(
     for line in t.render().lines() {
         let _ = writeln!(text, "  {}", sanitize(line));
     }
-    for line in crate::watch_gpu::accounting_lines(&r.vram_accounting) {
+    for line in crate::watch_gpu::accounting_lines(&r.vram_accounting)
+        .into_iter()
+        .chain(c.devices.closing_lines())
+    {
         let _ = writeln!(text, "  {line}");
     }
-    text.push_str(&match reason {
-        None => text_block("hmn watch", spill),
-        Some(why) => not_measurable_line("hmn watch", spill_device, why),
+    text.push_str(&match c.reason {
+        None => text_block("hmn watch", c.spill),
+        Some(why) => not_measurable_line("hmn watch", c.spill_device, why),
     });
     output::report(&text)
 }

@@ -2,7 +2,7 @@
 //! memory no process accounts for in `ps` and `serve`, workload names from the kubelet's log
 //! layout in `ps` and `serve`, and `watch`'s growth flags and `--exit-on-growth`.
 
-use hmn_testbed::{FakeDevice, FakeHealth, FakeNvml, FakeProc, FakeProcess};
+use hmn_testbed::{FakeDevice, FakeEvent, FakeHealth, FakeNvml, FakeProc, FakeProcess};
 use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
@@ -218,4 +218,109 @@ fn watch_does_not_flag_a_model_load_that_jumps_once() {
     let o = watch_growth(&load, &["--exit-on-growth", "1MiB/s"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("grows steadily"), "{}", stderr(&o));
+}
+
+/// `watch PID --json` of a process holding 8 GiB on GPU 0 (used: 20 GiB, then 22 GiB) while
+/// an XID 48 arrives on GPU 0; GPU 1 supports no events.
+fn watch_devices(extra: &[&str]) -> std::process::Output {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let mut used = vec![20 * GIB; 8];
+    used.extend(std::iter::repeat_n(22 * GIB, 400));
+    let mut xid = FakeEvent::xid(0, 48);
+    xid.after_waits = 1;
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).healthy_ecc().memory_used(&used))
+        .device(FakeDevice::h100(1).memory_used(&[GIB]))
+        .process(FakeProcess::compute(0, pid, 8 * GIB))
+        .event(xid);
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let p = pid.to_string();
+    let mut args = vec!["watch", "--interval", "50ms", "--duration", "1500ms"];
+    args.extend_from_slice(extra);
+    args.push(&p);
+    let o = bed.run(&args);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    o
+}
+
+#[test]
+fn watch_follows_unattributed_memory_and_counts_xid_events() {
+    let o = watch_devices(&["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let records: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let gpu0: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "device" && r["index"] == 0)
+        .collect();
+    let first = &gpu0[0]["unattributed"];
+    assert_eq!(first["bytes"].as_u64(), Some(12 * GIB), "{first}");
+    assert_eq!(first["bound"], "exact");
+    assert_eq!(gpu0[0]["tree_vram_bytes"].as_u64(), Some(8 * GIB));
+    let last = gpu0.last().unwrap();
+    assert_eq!(last["unattributed"]["bytes"].as_u64(), Some(14 * GIB));
+    assert_eq!(last["xid_events"], 1, "{last}");
+    let gpu1 = records
+        .iter()
+        .find(|r| r["kind"] == "device" && r["index"] == 1)
+        .unwrap();
+    assert!(gpu1["xid_events"].is_null(), "unknown, never 0: {gpu1}");
+    assert!(gpu1["xid_unknown_reason"].is_string(), "{gpu1}");
+    let event = records
+        .iter()
+        .find(|r| r["kind"] == "xid")
+        .expect("an xid record");
+    assert_eq!(
+        (
+            &event["device_index"],
+            &event["xid"],
+            &event["count"],
+            &event["class"]
+        ),
+        (
+            &Value::from(0),
+            &Value::from(48),
+            &Value::from(1),
+            &Value::from("memory")
+        )
+    );
+    let summary = records.last().unwrap();
+    assert_eq!(summary["kind"], "summary");
+    assert_eq!(
+        summary["unattributed_peak_bytes"]["0"].as_u64(),
+        Some(14 * GIB)
+    );
+    assert_eq!(summary["xid"]["counts"]["0"]["48"], 1, "{summary}");
+    let err = stderr(&o);
+    for want in [
+        "unattributed (device used less the processes listed): GPU 0 12 GiB",
+        "unattributed on GPU 0: 12 GiB → 14 GiB",
+        "GPU 0: XID 48 (double bit ECC error)",
+    ] {
+        assert!(err.contains(want), "missing {want:?}\n{err}");
+    }
+    // In text, the closing report ends with the figures.
+    let o = watch_devices(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    for want in [
+        "hmn: watch: 1 process, every 50 ms, for 1.5 s;",
+        "  unattributed at the end: GPU 0 14 GiB (the driver's own allocations); peak 14 GiB\n",
+        "  XID events while watching on GPU 0: 1 — XID 48 (double bit ECC error) ×1\n",
+        "  XID events on GPU 1: not counted (",
+    ] {
+        assert!(err.contains(want), "missing {want:?}\n{err}");
+    }
+    assert_eq!(
+        err.matches("unattributed on GPU 0:").count(),
+        1,
+        "said once when it moved, not every interval: {err}"
+    );
 }

@@ -130,6 +130,49 @@ fn vram_of_the_tree_from_nvml_with_processes_coming_and_going() {
     child.wait().unwrap();
 }
 
+/// Each device sample carries the device's unattributed memory: device-wide (the process
+/// outside the target counts), exact while every figure is known, an upper bound once one is not.
+#[test]
+fn each_device_sample_carries_the_memory_no_listed_process_accounts_for() {
+    let mut bed = Bed::new().real_proc();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).memory_used(&[20_480 * MIB]))
+        .process(FakeProcess::compute(0, pid, 8192 * MIB))
+        .process(FakeProcess::compute(0, other.id(), 4096 * MIB).visible(0, 1))
+        .process(
+            FakeProcess::compute(0, other.id(), 0)
+                .not_available()
+                .visible(1, 9),
+        );
+    bed.install_nvml(&fake);
+    let mut sampler = Sampler::new(
+        bed.probe(),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default(),
+    );
+    let first = sampler.sample().devices[0].unattributed.clone();
+    assert_eq!(
+        first.bytes,
+        Some(8192 * MIB),
+        "20 GiB less 8 and 4: {first:?}"
+    );
+    assert_eq!(first.bound, Some(hypomnesis::types::Bound::Exact));
+    assert_eq!(first.processes_bytes, 12_288 * MIB);
+    let second = sampler.sample().devices[0].unattributed.clone();
+    assert_eq!(
+        (second.bytes, second.bound),
+        (Some(12_288 * MIB), Some(hypomnesis::types::Bound::AtMost)),
+        "an unknown row: at most, never a 0 for it: {second:?}"
+    );
+    for c in [&mut child, &mut other] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
 #[test]
 fn vram_peaks_from_driver_accounting() {
     let mut bed = Bed::new().real_proc();

@@ -44,8 +44,9 @@ pub const HMN: Table = Table {
         l("infile", 0),
         l("outfile", 0),
         l("signals", 0),
-        // Output helpers over the formatting.
+        // Output helpers over the formatting; the words for health and the XID counter.
         l("output", 1),
+        l("health", 1),
         l("pool", 1),
         l("who", 1),
         // `--device` resolved (reads the command line, writes notes).
@@ -60,12 +61,14 @@ pub const HMN: Table = Table {
         l("ps", 3),
         l("run", 3),
         l("serve", 3),
+        l("watch_device", 3),
         l("watch_gpu", 3),
         l("watch_growth", 3),
         // Commands built on other commands: `spill` runs as `run` does, `top` lists as `ps`.
         l("spill", 4),
         l("top", 4),
-        // `watch`: `ps`'s rows, `spill`'s fields, `watch_gpu`'s NVIDIA parts and `watch_growth`'s trends.
+        // `watch`: `ps`'s rows, `spill`'s fields, `watch_gpu`'s NVIDIA parts, `watch_device`'s device
+        // figures and `watch_growth`'s trends.
         l("watch", 5),
     ],
 };

@@ -127,20 +127,12 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     // Memory health is read every collection; XID events are counted by a thread of their
     // own from now on (NVML keeps no record of earlier ones).
     let opts = opts.health(true);
-    let xid = Arc::new(Mutex::new(XidTally::default()));
-    let _xid_counter = {
-        let (xid, stop, opts) = (Arc::clone(&xid), Arc::clone(&stop), opts.clone());
-        std::thread::Builder::new()
-            .name("hmn-xid".into())
-            .spawn(move || {
-                let probe = Probe::with_options(opts);
-                let mut events = probe.xid_events();
-                if let Ok(mut t) = xid.lock() {
-                    *t = events.tally();
-                }
-                events.count_until(&stop, &xid);
-            })?
-    };
+    let xid = crate::health::spawn_xid_counter(
+        opts.clone(),
+        Arc::clone(&stop),
+        |s| s,
+        hypomnesis::probe::events::XID_WAIT,
+    )?;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     // The textfile is written under this lock: by the collector after each collection, and
     // by the watchdog with the stale rendering once the last collection is stale.

@@ -145,31 +145,18 @@ pub fn xid_line(tally: Option<&XidTally>, index: u32) -> String {
     }
 }
 
-/// How long the XID thread waits for an event at a time (an event ends the wait at once): it
-/// wakes every 10 s, not every 250 ms as a counter that must stop quickly does.
-pub const XID_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Starts the thread that counts XID events from now on (NVML keeps no record of earlier
-/// ones), on a probe of its own, until `control.stop`; the UI reads the tally at each draw.
+/// Starts the thread that counts XID events ([`crate::health::spawn_xid_counter`]) until
+/// `control.stop`; the UI reads the tally at each draw.
 ///
 /// # Errors
 /// When the thread cannot be started.
 pub fn spawn_xid(
     opts: hypomnesis::ProbeOptions,
     control: std::sync::Arc<super::collect::Control>,
-) -> std::io::Result<std::sync::Arc<std::sync::Mutex<XidTally>>> {
-    use std::sync::{Arc, Mutex};
-    let tally = Arc::new(Mutex::new(XidTally::new(super::collect::now_ms())));
-    let shared = Arc::clone(&tally);
-    std::thread::Builder::new()
-        .name("hmn-xid".into())
-        .spawn(move || {
-            let probe = hypomnesis::Probe::with_options(opts);
-            let mut events = probe.xid_events();
-            if let Ok(mut t) = shared.lock() {
-                *t = events.tally();
-            }
-            events.count_until_waiting(&control.stop, &shared, XID_WAIT);
-        })?;
-    Ok(tally)
+) -> std::io::Result<crate::health::SharedTally> {
+    crate::health::spawn_xid_counter(opts, control, |c| &c.stop, XID_WAIT)
 }
+
+/// How long the XID thread waits for an event at a time (an event ends the wait at once): it
+/// wakes every 10 s, not every 250 ms as a counter that must stop quickly does.
+pub const XID_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -344,7 +344,7 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
             let u = super::health::unattributed(s, d);
             out.push(format!(
                 "  unattributed: {}",
-                crate::ps::unattributed_cell(&u)
+                crate::health::unattributed_cell(&u)
             ));
             out.extend(super::health::health_lines(d));
             let tally = app.xid.as_ref().map(|t| {

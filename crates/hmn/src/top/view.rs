@@ -352,7 +352,7 @@ fn device_lines(app: &App, d: &Device, width: usize, per: usize) -> Vec<Line<'st
                 return "  unattributed ?".to_string();
             }
             u.causes.clear();
-            let cell = crate::ps::unattributed_cell(&u);
+            let cell = crate::health::unattributed_cell(&u);
             let prefix = format!("GPU {} ", d.index);
             format!(
                 "  unattributed {}",

@@ -8,8 +8,9 @@
 //!
 //! - host RSS of each member (`/proc/<pid>/stat`, one small read per member per tick; new
 //!   processes on the machine cost one `stat` read when they first appear);
-//! - the members' device memory per device, and each device's device-wide use and telemetry,
-//!   through the [`Probe`] (NVML stays loaded; the DRM fd index is reused between ticks);
+//! - the members' device memory per device, and each device's device-wide use, telemetry and
+//!   memory no listed process accounts for ([`Unattributed`]), through the [`Probe`] (NVML
+//!   stays loaded; the DRM fd index is reused between ticks);
 //! - peak RSS (`VmHWM`) of the members about once a second, as a floor for the peak.
 //!
 //! Peaks are kept as the samples arrive; the timeline is kept in memory unless disabled.
@@ -28,7 +29,9 @@ use crate::system::host::parse::{parse_smaps_rollup, parse_status};
 use crate::system::process::tree::{ProcessId, ProcessTable, Stat, parse_btime, start_unix_us};
 use crate::system::roots::Roots;
 use crate::types::accounting::{DeviceAccounting, record_belongs};
-use crate::types::{Field, PoolKind, ProcessName, ProcessUtilization, Telemetry, VramSum};
+use crate::types::{
+    Field, PoolKind, ProcessName, ProcessUtilization, Telemetry, Unattributed, VramSum,
+};
 use crate::types::{Unknown, UnknownReason};
 
 #[cfg(feature = "serde")]
@@ -112,6 +115,9 @@ pub struct DeviceSample {
     pub used_bytes: Option<u64>,
     /// Utilization, temperature, power, clocks.
     pub telemetry: Telemetry,
+    /// Memory no process of the same listing accounts for (device-wide, whatever the target:
+    /// its used memory less every process this view can see), with its bound and causes.
+    pub unattributed: Unattributed,
 }
 
 /// One sample.
@@ -323,6 +329,7 @@ impl Sampler {
                     d.memory.used_bytes
                 },
                 telemetry: d.telemetry,
+                unattributed: gpu.unattributed_on(d),
             })
             .collect();
         for d in &gpu.devices {
