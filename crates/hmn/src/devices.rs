@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use hypomnesis::select::CudaView;
 use hypomnesis::{
-    BackendStatus, Device, Field, HostMemory, MigDevice, MigMode, Probe, Source, Vendor, Warning,
+    BackendStatus, ComputeMode, Device, Field, HostMemory, MigDevice, MigMode, Probe, Source,
+    Vendor, Warning,
 };
 use serde::Serialize;
 
@@ -151,6 +152,10 @@ pub fn device_line(dev: &Device) -> String {
     if dev.source == Source::NvidiaSmi {
         line.push_str(" (via nvidia-smi)");
     }
+    // A mode other than the default decides who may run there (`hmn pick` heeds it).
+    if let Some(mode) = dev.compute_mode.filter(|m| *m != ComputeMode::Default) {
+        line.push_str(&format!(", compute mode {mode}"));
+    }
     line.push_str(&mig_suffix(dev));
     let shown_elsewhere = dev.integrated == Some(true) || dev.is_suspended();
     let pool_total = dev.pool.as_ref().map(|p| p.total_bytes);
@@ -265,6 +270,19 @@ mod tests {
         assert_eq!(
             device_line(&dev),
             "GPU 0 [NVIDIA H100 80GB HBM3]: free 78.1 GiB / 79.6 GiB, 540 MiB reserved, driver 550.54.15"
+        );
+        let mut exclusive = dev.clone();
+        exclusive.compute_mode = Some(ComputeMode::ExclusiveProcess);
+        assert!(
+            device_line(&exclusive).ends_with("driver 550.54.15, compute mode exclusive_process"),
+            "{}",
+            device_line(&exclusive)
+        );
+        let mut default = dev;
+        default.compute_mode = Some(ComputeMode::Default);
+        assert!(
+            !device_line(&default).contains("compute mode"),
+            "the default goes unsaid"
         );
     }
 

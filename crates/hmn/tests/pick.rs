@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 
-use hmn_testbed::{FakeDevice, FakeNvml};
+use hmn_testbed::{FakeDevice, FakeNvml, FakeProcess};
 use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
@@ -264,4 +264,75 @@ fn an_unusable_lock_dir_means_uncoordinated_picks_said_once() {
     assert_eq!(err.matches("picks are not coordinated").count(), 1, "{err}");
     let v: Value = json(&o);
     assert!(v["lock"].is_null() && v["lock_reason"].is_string(), "{v}");
+}
+
+/// GPU 0 is the tightest fit but prohibited; GPU 1 is exclusive and held; GPU 2 is exclusive
+/// and free; GPU 3 has the most room.
+#[test]
+fn compute_modes_are_heeded_a_prohibited_gpu_never_an_exclusive_one_only_when_free() {
+    let fake = FakeNvml::new()
+        .device(
+            FakeDevice::h100(0)
+                .memory_used(&[70 * GIB])
+                .compute_mode(Some(2)),
+        )
+        .device(
+            FakeDevice::h100(1)
+                .memory_used(&[60 * GIB])
+                .compute_mode(Some(3)),
+        )
+        .device(
+            FakeDevice::h100(2)
+                .memory_used(&[50 * GIB])
+                .compute_mode(Some(3)),
+        )
+        .device(FakeDevice::h100(3).memory_used(&[GIB]))
+        .process(FakeProcess::compute(1, 4242, 4 * GIB));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&["pick", "--json", "--need", "5GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["picked"][0]["selector"], uuid(2), "{v}");
+    let why = |i: u32| {
+        v["considered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["selector"] == uuid(i))
+            .map(|c| c["why_not"].clone())
+            .unwrap()
+    };
+    assert!(
+        why(0).as_str().unwrap().contains("compute mode prohibited"),
+        "{v}"
+    );
+    assert_eq!(
+        why(1),
+        "compute mode exclusive_process: pid 4242 holds its one context"
+    );
+    assert!(why(3).is_null(), "{v}");
+    // The device view says the modes that are not the default.
+    let text = stdout(&bed.run(&[]));
+    assert!(text.contains(", compute mode prohibited"), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("GPU 3") && l.contains("compute mode"))
+    );
+    let d = json(&bed.run(&["--json"]));
+    assert_eq!(d["devices"][1]["compute_mode"], "exclusive_process");
+    assert_eq!(d["devices"][3]["compute_mode"], "default");
+    // A driver that answers NOT_SUPPORTED: null with the reason, and nothing refused.
+    let bed = Bed::with_nvml(&FakeNvml::new().device(FakeDevice::h100(0).compute_mode(None)));
+    let d = json(&bed.run(&["--json"]));
+    assert!(d["devices"][0]["compute_mode"].is_null());
+    assert!(
+        d["devices"][0]["unknown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["field"] == "compute_mode" && u["reason"] == "unsupported"),
+        "{d}"
+    );
+    assert!(bed.run(&["pick", "--need", "1GiB"]).status.success());
 }

@@ -228,10 +228,10 @@ pub use probe::{Probe, ProbeOptions, shared_probe};
 #[doc(no_inline)]
 pub use roots::{Roots, SystemInfo};
 pub use types::{
-    Backend, BackendCause, BackendProblem, BackendState, BackendStatus, Completeness, Device,
-    DeviceList, DeviceMemory, DeviceRegion, EngineClass, EngineClasses, EngineUsage, Engines,
-    Field, GpuProcess, MemoryHealth, MemoryPool, MigDevice, MigMode, MigPlacement, MigState,
-    PoolKind, PoolSource, ProcessKind, ProcessList, ProcessName, ProcessRegions,
+    Backend, BackendCause, BackendProblem, BackendState, BackendStatus, Completeness, ComputeMode,
+    Device, DeviceList, DeviceMemory, DeviceRegion, EngineClass, EngineClasses, EngineUsage,
+    Engines, Field, GpuProcess, MemoryHealth, MemoryPool, MigDevice, MigMode, MigPlacement,
+    MigState, PoolKind, PoolSource, ProcessKind, ProcessList, ProcessName, ProcessRegions,
     ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unattributed, Unknown,
     UnknownReason, Vendor, VramSum, Warning, XidTally,
 };

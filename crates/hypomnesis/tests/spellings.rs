@@ -51,11 +51,12 @@ fn every_contract_enum_has_one_spelling() {
     use hypomnesis::types::{Bound, Severity, XidClass};
     use hypomnesis::workload::{ContainerRuntime, NameSource, WorkloadKind};
     use hypomnesis::{
-        Backend, BackendCause, EngineClass, Field, MigMode, PoolKind, PoolSource, Source,
-        UnknownReason,
+        Backend, BackendCause, ComputeMode, EngineClass, Field, MigMode, PoolKind, PoolSource,
+        Source, UnknownReason,
     };
     closed!(
         Source,
+        ComputeMode,
         Field,
         Backend,
         BackendCause,

@@ -21,6 +21,7 @@ mod estimate_vllm;
 mod health;
 mod nvml;
 mod nvml_mig;
+mod nvml_modes;
 mod nvml_mps_util;
 mod pid_reuse;
 mod sampler;

@@ -1,5 +1,6 @@
 //! Accounting-mode symbols of the fake NVML: the device's mode and per-process records
-//! (`nvmlAccountingStats_t`) for processes that have been listed; and persistence mode. On a
+//! (`nvmlAccountingStats_t`) for processes that have been listed; persistence and compute
+//! modes. On a
 //! GPU in MIG mode the driver forces accounting off (`nvml.h`, `nvmlDeviceSetAccountingMode`):
 //! the mode reads 0 and the records NOT_SUPPORTED.
 
@@ -37,6 +38,22 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
         match st.cfg.devices.get(i).map(|d| d.persistence) {
             // SAFETY: NVML contract: `mode` is null or points to a writable nvmlEnableState_t.
             Some(Some(on)) => unsafe { out(mode, c_uint::from(on)) },
+            Some(None) => NOT_SUPPORTED,
+            None => INVALID_ARGUMENT,
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
+    device: nvmlDevice_t,
+    mode: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device("nvmlDeviceGetComputeMode", device, |st, i| {
+        match st.cfg.devices.get(i).map(|d| d.compute_mode) {
+            // SAFETY: NVML contract: `mode` is null or points to a writable nvmlComputeMode_t
+            // (a C enum: 4 bytes).
+            Some(Some(m)) => unsafe { out(mode, m) },
             Some(None) => NOT_SUPPORTED,
             None => INVALID_ARGUMENT,
         }

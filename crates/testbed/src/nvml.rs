@@ -120,6 +120,13 @@ impl FakeDevice {
         self
     }
 
+    /// Sets `nvmlDeviceGetComputeMode`'s answer (`None`: NOT_SUPPORTED; default 0).
+    #[must_use]
+    pub fn compute_mode(mut self, mode: Option<u32>) -> Self {
+        self.compute_mode = mode;
+        self
+    }
+
     /// Makes `symbol` fail with `code` on this device.
     #[must_use]
     pub fn error(mut self, symbol: &str, code: u32) -> Self {

@@ -5,6 +5,7 @@
 //! | Rule | Where |
 //! |---|---|
 //! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
+//! | what can take a context at all: not a GPU whose compute mode is `prohibited`, nor an `exclusive_process` one whose context a process holds (an MPS server's is shared) | [`mode_refusal`] |
 //! | what fits: effective free (the device's free memory less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) against the effective free | [`rank`] |
 //! | the order: fitting first; the smallest effective free that fits (keeps big devices for big jobs); then the least busy; then the higher index (GPU 0 stays free for desktops) | [`rank`] |
 //! | the claim: each device's lock taken in turn, its reservations re-read and re-judged under the lock, ours appended (a lease: `--lease`), released if `count` cannot be met | [`pick`] |
@@ -22,7 +23,7 @@ use crate::probe::Probe;
 use crate::probe::select::Selected;
 use crate::system::lease::{LockDir, Reservation};
 use crate::system::roots::Roots;
-use crate::types::{Device, Vendor};
+use crate::types::{ComputeMode, Device, Vendor};
 
 /// How long a claim waits for another pick's lock (held for milliseconds).
 const LOCK_WAIT: Duration = Duration::from_secs(2);
@@ -373,7 +374,19 @@ pub fn pick(
             }
         }
     }
-    let judge_fn = |d: &Device| judge(&req.need, d, host);
+    // The GPU processes, only where an exclusive compute mode makes them matter.
+    let rows = if cands
+        .iter()
+        .any(|c| c.device.compute_mode.is_some_and(ComputeMode::is_exclusive))
+    {
+        probe.gpu_processes().processes
+    } else {
+        Vec::new()
+    };
+    let judge_fn = |d: &Device| match mode_refusal(d, &rows) {
+        Some(why) => Err(why),
+        None => judge(&req.need, d, host),
+    };
     rank(&mut cands, &reserved, &judge_fn);
     let mut picked: Vec<Candidate> = Vec::new();
     let mut tokens: Vec<(String, u64)> = Vec::new();
@@ -555,7 +568,10 @@ impl ModelNeed {
 }
 
 // The variables a command is started with (`visible::visible_env_for`).
+mod modes;
 pub mod visible;
+
+pub use modes::mode_refusal;
 
 #[cfg(test)]
 mod tests;

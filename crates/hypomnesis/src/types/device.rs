@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::health::MemoryHealth;
-use super::nvidia::{MigDevice, MigState};
+use super::nvidia::{ComputeMode, MigDevice, MigState};
 use super::pool::{MemoryPool, PoolKind};
 use super::runtime::RuntimeStatus;
 use super::source::{Source, Unknown, Vendor};
@@ -111,6 +111,13 @@ pub struct Device {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub mig: Option<MigState>,
+    /// Which CUDA contexts the GPU admits (NVIDIA through NVML; absent elsewhere, and `None`
+    /// with an `unknown` entry where NVML gives none).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub compute_mode: Option<ComputeMode>,
     /// Memory health (ECC, remapped rows or retired pages, amdgpu RAS), when it was read
     /// (`ProbeOptions::health`): every reading `None` with an `unknown` entry where the driver
     /// gives none.
@@ -143,6 +150,7 @@ impl Device {
             unknown: Vec::new(),
             error: None,
             mig: None,
+            compute_mode: None,
             health: None,
         }
     }

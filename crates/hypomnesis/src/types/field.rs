@@ -20,6 +20,8 @@ spelled! {
         PciBusId = "pci_bus_id",
         /// The driver's version.
         DriverVersion = "driver_version",
+        /// An NVIDIA GPU's compute mode.
+        ComputeMode = "compute_mode",
         /// All of a device's memory figures (the device could not be opened).
         Memory = "memory",
         /// Installed memory.

@@ -48,7 +48,7 @@ pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons
 pub use name::ProcessName;
 #[cfg(feature = "serde")]
 pub(crate) use name::serde_fields as name_serde;
-pub use nvidia::{MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization};
+pub use nvidia::{ComputeMode, MigDevice, MigMode, MigPlacement, MigState, ProcessUtilization};
 pub use pool::{MemoryPool, PoolKind, PoolSource};
 pub use process::GpuProcess;
 pub use runtime::RuntimeStatus;

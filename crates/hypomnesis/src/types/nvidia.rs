@@ -1,5 +1,5 @@
-//! The NVIDIA-only parts of the data model: a GPU's MIG state and its MIG devices
-//! ([`MigState`], [`MigDevice`]), and a process's utilization samples from NVML
+//! The NVIDIA-only parts of the data model: a GPU's compute mode ([`ComputeMode`]), its MIG
+//! state and its MIG devices ([`MigState`], [`MigDevice`]), and a process's utilization samples from NVML
 //! ([`ProcessUtilization`]). How they are read: `docs/memory-model.md` ("MIG and MPS").
 
 use super::source::Unknown;
@@ -30,6 +30,34 @@ impl MigMode {
         } else {
             MigMode::Disabled
         }
+    }
+}
+
+spelled! {
+    /// Which CUDA contexts a GPU admits (`nvmlDeviceGetComputeMode`; `nvidia-smi -c`): set by
+    /// an administrator, often `exclusive_process` on shared clusters.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum ComputeMode {
+        /// Any number of contexts, from any process.
+        Default = "default",
+        /// One context, used by one thread at a time (removed from current drivers).
+        ExclusiveThread = "exclusive_thread",
+        /// No context at all: nothing can run CUDA there.
+        Prohibited = "prohibited",
+        /// One context, one process (or an MPS server whose clients share its context).
+        ExclusiveProcess = "exclusive_process",
+    }
+}
+
+impl ComputeMode {
+    /// Whether the GPU admits a single context: a second process's context creation fails
+    /// ("all CUDA-capable devices are busy or unavailable") while one holds it.
+    pub const fn is_exclusive(self) -> bool {
+        matches!(
+            self,
+            ComputeMode::ExclusiveThread | ComputeMode::ExclusiveProcess
+        )
     }
 }
 

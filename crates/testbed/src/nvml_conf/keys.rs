@@ -112,6 +112,24 @@ pub(crate) const DEVICE: &[Key<FakeDevice>] = &[
         },
     },
     Key {
+        name: "compute_mode",
+        write: |d| match d.compute_mode {
+            Some(m) => m.write(),
+            None => vec!["unsupported".to_string()],
+        },
+        read: |d, v| {
+            d.compute_mode = match v {
+                "unsupported" => None,
+                _ => {
+                    let mut m = 0u32;
+                    m.read(v)?;
+                    Some(m)
+                }
+            };
+            Ok(())
+        },
+    },
+    Key {
         name: "error",
         write: |d| write_errors(&d.errors),
         read: |d, v| read_error(&mut d.errors, v),

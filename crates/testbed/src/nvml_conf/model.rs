@@ -106,6 +106,10 @@ pub struct FakeDevice {
     pub extras: DeviceExtras,
     /// Persistence mode: `Some(on)`, or `None` for a device that does not support it.
     pub persistence: Option<bool>,
+    /// `nvmlDeviceGetComputeMode`'s value (0 default, 1 exclusive thread, 2 prohibited, 3
+    /// exclusive process; any other number as a driver might answer it), or `None` for
+    /// NOT_SUPPORTED.
+    pub compute_mode: Option<u32>,
     /// ECC, remapped rows, retired pages and event support ([`FakeHealth`]; every reading
     /// NOT_SUPPORTED by default).
     pub health: FakeHealth,
@@ -159,6 +163,7 @@ impl FakeDevice {
             accounting: false,
             extras: DeviceExtras::default(),
             persistence: Some(false),
+            compute_mode: Some(0),
             health: FakeHealth::default(),
         }
     }

@@ -29,6 +29,7 @@ fn everything() -> FakeNvml {
     ];
     d.accounting = true;
     d.persistence = None;
+    d.compute_mode = Some(3);
     d.extras = DeviceExtras {
         mig_mode: Some(true),
         mig_pending: Some(false),
@@ -202,6 +203,11 @@ fn an_omitted_key_means_the_fakes_default() {
     );
     assert_eq!(f.devices[1].pci_bus_id, "00000000:02:00.0");
     assert_eq!(f.devices[1].persistence, Some(false));
+    assert_eq!(
+        f.devices[1].compute_mode,
+        Some(0),
+        "an omitted key: the default mode"
+    );
     assert_eq!(f.processes[0].pid, 7);
     assert_eq!(f.processes[0].used, vec![Used::Bytes(0)]);
     assert_eq!(f.gpu_instances[0].profile_id, 19);

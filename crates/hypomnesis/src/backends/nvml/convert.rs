@@ -1,4 +1,4 @@
-//! Pure conversions for the NVML backend: decoding process-info buffers, detecting the stride the
+//! Pure conversions for the NVML backend: decoding process-info buffers, a compute mode, detecting the stride the
 //! driver wrote, guarding per-process values, merging the compute and graphics lists, and
 //! classifying NVML errors. Nothing here calls NVML, so all of it is unit-tested with hand-built
 //! bytes.
@@ -14,7 +14,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::{Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning};
+use crate::types::{
+    ComputeMode, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning,
+};
 
 /// The byte the process buffer is pre-filled with before the driver writes into it.
 pub(crate) const SENTINEL: u8 = 0xAA;
@@ -197,6 +199,31 @@ pub(crate) fn merge_rows(rows: Vec<GpuProcess>) -> Vec<GpuProcess> {
         }
     }
     by_pid.into_values().collect()
+}
+
+/// A GPU's compute mode from `nvmlDeviceGetComputeMode`'s answer, or the unknown entry: a
+/// value `nvml.h` does not define is the driver's, never guessed at.
+pub(crate) fn compute_mode(
+    read: Result<nvml_wrapper::enum_wrappers::device::ComputeMode, nvml_wrapper::error::NvmlError>,
+) -> Result<ComputeMode, Unknown> {
+    use nvml_wrapper::enum_wrappers::device::ComputeMode as M;
+    use nvml_wrapper::error::NvmlError as E;
+    match read {
+        Ok(M::Default) => Ok(ComputeMode::Default),
+        Ok(M::ExclusiveThread) => Ok(ComputeMode::ExclusiveThread),
+        Ok(M::Prohibited) => Ok(ComputeMode::Prohibited),
+        Ok(M::ExclusiveProcess) => Ok(ComputeMode::ExclusiveProcess),
+        Err(E::UnexpectedVariant(v)) => Err(Unknown::new(
+            Field::ComputeMode,
+            UnknownReason::DeviceError,
+            format!("the driver answered compute mode {v}, which nvml.h does not define"),
+        )),
+        Err(e) => Err(Unknown::new(
+            Field::ComputeMode,
+            reason_of(&e),
+            describe(&e),
+        )),
+    }
 }
 
 /// Classifies an NVML error for an unknown field: what kind of reason it is.

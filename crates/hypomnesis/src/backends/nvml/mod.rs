@@ -268,6 +268,10 @@ impl NvmlBackend {
         }
         dev.telemetry = telemetry(&handle, &mut fixed, &mut dev.unknown, energy);
         self.fixed.keep(index, fixed);
+        match convert::compute_mode(handle.compute_mode()) {
+            Ok(m) => dev.compute_mode = Some(m),
+            Err(u) => dev.unknown.push(u),
+        }
         match mig::state(lib, &handle, &dev, &self.mig_profiles) {
             Ok(state) => dev.mig = state,
             Err(u) => dev.unknown.push(u),
