@@ -41,7 +41,7 @@ fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
         return Ok(Input::Model(Box::new(open(path)?)));
     }
     let text = arg.to_string_lossy();
-    if let Some(m) = remote(&text)? {
+    if let Some(m) = crate::remote::model(&text)? {
         return Ok(Input::Model(Box::new(m)));
     }
     match crate::args::parse_size(&text) {
@@ -52,31 +52,6 @@ fn resolve(arg: &OsStr) -> anyhow::Result<Input> {
             sanitize(&text)
         ),
     }
-}
-
-/// A model on a Hub or at a URL (`HF_ENDPOINT`, `HF_TOKEN`, `HMN_HUB_TIMEOUT`); `None` for
-/// anything else.
-#[cfg(feature = "hub")]
-fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
-    use hypomnesis::estimate::hub;
-    let Some(r) = hub::Remote::parse(text)? else {
-        return Ok(None);
-    };
-    Ok(Some(hub::open(&r, &hub::HubOptions::from_env())?.model))
-}
-
-#[cfg(not(feature = "hub"))]
-fn remote(text: &str) -> anyhow::Result<Option<OpenedModel>> {
-    if ["hf:", "https://", "http://"]
-        .iter()
-        .any(|p| text.starts_with(p))
-    {
-        bail!(
-            "{}: this hmn was built without the `hub` feature (models from a Hub or a URL)",
-            sanitize(text)
-        );
-    }
-    Ok(None)
 }
 
 /// Whether any estimate setting was given (they need a model).

@@ -35,6 +35,7 @@ mod output;
 mod pick;
 mod pool;
 mod ps;
+mod remote;
 mod run;
 mod select;
 #[cfg(feature = "serve")]

@@ -1,4 +1,4 @@
-//! `hmn pick --need SIZE|MODEL`: the device(s) with room for a command, best fit first, each
+//! `hmn pick --need SIZE|MODEL|hf:ORG/REPO`: the device(s) with room for a command, best fit first, each
 //! reserved against concurrent picks for `--lease`; and the same pick for `hmn run --gpu`.
 //! Every rule is the library's (`hypomnesis::estimate::pick`: candidates, order, claims under
 //! `hypomnesis::lease`, the child's variables); this module reads the environment
@@ -51,7 +51,8 @@ impl NeedInput {
     }
 }
 
-/// Reads `--need`: an existing path is a model; otherwise it must be a size.
+/// Reads `--need`: an existing path is a model; then a Hub spec or URL (`hf:ORG/REPO`, as
+/// `hmn fits` takes it); otherwise it must be a size.
 ///
 /// # Errors
 /// An unreadable model, or neither a path nor a size.
@@ -68,6 +69,15 @@ pub fn need_input(arg: &OsStr) -> anyhow::Result<NeedInput> {
         };
     }
     let text = arg.to_string_lossy();
+    // The Hub's errors name the spec already.
+    let remote = crate::remote::model(&text)
+        .map_err(|e| anyhow::anyhow!("--need: {}", sanitize(&format!("{e:#}"))))?;
+    if let Some(m) = remote {
+        return match ModelNeed::of(m) {
+            Ok(m) => Ok(NeedInput::Model(Box::new(m))),
+            Err(e) => bail!("--need {}: {}", sanitize(&text), sanitize(&e)),
+        };
+    }
     match parse_size(&text) {
         Ok(n) => Ok(NeedInput::Size(n)),
         Err(e) if text.trim().starts_with(|c: char| c.is_ascii_digit()) => bail!("--need: {e}"),

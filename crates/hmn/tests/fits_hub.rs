@@ -151,7 +151,12 @@ fn hub() -> HubServer {
 fn run(bed: &Bed, server: &HubServer, token: Option<&str>, args: &[&str]) -> Output {
     let mut all = vec!["fits"];
     all.extend_from_slice(args);
-    let mut c = bed.cmd(&all);
+    run_hmn(bed, server, token, &all)
+}
+
+/// `hmn ARGS` against `server`, with no token or proxy from the environment.
+fn run_hmn(bed: &Bed, server: &HubServer, token: Option<&str>, all: &[&str]) -> Output {
+    let mut c = bed.cmd(all);
     c.env("HF_ENDPOINT", &server.endpoint)
         .env("HMN_HUB_TIMEOUT", "2")
         .env_remove("HF_TOKEN")
@@ -478,4 +483,34 @@ fn hostile_servers_are_bounded() {
     refused(&o, &["silent.gguf", "cannot reach the server"]);
     // The huge config costs its cap (and what was in flight), the rest almost nothing.
     assert!(server.bytes_sent() < 64 << 20, "{}", server.bytes_sent());
+}
+
+/// `hmn pick --need hf:…` judges a Hub model as `fits` does: the 16 GB checkpoint fits the H100
+/// with room, not the one with 10 GiB free; an unknown repository is one line and exit 2.
+#[test]
+fn pick_takes_a_hub_model_as_its_need() {
+    let server = hub();
+    let fake = hmn_testbed::FakeNvml::new()
+        .device(hmn_testbed::FakeDevice::h100(0).memory_used(&[70 * (1 << 30)]))
+        .device(hmn_testbed::FakeDevice::h100(1).memory_used(&[1 << 30]));
+    let bed = Bed::with_nvml(&fake);
+    let o = run_hmn(
+        &bed,
+        &server,
+        None,
+        &["pick", "--json", "--need", "hf:meta-llama/Llama-3.1-8B"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["picked"][0]["device_index"], 1, "{v}");
+    let high = v["need_bytes"].as_u64().unwrap();
+    assert!(high > 16_060_522_496, "weights and more: {high}");
+    let o = run_hmn(
+        &bed,
+        &server,
+        None,
+        &["pick", "--need", "hf:nobody/nothing"],
+    );
+    refused(&o, &["--need: ", "hf:nobody/nothing", "HTTP 404"]);
+    assert!(!stderr(&o).contains("--need: hf:nobody/nothing: hf:nobody/nothing"));
 }

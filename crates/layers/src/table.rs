@@ -48,6 +48,7 @@ pub const HMN: Table = Table {
         l("output", 1),
         l("health", 1),
         l("pool", 1),
+        l("remote", 1),
         l("who", 1),
         // `--device` resolved (reads the command line, writes notes).
         l("select", 2),

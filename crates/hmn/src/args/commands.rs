@@ -40,8 +40,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "auto|DEVICE", value_parser = parse_gpu)]
     pub gpu: Option<GpuArg>,
 
-    /// With --gpu: what the command needs, a SIZE (24GiB) or a MODEL file or directory (the
-    /// `hmn fits` verdict decides).
+    /// With --gpu: what the command needs, a SIZE (24GiB) or a MODEL file or directory, or
+    /// hf:ORG/REPO (the `hmn fits` verdict decides).
     #[arg(long, value_name = "SIZE|MODEL", requires = "gpu")]
     pub need: Option<std::ffi::OsString>,
 
@@ -178,7 +178,8 @@ pub enum VendorArg {
 #[derive(Debug, Args)]
 pub struct PickArgs {
     /// What the command needs on each device: a SIZE (24GiB) or a MODEL (a .safetensors or
-    /// .gguf file, or a directory: the `hmn fits` verdict decides, with the default runtime).
+    /// .gguf file, a directory, hf:ORG/REPO or a URL: the `hmn fits` verdict decides, with the
+    /// default runtime).
     #[arg(long, value_name = "SIZE|MODEL")]
     pub need: std::ffi::OsString,
 

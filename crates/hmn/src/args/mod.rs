@@ -215,7 +215,7 @@ pub enum Command {
             selectors (GPU-…/MIG-… UUIDs; a PCI bus id for a device without one), one per line, \
             best fit first: the smallest free memory that fits, then the least busy, then the \
             higher index (MIG devices are candidates on their own; with --count above 1 they \
-            are left out). --need takes a SIZE, or a MODEL path judged as `hmn fits` would.\n\n\
+            are left out). --need takes a SIZE, or a MODEL (a path, hf:ORG/REPO or a URL) judged as `hmn fits` would.\n\n\
             Concurrent picks do not get the same memory: each pick reserves what it needs on \
             the device's lock file for --lease (default 60 s), and a later pick counts live \
             reservations as used. Lock directory: HMN_LOCK_DIR, else /run/hmn, \

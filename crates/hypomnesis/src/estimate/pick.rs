@@ -544,7 +544,14 @@ impl ModelNeed {
     /// # Errors
     /// The model cannot be read, or its default parameters are refused.
     pub fn open(path: &std::path::Path) -> Result<ModelNeed, String> {
-        let model = super::model::open(path).map_err(|e| e.to_string())?;
+        ModelNeed::of(super::model::open(path).map_err(|e| e.to_string())?)
+    }
+
+    /// Estimates a model already opened (from a Hub, a URL).
+    ///
+    /// # Errors
+    /// Its default parameters are refused.
+    pub fn of(model: super::model::OpenedModel) -> Result<ModelNeed, String> {
         let arch = model.spec.arch.as_ref();
         let runtime = super::runtime::Runtime::for_target(None, false);
         let params = FitParams::defaults(runtime, arch);
