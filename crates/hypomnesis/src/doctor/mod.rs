@@ -32,6 +32,7 @@
 
 mod checks;
 mod facts;
+mod gather;
 mod kernel;
 mod memory;
 mod model;
@@ -41,9 +42,10 @@ mod userns;
 
 pub use facts::{
     CgroupFacts, DevNode, DeviceMemoryFacts, DrmFacts, Facts, MemoryFacts, NvmlDeviceFacts,
-    NvmlFacts, NvmlState, ProcMount, UserFacts, gather, parse_cap_eff, parse_nvidia_version,
+    NvmlFacts, NvmlState, ProcMount, UserFacts, parse_cap_eff, parse_nvidia_version,
     parse_proc_mount,
 };
+pub use gather::gather;
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
 pub use pools::PoolFacts;
