@@ -61,12 +61,16 @@ pub fn xid_words(xid: u64) -> String {
     }
 }
 
+/// Why a tally has no count yet: the counter thread is still making its event set.
+pub const STARTING: &str = "the XID counter is starting";
+
 /// A shared tally the counter thread writes and a command reads.
 pub type SharedTally = Arc<Mutex<XidTally>>;
 
 /// Starts the thread that counts XID events from now on (NVML keeps no record of earlier
 /// ones), on a probe of its own, until `stop(&owner)` is set; each wait lasts up to `wait`
-/// (an event ends it at once), so the stop is noticed within that.
+/// (an event ends it at once), so the stop is noticed within that. Until the thread has made
+/// its event set the tally is unavailable ([`STARTING`]), never a count of 0.
 ///
 /// # Errors
 /// When the thread cannot be started.
@@ -76,7 +80,7 @@ pub fn spawn_xid_counter<T: Send + Sync + 'static>(
     stop: fn(&T) -> &AtomicBool,
     wait: Duration,
 ) -> std::io::Result<SharedTally> {
-    let tally = Arc::new(Mutex::new(XidTally::new(now_ms())));
+    let tally = Arc::new(Mutex::new(starting()));
     let shared = Arc::clone(&tally);
     std::thread::Builder::new()
         .name("hmn-xid".into())
@@ -89,6 +93,13 @@ pub fn spawn_xid_counter<T: Send + Sync + 'static>(
             events.count_until_waiting(stop(&owner), &shared, wait);
         })?;
     Ok(tally)
+}
+
+/// The tally before the thread has its event set: nothing known, not a count of 0.
+fn starting() -> XidTally {
+    let mut t = XidTally::new(now_ms());
+    t.unavailable = Some(STARTING.to_string());
+    t
 }
 
 /// The events a tally gained since the last look: per device and XID, how many.
@@ -139,6 +150,13 @@ mod tests {
         t.add(XidEvent::new(1, 48, 4));
         t.add(XidEvent::new(1, 13, 5));
         assert_eq!(seen.since_last(&t), [(1, 13, 1), (1, 48, 1)]);
+    }
+
+    #[test]
+    fn a_counter_that_has_not_started_knows_no_count() {
+        let t = starting();
+        assert_eq!(t.total_on(0), None, "not 0");
+        assert_eq!(t.unavailable.as_deref(), Some(STARTING));
     }
 
     #[test]
