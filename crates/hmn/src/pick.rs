@@ -370,10 +370,14 @@ pub fn for_run(
         Ok(p) => p,
         Err(e) => {
             let lines: Vec<String> = e.considered().iter().map(candidate_line).collect();
+            // A named device without --need needs nothing: no "for 0 B".
+            let what = match need {
+                NeedInput::Size(0) => String::new(),
+                other => format!(" for {}", other.describe()),
+            };
             bail!(
-                "run --gpu: {} for {}{}{}",
+                "run --gpu: {}{what}{}{}",
                 sanitize(&e.to_string()),
-                need.describe(),
                 if lines.is_empty() { "" } else { ": " },
                 lines.join("; ")
             );

@@ -336,3 +336,20 @@ fn compute_modes_are_heeded_a_prohibited_gpu_never_an_exclusive_one_only_when_fr
     );
     assert!(bed.run(&["pick", "--need", "1GiB"]).status.success());
 }
+
+/// `run --gpu DEVICE` on a GPU no context can be made on: the command does not start, and the
+/// reason is the compute mode, not room.
+#[test]
+fn run_gpu_on_a_prohibited_gpu_does_not_start_and_says_why() {
+    let bed = Bed::with_nvml(&FakeNvml::new().device(FakeDevice::h100(0).compute_mode(Some(2))));
+    let marker = bed.dir.path().join("started");
+    let o = bed.run(&["run", "--gpu", "0", "--", "touch", marker.to_str().unwrap()]);
+    assert!(!marker.exists(), "the command must not start");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "hmn: run --gpu: no device admits a new CUDA context (its compute mode): GPU 0 [NVIDIA \
+         H100 80GB HBM3]: 79.1 GiB free — compute mode prohibited: no CUDA context can be made \
+         there\n"
+    );
+}

@@ -440,6 +440,13 @@ pub fn pick(
         }
         let reason = match (cands.is_empty(), picked.len()) {
             (true, _) => "no device to pick from".to_string(),
+            (false, 0)
+                if cands
+                    .iter()
+                    .all(|c| mode_refusal(&c.device, &rows).is_some()) =>
+            {
+                "no device admits a new CUDA context (its compute mode)".to_string()
+            }
             (false, 0) => "no device has room".to_string(),
             (false, n) => format!("only {n} of the {} devices asked for have room", req.count),
         };
