@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::util::{Bed, json, stderr, stdout};
 
-const IDS: [&str; 14] = [
+const IDS: [&str; 15] = [
     "nvml",
     "nvidia-smi",
     "accounting",
@@ -24,6 +24,7 @@ const IDS: [&str; 14] = [
     "memory-pool",
     "memory-health",
     "unattributed",
+    "compute-mode",
 ];
 
 fn ids(v: &Value) -> Vec<&str> {
@@ -220,5 +221,35 @@ fn in_a_user_namespace_root_is_said_to_be_namespaced() {
         saw.contains("outside this user namespace)")
             && saw.contains("CAP_SYS_PTRACE yes (namespaced)"),
         "{saw}"
+    );
+}
+
+/// A GPU set to `prohibited` warns with the command that changes it; an exclusive one is said.
+#[test]
+fn a_prohibited_gpu_warns_with_the_command_that_changes_it() {
+    use hmn_testbed::FakeDevice;
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).compute_mode(Some(3)))
+        .device(FakeDevice::h100(1).compute_mode(Some(2)));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed
+        .cmd(&["doctor", "--json"])
+        .env("HMN_NO_CGROUP", "1")
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let c = status(&v, "compute-mode");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert_eq!(
+        c["saw"],
+        "GPU 0: exclusive_process (one process's context at a time; hmn pick skips it while \
+         held); GPU 1: prohibited (no CUDA context can be made there)"
+    );
+    assert!(
+        c["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("sudo nvidia-smi -i 1 -c DEFAULT"),
+        "{c}"
     );
 }

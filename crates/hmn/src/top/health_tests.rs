@@ -20,13 +20,14 @@ use super::tests::{collector, live, opts, press, text};
 
 const GIB: u64 = 1 << 30;
 
-/// GPU 0: ECC on with two uncorrectable errors and a pending remap, 20 GiB used, python3
-/// (12 GiB); GPU 1: no health readings at all (every one NOT_SUPPORTED), a worker (1 GiB).
+/// GPU 0: ECC on with two uncorrectable errors and a pending remap, exclusive-process compute
+/// mode, 20 GiB used, python3 (12 GiB); GPU 1: no health readings at all (every one NOT_SUPPORTED), a worker (1 GiB).
 fn sick_bed() -> Sandbox {
     let fake = FakeNvml::new()
         .device(
             FakeDevice::h100(0)
                 .memory_used(&[20 * GIB])
+                .compute_mode(Some(3))
                 .health(FakeHealth {
                     ecc_mode: Some(true),
                     ecc_counts: [vec![5], vec![2], vec![9], vec![2]],
@@ -75,6 +76,7 @@ fn the_detail_pane_shows_health_unattributed_memory_and_xid_counts() {
     let s = text(&mut app, 128, 70);
     for want in [
         "unattributed: GPU 0 8 GiB",
+        "compute mode exclusive_process",
         "ECC on",
         "ECC errors: corrected 5 volatile / 9 aggregate; uncorrected 2 / 2",
         "remapped rows: 1 correctable, 2 uncorrectable, pending yes, failure no",
@@ -89,6 +91,7 @@ fn the_detail_pane_shows_health_unattributed_memory_and_xid_counts() {
     press(&mut app, KeyCode::Down);
     let s = text(&mut app, 128, 70);
     assert!(s.contains("health.ecc ? ("), "{s}");
+    assert!(!s.contains("compute mode"), "the default goes unsaid: {s}");
     assert!(
         !s.contains("ECC errors:"),
         "no count where none was read: {s}"

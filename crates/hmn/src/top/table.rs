@@ -346,6 +346,12 @@ pub fn detail_lines(s: &Snapshot, app: &App) -> Vec<String> {
                 "  unattributed: {}",
                 crate::health::unattributed_cell(&u)
             ));
+            if let Some(m) = d
+                .compute_mode
+                .filter(|m| *m != hypomnesis::ComputeMode::Default)
+            {
+                out.push(format!("  compute mode {m}"));
+            }
             out.extend(super::health::health_lines(d));
             let tally = app.xid.as_ref().map(|t| {
                 t.lock()

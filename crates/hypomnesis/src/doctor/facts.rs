@@ -299,6 +299,8 @@ pub struct Facts {
     pub memory: Option<MemoryFacts>,
     /// Each device's memory pool (the `memory-pool` check).
     pub pools: Vec<super::pools::PoolFacts>,
+    /// Each NVIDIA GPU's compute mode (the `compute-mode` check).
+    pub modes: Vec<super::modes::ModeFacts>,
 }
 
 impl Facts {
@@ -322,6 +324,7 @@ impl Facts {
             gpu_backends: Vec::new(),
             memory: None,
             pools: Vec::new(),
+            modes: Vec::new(),
         }
     }
 }

@@ -25,6 +25,11 @@ pub fn gather(options: &ProbeOptions) -> Facts {
         .iter()
         .map(super::pools::PoolFacts::of)
         .collect();
+    f.modes = list
+        .devices
+        .iter()
+        .filter_map(super::modes::ModeFacts::of)
+        .collect();
     #[cfg(target_os = "linux")]
     linux_facts(&mut f);
     #[cfg(not(target_os = "linux"))]

@@ -21,6 +21,7 @@
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
 //! | `memory-health` | every device's ECC counts, remapped rows or retired pages, amdgpu RAS counters: a pending remap or retirement asks for a GPU reset or reboot, uncorrectable errors fail |
 //! | `unattributed` | device memory no listed process accounts for, and the likely causes (hidden processes, other PID namespaces, MIG, an MPS server, the driver) |
+//! | `compute-mode` | each NVIDIA GPU's compute mode: `prohibited` warns (nothing can run CUDA there), exclusive ones are said, the default goes unsaid (last, on every platform) |
 //! | `memory-pool` | Linux and macOS: which memory each GPU allocates from (dedicated VRAM, an AMD APU's carve-out + GTT, host RAM) and the evidence; warns where it cannot be told |
 //! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
 //!
@@ -36,6 +37,7 @@ mod gather;
 mod kernel;
 mod memory;
 mod model;
+mod modes;
 mod pools;
 mod portable;
 mod userns;
@@ -48,6 +50,7 @@ pub use facts::{
 pub use gather::gather;
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};
 pub use model::{Check, PROBE_CGROUP_PREFIX, Platform, Status};
+pub use modes::ModeFacts;
 pub use pools::PoolFacts;
 pub use userns::{is_initial_uid_map, uid_outside};
 
@@ -95,6 +98,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
     };
     out.push(memory::health(f));
     out.push(memory::unattributed(f));
+    out.push(modes::compute_mode(&f.modes));
     out
 }
 

@@ -61,7 +61,8 @@ fn windows_and_macos_get_their_own_checks_and_linux_keeps_its_own() {
             "accounting",
             "gpu-backends",
             "memory-health",
-            "unattributed"
+            "unattributed",
+            "compute-mode"
         ]
     );
     assert_eq!(
@@ -73,7 +74,8 @@ fn windows_and_macos_get_their_own_checks_and_linux_keeps_its_own() {
             "gpu-backends",
             "memory-pool",
             "memory-health",
-            "unattributed"
+            "unattributed",
+            "compute-mode"
         ]
     );
     let linux = on(Platform::Linux);
