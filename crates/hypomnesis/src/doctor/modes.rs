@@ -88,7 +88,7 @@ pub(super) fn compute_mode(modes: &[ModeFacts]) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::Status;
+    use crate::doctor::model::Status;
 
     fn m(index: u32, mode: Result<ComputeMode, String>) -> ModeFacts {
         ModeFacts { index, mode }
