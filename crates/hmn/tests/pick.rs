@@ -322,6 +322,15 @@ fn compute_modes_are_heeded_a_prohibited_gpu_never_an_exclusive_one_only_when_fr
     let d = json(&bed.run(&["--json"]));
     assert_eq!(d["devices"][1]["compute_mode"], "exclusive_process");
     assert_eq!(d["devices"][3]["compute_mode"], "default");
+    // serve: a state set per GPU, 1 for its mode.
+    let body = crate::serve::scrape_lint_clean(&bed);
+    for (mode, v) in [("prohibited", 1), ("default", 0), ("exclusive_process", 0)] {
+        let want = format!(
+            "hmn_device_compute_mode{{gpu=\"0\",gpu_uuid=\"{}\",mode=\"{mode}\"}} {v}",
+            uuid(0)
+        );
+        assert!(body.contains(&want), "missing {want}\n{body}");
+    }
     // A driver that answers NOT_SUPPORTED: null with the reason, and nothing refused.
     let bed = Bed::with_nvml(&FakeNvml::new().device(FakeDevice::h100(0).compute_mode(None)));
     let d = json(&bed.run(&["--json"]));

@@ -1,4 +1,4 @@
-//! The NVIDIA series of the exposition: MIG mode, MIG devices and their GPU instances' memory
+//! The NVIDIA series of the exposition: compute mode (a state set), MIG mode, MIG devices and their GPU instances' memory
 //! with labels that join dcgm-exporter's (`UUID` = the parent GPU's UUID, `GPU_I_ID` = the NVML
 //! GPU-instance id, `GPU_I_PROFILE` = its profile without `MIG `), the same labels on the
 //! process series of a MIG device, and per-process utilization (NVML's SM, memory, encoder and
@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 
-use hypomnesis::{Device, GpuProcess, MigDevice, MigMode};
+use hypomnesis::{ComputeMode, Device, GpuProcess, MigDevice, MigMode};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
@@ -17,6 +17,7 @@ type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
 
 /// The NVIDIA families of one rendering.
 pub struct Series {
+    compute_mode: GaugeFamily,
     mig_mode: GaugeFamily,
     mig_info: GaugeFamily,
     mig_total: GaugeFamily,
@@ -60,6 +61,12 @@ impl Series {
     pub fn register(reg: &mut Registry) -> Series {
         let bytes = || Some(Unit::Bytes);
         Series {
+            compute_mode: gauge(
+                reg,
+                "hmn_device_compute_mode",
+                "1 for the GPU's compute mode, 0 for the others (default, exclusive_thread, prohibited, exclusive_process); absent where NVML gives none",
+                None,
+            ),
             mig_mode: gauge(
                 reg,
                 "hmn_device_mig_enabled",
@@ -101,6 +108,17 @@ impl Series {
 
     /// A GPU's MIG mode and MIG devices (`l`: the device's labels).
     pub fn device(&self, d: &Device, l: &Labels) {
+        if let Some(current) = d.compute_mode {
+            for mode in ComputeMode::ALL {
+                let mut ml = l.clone();
+                ml.push(("mode", mode.as_str().to_string()));
+                set(
+                    &self.compute_mode,
+                    ml,
+                    if *mode == current { 1.0 } else { 0.0 },
+                );
+            }
+        }
         let Some(m) = &d.mig else {
             return;
         };
