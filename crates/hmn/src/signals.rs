@@ -1,11 +1,12 @@
 //! The stop flag of hmn's long-running commands (`watch`, `record`, `top`): set by Ctrl+C,
 //! SIGTERM and, on Unix, SIGHUP (a closed terminal or a job scheduler ends them like Ctrl+C:
-//! with their summary, their file renamed into place), and [`sleep_or_stop`], a wait it cuts
-//! short; and [`on_stop`], the same signals and SIGQUIT handed to a thread of their own
-//! (`top`). Platform seam: Windows has no SIGHUP.
+//! with their summary, their file renamed into place); [`Stop`], that flag with a wait the
+//! signal cuts short (`watch`); and [`on_stop`], the same signals and SIGQUIT handed to a
+//! thread of their own (`top`). Platform seam: Windows has no SIGHUP nor signal iterator.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// A flag that becomes `true` at the first stop signal (the default action of those signals is
 /// replaced: hmn ends on its own terms).
@@ -25,18 +26,77 @@ pub fn stop_flag() -> std::io::Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// Sleeps `interval` in short steps; true when a stop was requested.
-pub fn sleep_or_stop(interval: std::time::Duration, stop: &AtomicBool) -> bool {
-    let deadline = std::time::Instant::now() + interval;
-    while std::time::Instant::now() < deadline {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            return true;
-        }
-        std::thread::sleep(
-            (deadline - std::time::Instant::now()).min(std::time::Duration::from_millis(50)),
-        );
+/// The stop flag with a bell: [`Stop::sleep`] wakes at the stop signal itself rather than
+/// looking at the flag every few milliseconds. Unix: a thread of its own waits for the
+/// signals and rings; Windows (no signal iterator): the sleep looks every 50 ms.
+pub struct Stop {
+    flag: Arc<AtomicBool>,
+    bell: Arc<(Mutex<()>, Condvar)>,
+}
+
+/// [`stop_flag`] with a bell ([`Stop`]).
+///
+/// # Errors
+/// When a handler or the thread cannot be installed.
+pub fn stop() -> std::io::Result<Stop> {
+    let stop = Stop {
+        flag: stop_flag()?,
+        bell: Arc::new((Mutex::new(()), Condvar::new())),
+    };
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+        let bell = Arc::clone(&stop.bell);
+        std::thread::Builder::new()
+            .name("hmn-stop".to_string())
+            .spawn(move || {
+                // The flag's own handler has run by now; every later signal rings again.
+                for _ in signals.forever() {
+                    ring(&bell);
+                }
+            })?;
     }
-    stop.load(std::sync::atomic::Ordering::Relaxed)
+    Ok(stop)
+}
+
+#[cfg(any(unix, test))]
+fn ring(bell: &(Mutex<()>, Condvar)) {
+    // Taken so that a sleeper between its look at the flag and its wait cannot miss it.
+    let _held = bell.0.lock().unwrap_or_else(PoisonError::into_inner);
+    bell.1.notify_all();
+}
+
+impl Stop {
+    /// Asks for the stop as a signal would (tests).
+    #[cfg(test)]
+    fn request(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+        ring(&self.bell);
+    }
+
+    /// Sleeps up to `interval`; `true` (at once) when a stop was requested.
+    pub fn sleep(&self, interval: Duration) -> bool {
+        let deadline = Instant::now() + interval;
+        let (lock, bell) = &*self.bell;
+        let mut held = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.flag.load(Ordering::Relaxed) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let step = deadline - now;
+            #[cfg(not(unix))]
+            let step = step.min(Duration::from_millis(50));
+            held = bell
+                .wait_timeout(held, step)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
 }
 
 /// Runs `on_stop` on a thread of its own at the first stop signal — SIGINT, SIGTERM and, on
@@ -76,4 +136,34 @@ pub fn on_stop(on_stop: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()
             })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_ends_a_long_sleep_and_a_short_one_runs_out() {
+        let stop = Stop {
+            flag: Arc::new(AtomicBool::new(false)),
+            bell: Arc::new((Mutex::new(()), Condvar::new())),
+        };
+        assert!(
+            !stop.sleep(Duration::from_millis(1)),
+            "no stop: the time runs out"
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                stop.request();
+            });
+            let t = Instant::now();
+            assert!(stop.sleep(Duration::from_secs(600)));
+            assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+        });
+        assert!(
+            stop.sleep(Duration::from_secs(600)),
+            "once stopped, at once"
+        );
+    }
 }

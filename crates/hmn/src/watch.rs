@@ -210,7 +210,7 @@ pub fn run(
             criteria(args)
         );
     }
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::signals::stop()?;
     let mut device_watch = crate::watch_device::DeviceWatch::start(&probe, &devices)?;
     let ids = |fs: &[Followed]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
     let mut sampler = Sampler::new(
@@ -349,7 +349,7 @@ pub fn run(
         let now = Instant::now();
         let over = deadline.is_some_and(|d| now >= d);
         let pause = deadline.map_or(args.interval, |d| args.interval.min(d - now));
-        if gone || over || crate::signals::sleep_or_stop(pause, &stop) {
+        if gone || over || stop.sleep(pause) {
             break;
         }
     }
