@@ -83,7 +83,7 @@ PY
 import json, sys
 v = json.loads(sys.argv[1])
 ids = [c["id"] for c in v["checks"]]
-assert ids == ["nvml", "nvidia-smi", "accounting", "gpu-backends", "memory-health", "unattributed"], ids
+assert ids == ["nvml", "nvidia-smi", "accounting", "gpu-backends", "memory-health", "unattributed", "compute-mode"], ids
 assert all(c["status"] in ("ok", "warn", "fail") and c["saw"] for c in v["checks"]), v
 assert v["status"] == "ok", v
 ' "$out" && [ "$rc" = 0 ] || { echo "hmn doctor: exit $rc: $out"; return 1; }
