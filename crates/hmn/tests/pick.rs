@@ -362,3 +362,33 @@ fn run_gpu_on_a_prohibited_gpu_does_not_start_and_says_why() {
          there\n"
     );
 }
+
+/// An exclusive GPU is one command's: a second pick does not take it while the first's
+/// reservation stands (its command has not made its context yet), and one whose process list
+/// cannot be read is not taken as free.
+#[test]
+fn an_exclusive_gpu_goes_to_one_pick_and_an_unreadable_one_to_none() {
+    let bed = Bed::with_nvml(&FakeNvml::new().device(FakeDevice::h100(0).compute_mode(Some(3))));
+    let first = bed.run(&["pick", "--need", "1GiB"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(stdout(&first), format!("{}\n", uuid(0)));
+    let second = bed.run(&["pick", "--json", "--need", "1GiB"]);
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    let v = json(&second);
+    assert_eq!(
+        v["considered"][0]["why_not"],
+        "compute mode exclusive_process: another pick has reserved it for a command of its own"
+    );
+    let mut fake = FakeNvml::new().device(FakeDevice::h100(0).compute_mode(Some(3)));
+    fake.devices[0]
+        .errors
+        .push(("nvmlDeviceGetComputeRunningProcesses_v3".to_string(), 999));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&["pick", "--json", "--need", "1GiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let why = json(&o)["considered"][0]["why_not"].clone();
+    assert!(
+        why.as_str().unwrap().contains("could not be read"),
+        "unknown holder, not free: {why}"
+    );
+}

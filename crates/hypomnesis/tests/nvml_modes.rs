@@ -48,10 +48,10 @@ fn compute_modes_are_read_and_an_undefined_one_stays_unknown() {
         unknown(4)
     );
     assert_eq!(unknown(5).reason, UnknownReason::Unsupported);
-    let rows = probe.gpu_processes().processes;
+    let list = probe.gpu_processes();
     let refused: Vec<bool> = devices
         .iter()
-        .map(|d| mode_refusal(d, &rows).is_some())
+        .map(|d| mode_refusal(d, &list).is_some())
         .collect();
     assert_eq!(refused, [false, false, true, true, false, false]);
 }

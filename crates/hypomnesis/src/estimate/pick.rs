@@ -5,7 +5,7 @@
 //! | Rule | Where |
 //! |---|---|
 //! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
-//! | what can take a context at all: not a GPU whose compute mode is `prohibited`, nor an `exclusive_process` one whose context a process holds (an MPS server's is shared) | [`mode_refusal`] |
+//! | what can take a context at all: not a GPU whose compute mode is `prohibited`, nor an `exclusive_process` one whose context a process holds (an MPS server's is shared), whose process list could not be read, or that another pick has reserved | [`mode_refusal`], [`rank`] |
 //! | what fits: effective free (the device's free memory less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) against the effective free | [`rank`] |
 //! | the order: fitting first; the smallest effective free that fits (keeps big devices for big jobs); then the least busy; then the higher index (GPU 0 stays free for desktops) | [`rank`] |
 //! | the claim: each device's lock taken in turn, its reservations re-read and re-judged under the lock, ours appended (a lease: `--lease`), released if `count` cannot be met | [`pick`] |
@@ -186,8 +186,9 @@ pub fn candidates(devices: &[Device], req: &Request<'_>) -> (Vec<Candidate>, Vec
 }
 
 /// Sets each candidate's effective free memory from `reserved` (by selector), judges the need
-/// with `judge` (the device with its effective free memory → fits, or why not), and sorts
-/// (pure; see the [module docs](self)).
+/// with `judge` (the device with its effective free memory → fits, or why not) — an exclusive
+/// GPU another pick has reserved does not fit at all — and sorts (pure; see the
+/// [module docs](self)).
 pub fn rank(
     cands: &mut [Candidate],
     reserved: &BTreeMap<String, u64>,
@@ -200,9 +201,11 @@ pub fn rank(
             .memory
             .free_bytes
             .map(|f| f.saturating_sub(c.reserved_bytes));
-        (c.fits, c.why_not) = match c.effective_free_bytes {
-            None => (false, Some("its free memory is unknown".to_string())),
-            Some(free) => {
+        let refused = modes::reserved_refusal(&c.device, c.reserved_bytes);
+        (c.fits, c.why_not) = match (refused, c.effective_free_bytes) {
+            (Some(why), _) => (false, Some(why)),
+            (None, None) => (false, Some("its free memory is unknown".to_string())),
+            (None, Some(free)) => {
                 let mut d = c.device.clone();
                 d.memory.free_bytes = Some(free);
                 match judge(&d) {
@@ -379,9 +382,9 @@ pub fn pick(
         .iter()
         .any(|c| c.device.compute_mode.is_some_and(ComputeMode::is_exclusive))
     {
-        probe.gpu_processes().processes
+        probe.gpu_processes()
     } else {
-        Vec::new()
+        crate::types::ProcessList::default()
     };
     let judge_fn = |d: &Device| match mode_refusal(d, &rows) {
         Some(why) => Err(why),
