@@ -67,10 +67,15 @@ pub const STARTING: &str = "the XID counter is starting";
 /// A shared tally the counter thread writes and a command reads.
 pub type SharedTally = Arc<Mutex<XidTally>>;
 
+/// How long the XID thread waits for an event at a time (an event ends the wait at once): it
+/// wakes every 10 s, not every 250 ms as a counter that must stop quickly does — no command
+/// joins it (`serve`, `top` and `watch` end without waiting for it).
+pub const XID_WAIT: Duration = Duration::from_secs(10);
+
 /// Starts the thread that counts XID events from now on (NVML keeps no record of earlier
-/// ones), on a probe of its own, until `stop(&owner)` is set; each wait lasts up to `wait`
-/// (an event ends it at once), so the stop is noticed within that. Until the thread has made
-/// its event set the tally is unavailable ([`STARTING`]), never a count of 0.
+/// ones), on a probe of its own, until `stop(&owner)` is set (noticed within [`XID_WAIT`]).
+/// Until the thread has made its event set the tally is unavailable ([`STARTING`]), never a
+/// count of 0.
 ///
 /// # Errors
 /// When the thread cannot be started.
@@ -78,7 +83,6 @@ pub fn spawn_xid_counter<T: Send + Sync + 'static>(
     opts: ProbeOptions,
     owner: Arc<T>,
     stop: fn(&T) -> &AtomicBool,
-    wait: Duration,
 ) -> std::io::Result<SharedTally> {
     let tally = Arc::new(Mutex::new(starting()));
     let shared = Arc::clone(&tally);
@@ -90,7 +94,7 @@ pub fn spawn_xid_counter<T: Send + Sync + 'static>(
             if let Ok(mut t) = shared.lock() {
                 *t = events.tally();
             }
-            events.count_until_waiting(stop(&owner), &shared, wait);
+            events.count_until_waiting(stop(&owner), &shared, XID_WAIT);
         })?;
     Ok(tally)
 }

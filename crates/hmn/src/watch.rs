@@ -353,6 +353,8 @@ pub fn run(
             break;
         }
     }
+    let t_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    device_watch.finish(t_ms, g.json, out)?;
     let reason = tracker.unmeasurable_reason().map(str::to_string);
     let spill = tracker.into_report();
     // With the driver's accounting records (peak memory, utilization over each life).

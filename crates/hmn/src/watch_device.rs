@@ -10,7 +10,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hypomnesis::probe::events::XID_WAIT;
 use hypomnesis::sampler::Sample;
 use hypomnesis::types::xid_meaning;
 use hypomnesis::{DeviceList, Probe, Unattributed, Vendor};
@@ -67,7 +66,6 @@ impl DeviceWatch {
                 probe.options().clone(),
                 Arc::clone(&stop),
                 |s| s,
-                XID_WAIT,
             )?)
         };
         Ok(DeviceWatch {
@@ -151,16 +149,31 @@ impl DeviceWatch {
                 said.insert(0, format!("{at} {line}"));
             }
         }
+        said.extend(self.new_xids(s.t_ms, s.unix_ms, json, out)?);
+        say(out, &said)
+    }
+
+    /// The XID events counted since the last look: an `xid` record each on `out` (with
+    /// `json`), and their stderr lines returned.
+    fn new_xids(
+        &mut self,
+        t_ms: u64,
+        unix_ms: u64,
+        json: bool,
+        out: &mut dyn Write,
+    ) -> anyhow::Result<Vec<String>> {
+        let at = format!("hmn watch: +{:.1}s", t_ms as f64 / 1000.0);
         let news = match self.xid.as_ref().and_then(|t| t.lock().ok()) {
             Some(t) => self.new_xids.since_last(&t),
             None => Vec::new(),
         };
+        let mut said = Vec::new();
         for (device, xid, n) in news {
             if json {
                 let (meaning, class) = xid_meaning(xid);
                 output::json_line(
                     out,
-                    &json!({"kind": "xid", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
+                    &json!({"kind": "xid", "t_ms": t_ms, "unix_ms": unix_ms,
                     "device_index": device, "xid": xid, "count": n,
                     "meaning": (!meaning.is_empty()).then_some(meaning), "class": class.as_str()}),
                 )?;
@@ -172,11 +185,17 @@ impl DeviceWatch {
             };
             said.push(format!("{at} GPU {device}: {}{times}", xid_words(xid)));
         }
-        out.flush()?;
-        for line in said {
-            output::report(&format!("{}\n", sanitize(&line)))?;
-        }
-        Ok(())
+        Ok(said)
+    }
+
+    /// At the end, before the closing report: the XID events that arrived after the last
+    /// sample, said as the others were (so every event counted in the summary was said).
+    ///
+    /// # Errors
+    /// When `out` or stderr cannot be written.
+    pub fn finish(&mut self, t_ms: u64, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+        let said = self.new_xids(t_ms, crate::health::now_ms(), json, out)?;
+        say(out, &said)
     }
 
     /// The closing report's lines: each device's unattributed figure at the end and its peak
@@ -240,6 +259,15 @@ impl DeviceWatch {
             .map(|t| t.clone());
         json!({"unattributed": self.last, "unattributed_peak_bytes": self.peak, "xid": xid})
     }
+}
+
+/// Flushes `out` (its records go first), then writes `lines` on stderr, one each.
+fn say(out: &mut dyn Write, lines: &[String]) -> anyhow::Result<()> {
+    out.flush()?;
+    for line in lines {
+        output::report(&format!("{}\n", sanitize(line)))?;
+    }
+    Ok(())
 }
 
 impl Drop for DeviceWatch {

@@ -298,6 +298,13 @@ fn watch_follows_unattributed_memory_and_counts_xid_events() {
         Some(14 * GIB)
     );
     assert_eq!(summary["xid"]["counts"]["0"]["48"], 1, "{summary}");
+    // Every event the summary counts had its record (one after the last sample too).
+    let recorded: u64 = records
+        .iter()
+        .filter(|r| r["kind"] == "xid")
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(recorded, 1);
     let err = stderr(&o);
     for want in [
         "unattributed (device used less the processes listed): GPU 0 12 GiB",

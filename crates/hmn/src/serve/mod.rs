@@ -127,12 +127,7 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     // Memory health is read every collection; XID events are counted by a thread of their
     // own from now on (NVML keeps no record of earlier ones).
     let opts = opts.health(true);
-    let xid = crate::health::spawn_xid_counter(
-        opts.clone(),
-        Arc::clone(&stop),
-        |s| s,
-        hypomnesis::probe::events::XID_WAIT,
-    )?;
+    let xid = crate::health::spawn_xid_counter(opts.clone(), Arc::clone(&stop), |s| s)?;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     // The textfile is written under this lock: by the collector after each collection, and
     // by the watchdog with the stale rendering once the last collection is stale.

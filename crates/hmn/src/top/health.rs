@@ -154,9 +154,5 @@ pub fn spawn_xid(
     opts: hypomnesis::ProbeOptions,
     control: std::sync::Arc<super::collect::Control>,
 ) -> std::io::Result<crate::health::SharedTally> {
-    crate::health::spawn_xid_counter(opts, control, |c| &c.stop, XID_WAIT)
+    crate::health::spawn_xid_counter(opts, control, |c| &c.stop)
 }
-
-/// How long the XID thread waits for an event at a time (an event ends the wait at once): it
-/// wakes every 10 s, not every 250 ms as a counter that must stop quickly does.
-pub const XID_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
