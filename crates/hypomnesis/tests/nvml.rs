@@ -235,6 +235,15 @@ fn driver_not_loaded_falls_back_to_nvidia_smi() {
     assert_eq!(d.memory.total_bytes, Some(81_559 << 20));
     assert_eq!(d.memory.reserved_bytes, Some(540 << 20));
     assert_eq!(d.pci_bus_id.unwrap().to_string(), "0000:1a:00.0");
+    assert!(
+        d.compute_mode.is_none()
+            && d.unknown
+                .iter()
+                .any(|u| u.field == hypomnesis::Field::ComputeMode
+                    && u.reason == hypomnesis::UnknownReason::Unsupported),
+        "not read through nvidia-smi: unknown with the reason: {:?}",
+        d.unknown
+    );
     let procs = p.gpu_processes();
     assert_eq!(procs.processes.len(), 1);
     let row = &procs.processes[0];

@@ -19,10 +19,10 @@
 //! | `suspended` | runtime-suspended DRM devices (not read, so no figures) |
 //! | `cgroup` | the cgroup version, and whether `hmn run` can make its memory cgroup |
 //! | `container` | whether `hmn` runs in a container, and which PID namespace `/proc` shows |
+//! | `memory-pool` | Linux and macOS: which memory each GPU allocates from (dedicated VRAM, an AMD APU's carve-out + GTT, host RAM) and the evidence; warns where it cannot be told |
 //! | `memory-health` | every device's ECC counts, remapped rows or retired pages, amdgpu RAS counters: a pending remap or retirement asks for a GPU reset or reboot, uncorrectable errors fail |
 //! | `unattributed` | device memory no listed process accounts for, and the likely causes (hidden processes, other PID namespaces, MIG, an MPS server, the driver) |
 //! | `compute-mode` | each NVIDIA GPU's compute mode: `prohibited` warns (nothing can run CUDA there), exclusive ones are said, the default goes unsaid (last, on every platform) |
-//! | `memory-pool` | Linux and macOS: which memory each GPU allocates from (dedicated VRAM, an AMD APU's carve-out + GTT, host RAM) and the evidence; warns where it cannot be told |
 //! | `gpu-backends` | Windows and macOS only (with `nvml`, `nvidia-smi`, `accounting`): DXGI / Metal |
 //!
 //! Off Linux there is no `/proc`, `/sys` or cgroup to read: [`Platform`] picks the checks, and

@@ -228,6 +228,11 @@ fn to_device(g: SmiGpu) -> Device {
     d.pci_bus_id = store(g.pci_bus_id, Field::PciBusId, u);
     d.driver_version = store(g.driver_version, Field::DriverVersion, u);
     d.driver = Some("nvidia".to_string());
+    u.push(Unknown::new(
+        Field::ComputeMode,
+        UnknownReason::Unsupported,
+        "not read: the nvidia-smi fallback does not query it",
+    ));
     let reserved = match g.reserved {
         Some(r) => store(r, Field::MemoryReservedBytes, u),
         None => {
