@@ -20,6 +20,7 @@ mod estimate_llama_grid;
 mod estimate_vllm;
 mod health;
 mod nvml;
+mod nvml_absent;
 mod nvml_mig;
 mod nvml_modes;
 mod nvml_mps_util;
