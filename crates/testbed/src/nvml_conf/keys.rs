@@ -7,8 +7,8 @@ use super::model::{
 };
 use super::profiles::profile_table;
 use super::text::{
-    Key, Value, key, parse_pci, read_error, read_half, read_hex, read_pid, write_errors, write_hex,
-    write_pid,
+    Key, Value, key, parse_pci, read_error, read_half, read_hex, read_pid, read_supported,
+    write_errors, write_hex, write_pid, write_supported,
 };
 
 /// The `pid` key of a section with `pid`, `child_of_caller` and `caller` fields.
@@ -95,39 +95,13 @@ pub(crate) const DEVICE: &[Key<FakeDevice>] = &[
     key!("accounting_mode", d => d.accounting),
     Key {
         name: "persistence_mode",
-        write: |d| match d.persistence {
-            Some(on) => on.write(),
-            None => vec!["unsupported".to_string()],
-        },
-        read: |d, v| {
-            d.persistence = match v {
-                "unsupported" => None,
-                _ => {
-                    let mut on = false;
-                    on.read(v)?;
-                    Some(on)
-                }
-            };
-            Ok(())
-        },
+        write: |d| write_supported(&d.persistence),
+        read: |d, v| read_supported(&mut d.persistence, v),
     },
     Key {
         name: "compute_mode",
-        write: |d| match d.compute_mode {
-            Some(m) => m.write(),
-            None => vec!["unsupported".to_string()],
-        },
-        read: |d, v| {
-            d.compute_mode = match v {
-                "unsupported" => None,
-                _ => {
-                    let mut m = 0u32;
-                    m.read(v)?;
-                    Some(m)
-                }
-            };
-            Ok(())
-        },
+        write: |d| write_supported(&d.compute_mode),
+        read: |d, v| read_supported(&mut d.compute_mode, v),
     },
     Key {
         name: "error",

@@ -23,6 +23,8 @@
 //! memory_total = 85520809984
 //! memory_used = 4194304
 //! mig_mode = 1            # or unsupported (the default); mig_pending = 0|1
+//! persistence_mode = 0    # or 1, or unsupported
+//! compute_mode = 3        # nvmlComputeMode_t (0 the default), or unsupported
 //! mig_profiles = h100_80gb
 //!
 //! [process]

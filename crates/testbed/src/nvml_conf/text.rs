@@ -59,6 +59,24 @@ scalar_values!(
     super::model::ProcessListKind
 );
 
+/// A reading the driver may answer NOT_SUPPORTED for: `unsupported` for `None`, else the
+/// value (an omitted key keeps the model's default).
+pub(crate) fn write_supported<T: Scalar>(v: &Option<T>) -> Vec<String> {
+    vec![
+        v.as_ref()
+            .map_or_else(|| "unsupported".to_string(), Scalar::show),
+    ]
+}
+
+/// Reads what [`write_supported`] wrote.
+pub(crate) fn read_supported<T: Scalar>(slot: &mut Option<T>, v: &str) -> Result<(), String> {
+    *slot = match v {
+        "unsupported" => None,
+        _ => Some(T::parse(v)?),
+    };
+    Ok(())
+}
+
 /// Left out when `None`.
 impl<T: Scalar> Value for Option<T> {
     fn write(&self) -> Vec<String> {
