@@ -1,7 +1,7 @@
 //! The words for memory no process accounts for and for XID events, shared by `ps`, `top`,
-//! `serve` and `watch`, and the thread that counts XID events while one of them runs. The
-//! rules are the library's ([`Unattributed`], [`XidTally`]); this only says them and starts
-//! the counter.
+//! `serve` and `watch`, the thread that counts XID events while one of them runs, and the clock
+//! their stamps are read from ([`now_ms`], `top`'s too). The rules are the library's
+//! ([`Unattributed`], [`XidTally`]); this only says them and starts the counter.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;

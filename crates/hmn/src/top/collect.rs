@@ -21,7 +21,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hypomnesis::process::tree::{Stat, StatReader};
 use hypomnesis::process::{self, IdentityCache};
@@ -29,6 +29,8 @@ use hypomnesis::workload::WorkloadInfo;
 use hypomnesis::{
     Device, Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason,
 };
+
+use crate::health::now_ms;
 
 use super::snapshot::{
     Ancestor, Bound, CMDLINE_MAX, Limits, ProcessRow, Snapshot, TEXT_MAX, cut, cut_name,
@@ -145,13 +147,6 @@ fn thread_cpu() -> Duration {
 /// The rescan period that keeps a scan costing `cpu` within the budget.
 pub fn calibrated_rescan(cpu: Duration) -> Duration {
     cpu.div_f64(RESCAN_BUDGET).clamp(RESCAN_MIN, RESCAN_MAX)
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A process's command line, arguments joined by spaces, cut at [`CMDLINE_MAX`] bytes (the

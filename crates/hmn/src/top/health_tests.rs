@@ -15,8 +15,8 @@ use hypomnesis::XidTally;
 use hypomnesis::types::XidEvent;
 use ratatui::crossterm::event::KeyCode;
 
-use super::collect::now_ms;
 use super::tests::{collector, live, opts, press, text};
+use crate::health::now_ms;
 
 const GIB: u64 = 1 << 30;
 

@@ -26,11 +26,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use hypomnesis::ProbeOptions;
 
-use super::collect::{CollectOptions, Control, now_ms};
+use super::collect::{CollectOptions, Control};
 use super::recording::write_line;
 use super::snapshot::Snapshot;
 use crate::args::RecordArgs;
 use crate::format::duration;
+use crate::health::now_ms;
 use crate::outfile::{Dest, Sink};
 
 /// How often the main thread looks at the clock and the stop flag.

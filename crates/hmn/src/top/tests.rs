@@ -15,11 +15,12 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyEventState, 
 use ratatui::style::Color;
 
 use super::app::{App, Mode};
-use super::collect::{CollectOptions, Collector, now_ms};
+use super::collect::{CollectOptions, Collector};
 use super::player::Player;
 use super::recording::{Recording, write_line};
 use super::snapshot::{Limits, Snapshot};
 use super::theme::Theme;
+use crate::health::now_ms;
 
 pub(super) fn opts(bed: &Sandbox) -> ProbeOptions {
     ProbeOptions::default()

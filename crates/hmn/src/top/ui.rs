@@ -27,13 +27,14 @@ use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::layout::Rect;
 
 use super::app::{Action, App, Mode};
-use super::collect::{CollectOptions, Control, now_ms, spawn_into};
+use super::collect::{CollectOptions, Control, spawn_into};
 use super::panes::{MESSAGE_MS, stale_limit_ms, stale_since};
 use super::player::Player;
 use super::recording::Recording;
 use super::screen::Screen;
 use super::theme::Theme;
 use crate::args::TopArgs;
+use crate::health::now_ms;
 
 /// Puts the terminal back: raw mode off, main screen, cursor shown, mouse released. Safe to
 /// call more than once.
