@@ -36,6 +36,13 @@ fn ids(v: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// `hmn doctor ARGS` on `bed` without making a cgroup (`HMN_NO_CGROUP`).
+pub fn doctor(bed: &Bed, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["doctor"];
+    all.extend_from_slice(args);
+    bed.cmd(&all).env("HMN_NO_CGROUP", "1").output().unwrap()
+}
+
 fn status<'a>(v: &'a Value, id: &str) -> &'a Value {
     v["checks"]
         .as_array()
@@ -48,11 +55,7 @@ fn status<'a>(v: &'a Value, id: &str) -> &'a Value {
 #[test]
 fn one_line_per_check_and_json() {
     let bed = Bed::new();
-    let o = bed
-        .cmd(&["doctor"])
-        .env("HMN_NO_CGROUP", "1")
-        .output()
-        .unwrap();
+    let o = doctor(&bed, &[]);
     let out = stdout(&o);
     let statuses: Vec<&str> = out
         .lines()
@@ -82,11 +85,7 @@ fn one_line_per_check_and_json() {
             );
         }
     }
-    let o = bed
-        .cmd(&["doctor", "--json"])
-        .env("HMN_NO_CGROUP", "1")
-        .output()
-        .unwrap();
+    let o = doctor(&bed, &["--json"]);
     let v = json(&o);
     assert_eq!(v["schema"], 1);
     assert_eq!(ids(&v), IDS);
@@ -112,11 +111,7 @@ fn a_version_mismatch_fails_with_both_versions() {
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:00:00 UTC 2025\n",
         )
         .unwrap();
-    let o = bed
-        .cmd(&["doctor"])
-        .env("HMN_NO_CGROUP", "1")
-        .output()
-        .unwrap();
+    let o = doctor(&bed, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     let out = stdout(&o);
     let nvml = out
@@ -133,12 +128,7 @@ fn a_version_mismatch_fails_with_both_versions() {
         out.contains("fix: the installed NVIDIA library does not match"),
         "{out}"
     );
-    let v = json(
-        &bed.cmd(&["doctor", "--json"])
-            .env("HMN_NO_CGROUP", "1")
-            .output()
-            .unwrap(),
-    );
+    let v = json(&doctor(&bed, &["--json"]));
     assert_eq!(v["status"], "fail");
     assert_eq!(status(&v, "nvml")["status"], "fail");
 }
@@ -232,11 +222,7 @@ fn a_prohibited_gpu_warns_with_the_command_that_changes_it() {
         .device(FakeDevice::h100(0).compute_mode(Some(3)))
         .device(FakeDevice::h100(1).compute_mode(Some(2)));
     let bed = Bed::with_nvml(&fake);
-    let o = bed
-        .cmd(&["doctor", "--json"])
-        .env("HMN_NO_CGROUP", "1")
-        .output()
-        .unwrap();
+    let o = doctor(&bed, &["--json"]);
     let v = json(&o);
     let c = status(&v, "compute-mode");
     assert_eq!(c["status"], "warn", "{c}");

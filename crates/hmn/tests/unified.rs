@@ -318,11 +318,7 @@ fn an_amdgpu_without_hwmon_is_not_guessed() {
     assert!(why["detail"].as_str().unwrap().contains("amdgpu.dpm=0"));
     // The device line shows the carve-out as before; doctor warns with the remedy.
     assert!(stdout(&bed.run(&[])).contains("free 364 MiB / 512 MiB"));
-    let o = bed
-        .cmd(&["doctor", "--json"])
-        .env("HMN_NO_CGROUP", "1")
-        .output()
-        .unwrap();
+    let o = crate::doctor::doctor(&bed, &["--json"]);
     let v = json(&o);
     let c = v["checks"]
         .as_array()
