@@ -87,12 +87,7 @@ impl DeviceWatch {
         let Some(t) = self.xid.as_ref().and_then(|t| t.lock().ok()) else {
             return Err("the XID counter is not running".to_string());
         };
-        t.total_on(index).ok_or_else(|| {
-            t.unavailable
-                .clone()
-                .or_else(|| t.unknown.get(&index).cloned())
-                .unwrap_or_else(|| "no reason given".to_string())
-        })
+        t.count_on(index).map_err(str::to_string)
     }
 
     /// One sample's device figures: JSON records on `out` (with `json`), stderr lines when a

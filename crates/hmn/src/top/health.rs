@@ -121,8 +121,8 @@ pub fn xid_line(tally: Option<&XidTally>, index: u32) -> String {
         return "  XID events: not counted (a replay)".to_string();
     };
     let since = super::clock::utc(t.since_unix_ms);
-    match t.total_on(index) {
-        Some(total) => {
+    match t.count_on(index) {
+        Ok(total) => {
             let last = t.last.get(&index).map_or_else(String::new, |e| {
                 let at = super::clock::utc(e.unix_ms);
                 format!(
@@ -134,14 +134,7 @@ pub fn xid_line(tally: Option<&XidTally>, index: u32) -> String {
             });
             format!("  XID events since {since}: {total}{last}")
         }
-        None => {
-            let why = t
-                .unavailable
-                .as_deref()
-                .or_else(|| t.unknown.get(&index).map(String::as_str))
-                .unwrap_or("no reason given");
-            format!("  XID events: unavailable: {why}")
-        }
+        Err(why) => format!("  XID events: unavailable: {why}"),
     }
 }
 

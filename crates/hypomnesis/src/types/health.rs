@@ -511,14 +511,26 @@ impl XidTally {
 
     /// Events on device `index` (`None` when they cannot be counted there).
     pub fn total_on(&self, index: u32) -> Option<u64> {
-        if self.unavailable.is_some() || self.unknown.contains_key(&index) {
-            return None;
+        self.count_on(index).ok()
+    }
+
+    /// Events on device `index`, or why they cannot be counted there (the whole tally's
+    /// reason, else the device's).
+    ///
+    /// # Errors
+    /// The reason, when the events on `index` cannot be counted.
+    pub fn count_on(&self, index: u32) -> Result<u64, &str> {
+        if let Some(why) = self
+            .unavailable
+            .as_deref()
+            .or_else(|| self.unknown.get(&index).map(String::as_str))
+        {
+            return Err(why);
         }
-        Some(
-            self.counts
-                .get(&index)
-                .map_or(0, |m| m.values().fold(0u64, |a, b| a.saturating_add(*b))),
-        )
+        Ok(self
+            .counts
+            .get(&index)
+            .map_or(0, |m| m.values().fold(0u64, |a, b| a.saturating_add(*b))))
     }
 
     /// Events of class [`XidClass::Memory`] on device `index`.

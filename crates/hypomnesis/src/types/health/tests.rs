@@ -86,6 +86,14 @@ fn xid_tallies_count_per_device_and_class() {
     assert_eq!(t.last[&0].unix_ms, 12);
     t.unknown.insert(1, "events unsupported".into());
     assert_eq!(t.total_on(1), None, "unknown is not 0");
+    assert_eq!(t.count_on(1), Err("events unsupported"));
+    assert_eq!(t.count_on(0), Ok(3));
+    t.unavailable = Some("no NVML".into());
+    assert_eq!(
+        t.count_on(0),
+        Err("no NVML"),
+        "the whole tally's reason first"
+    );
     assert_eq!(xid_meaning(79).1, XidClass::DeviceLost);
     assert_eq!(xid_meaning(12345).1, XidClass::Other);
 }
