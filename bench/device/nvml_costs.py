@@ -63,9 +63,26 @@ def main():
         "nvmlDeviceGetTotalEccErrors(uncorrected, volatile)": lambda: N.nvmlDeviceGetTotalEccErrors(h, 1, 0),
         "nvmlDeviceGetRemappedRows": lambda: N.nvmlDeviceGetRemappedRows(h),
         "nvmlDeviceGetRetiredPages": lambda: N.nvmlDeviceGetRetiredPages(h, 0),
+        # Issue 24's leftovers: read once per device per query (compute mode), or by the XID
+        # counter's thread (the event set; a 0 ms wait is the call's own cost, a timeout).
+        "nvmlDeviceGetComputeMode": lambda: N.nvmlDeviceGetComputeMode(h),
+        "nvmlDeviceGetSupportedEventTypes": lambda: N.nvmlDeviceGetSupportedEventTypes(h),
     }
+    event_set = None
+    try:
+        event_set = N.nvmlEventSetCreate()
+        N.nvmlDeviceRegisterEvents(h, getattr(N, "nvmlEventTypeXidCriticalError", 8), event_set)
+        wait = getattr(N, "nvmlEventSetWait_v2", None) or N.nvmlEventSetWait
+        table["nvmlEventSetWait_v2(0 ms)"] = lambda: wait(event_set, 0)
+    except Exception as e:
+        res["event_set_error"] = f"{type(e).__name__}: {e}"[:160]
     for name, fn in table.items():
         res["calls"][name] = timed(fn, calls) if fn else {"error": "not in this binding"}
+    if event_set is not None:
+        try:
+            N.nvmlEventSetFree(event_set)
+        except Exception as e:
+            res["event_set_free_error"] = f"{type(e).__name__}: {e}"[:160]
     N.nvmlShutdown()
     cycles = []
     for _ in range(10):

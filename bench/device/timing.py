@@ -2,7 +2,7 @@
 nvidia-ml-py one-shot, run round-robin (so drift hits every command alike) RUNS times each, or
 until the whole loop has used BUDGET_S seconds. hyperfine is not assumed on the device.
 
-    timing.py RESULT RUNS BUDGET_S HMN
+    timing.py RESULT RUNS BUDGET_S HMN [NAME,NAME,...]   # only those commands
 
 RESULT (JSON): per command the runs, median/min/mean seconds and exit statuses, and the ratios
 of the medians named in RATIOS (each command against its baselines, in the same run).
@@ -25,6 +25,10 @@ def commands(hmn):
     return {
         "hmn_json": [hmn, "--json"],
         "hmn_ps_json": [hmn, "ps", "--json"],
+        # hmn's own share: the same command with NVML and nvidia-smi pointed at nothing (the
+        # /proc scan, DRM, JSON), so what NVML's load and init cost is the difference.
+        "hmn_ps_json_no_nvml": ["env", "HMN_NVML_LIB=/nonexistent/libnvidia-ml.so.1",
+                                "HMN_NVIDIA_SMI=/nonexistent/nvidia-smi", hmn, "ps", "--json"],
         "smi_query_gpu": ["nvidia-smi", "--query-gpu=index,memory.total,memory.used,memory.free,"
                           "memory.reserved", "--format=csv,noheader,nounits"],
         "smi_query_apps": ["nvidia-smi", "--query-compute-apps=pid,used_memory",
@@ -37,7 +41,7 @@ def commands(hmn):
 
 RATIOS = [("hmn_json", "smi_query_gpu"), ("hmn_json", "pynvml_oneshot"),
           ("hmn_ps_json", "smi_query_apps"), ("hmn_ps_json", "pynvml_oneshot"),
-          ("pynvml_oneshot", "python_empty")]
+          ("pynvml_oneshot", "python_empty"), ("hmn_ps_json_no_nvml", "hmn_ps_json")]
 
 
 def run_once(argv, limit=30):
@@ -63,8 +67,9 @@ def run_once(argv, limit=30):
     return p.returncode, seconds, ru.ru_utime + ru.ru_stime
 
 
-def main(result, runs, budget, hmn):
-    cmds = {name: {"argv": argv, "seconds": [], "rcs": []} for name, argv in commands(hmn).items()}
+def main(result, runs, budget, hmn, names=None):
+    cmds = {name: {"argv": argv, "seconds": [], "rcs": []} for name, argv in commands(hmn).items()
+            if names is None or name in names}
     start = time.time()
     for _ in range(runs):
         if time.time() - start > budget:
@@ -94,4 +99,5 @@ def main(result, runs, budget, hmn):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4],
+         sys.argv[5].split(",") if len(sys.argv) > 5 else None)

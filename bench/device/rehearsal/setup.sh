@@ -54,6 +54,8 @@ max_clock_memory_mhz = 3201
 persistence_mode = 1
 accounting_mode = 0
 mig_mode = 0
+compute_mode = 0
+events_supported = 0xff9f
 EOF
 export HMN_NVML_LIB=$REHEARSAL_DIR/nvml/libnvidia-ml.so.1
 export PATH=$R_HERE/bin:$PATH

@@ -2,7 +2,8 @@
 //! toolchain (the GPU validation run, `bench/device/run-all.sh`, carries it built): N queries
 //! of device 0 on one long-lived `Probe` (NVML loaded and initialised once) against N fresh
 //! probes (load + init + query + shutdown per call, as upstream hypomnesis did), and the bare
-//! nvml-wrapper memory-info call on an initialised library as the floor. Prints one JSON object:
+//! nvml-wrapper memory-info call on an initialised library as the floor, and nvml-wrapper's
+//! init and drop timed apart (cold and warm, below). Prints one JSON object:
 //! median and mean nanoseconds per call of each and the ratio of the medians (init per call
 //! over long-lived). NVML is found as `hmn` finds it (`HMN_NVML_LIB`, else the system's);
 //! `nvidia-smi` is never run.
@@ -118,6 +119,24 @@ fn main() {
         Err(e) => serde_json::json!({ "error": e.to_string() }),
     };
 
+    // Where a fresh probe's time goes: nvml-wrapper's init (load the library, resolve its
+    // symbols, nvmlInit_v2, the driver version) and drop (nvmlShutdown, unload), timed apart;
+    // "cold" with no other NVML instance alive, "warm" while one is (the library stays mapped
+    // and NVML's init is reference-counted, so warm is the symbol lookups alone).
+    let cycles = |keep: bool| {
+        let kept = if keep { builder.init().ok() } else { None };
+        let (mut init, mut shutdown) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            let (n, ns) = timed(|| builder.init());
+            init.push(ns);
+            shutdown.push(timed(|| drop(n)).1);
+        }
+        drop(kept);
+        serde_json::json!({ "init": stats(init), "drop": stats(shutdown) })
+    };
+    let init_cold = cycles(false);
+    let init_warm = cycles(true);
+
     let long = stats(long);
     let fresh = stats(fresh);
     let ratio = |a: &serde_json::Value, b: &serde_json::Value| match (
@@ -134,6 +153,8 @@ fn main() {
         "long_lived_probe": long,
         "init_per_call": fresh,
         "bare_nvml_memory_info": bare,
+        "nvml_init_cold": init_cold,
+        "nvml_init_warm": init_warm,
         "ratio_init_per_call_over_long_lived": ratio(&fresh, &long),
         "ratio_long_lived_over_bare": ratio(&long, &bare),
     });

@@ -233,3 +233,47 @@ def nvmlDeviceGetAccountingStats(h, pid):
     s = c_nvmlAccountingStats_t()
     _check(_fn("nvmlDeviceGetAccountingStats")(h, ctypes.c_uint(pid), ctypes.byref(s)))
     return s
+
+
+def nvmlDeviceGetComputeMode(h):
+    return _uint("nvmlDeviceGetComputeMode", h)
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses(h):
+    return _processes("nvmlDeviceGetMPSComputeRunningProcesses_v3", h)
+
+
+NVML_ERROR_TIMEOUT = 10
+nvmlEventTypeXidCriticalError = 0x8
+
+
+class c_nvmlEventData_t(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("eventType", ctypes.c_ulonglong),
+                ("eventData", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+def nvmlEventSetCreate():
+    s = ctypes.c_void_p()
+    _check(_fn("nvmlEventSetCreate")(ctypes.byref(s)))
+    return s
+
+
+def nvmlDeviceGetSupportedEventTypes(h):
+    v = ctypes.c_ulonglong()
+    _check(_fn("nvmlDeviceGetSupportedEventTypes")(h, ctypes.byref(v)))
+    return v.value
+
+
+def nvmlDeviceRegisterEvents(h, types, s):
+    _check(_fn("nvmlDeviceRegisterEvents")(h, ctypes.c_ulonglong(types), s))
+
+
+def nvmlEventSetWait_v2(s, ms):
+    e = c_nvmlEventData_t()
+    _check(_fn("nvmlEventSetWait_v2")(s, ctypes.byref(e), ctypes.c_uint(ms)))
+    return e
+
+
+def nvmlEventSetFree(s):
+    _check(_fn("nvmlEventSetFree")(s))
