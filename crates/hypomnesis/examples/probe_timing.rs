@@ -58,7 +58,51 @@ fn arg(i: usize, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// `probe_timing oneshot drop|forget|phases`: what one short-lived command (`hmn ps`) pays.
+/// `drop` and `forget` list devices and processes once and end — the probe dropped (NVML shut
+/// down and unloaded) or forgotten (the process exits with NVML initialised: the kernel
+/// closes the device files) — to be timed whole from outside; `phases` times each step of the
+/// same work from inside and prints it.
+fn oneshot(mode: &str) {
+    let opts = ProbeOptions::from_env()
+        .use_nvidia_smi(false)
+        .use_drm(false)
+        .energy(false);
+    let t = Instant::now();
+    let (probe, new_ns) = timed(|| Probe::with_options(opts));
+    let (devices, devices_ns) = timed(|| probe.devices());
+    let (procs, procs_ns) = timed(|| probe.gpu_processes());
+    let again_ns = timed(|| black_box(probe.devices().devices.len())).1;
+    let procs_again_ns = timed(|| black_box(probe.gpu_processes().processes.len())).1;
+    black_box((&devices, &procs));
+    match mode {
+        "forget" => std::mem::forget(probe),
+        "drop" => drop(probe),
+        _ => {
+            let drop_ns = timed(|| drop(probe)).1;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "probe_new_ns": new_ns,
+                    "first_devices_ns": devices_ns,
+                    "first_processes_ns": procs_ns,
+                    "second_devices_ns": again_ns,
+                    "second_processes_ns": procs_again_ns,
+                    "drop_ns": drop_ns,
+                    "total_ns": t.elapsed().as_nanos(),
+                    "devices": devices.devices.len(),
+                    "processes": procs.processes.len(),
+                })
+            );
+        }
+    }
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("oneshot") {
+        oneshot(std::env::args().nth(2).as_deref().unwrap_or("phases"));
+        return;
+    }
     let long_calls = arg(1, 2000);
     let fresh_calls = arg(2, 50);
     let fresh_max = Duration::from_secs(arg(3, 20));
