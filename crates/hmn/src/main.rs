@@ -109,15 +109,18 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let opts = cli.global.probe_options()?;
     // Only the device view and serve show the energy counter; every other command skips its
-    // driver call (2.9 ms a device on an H200: ProbeOptions::energy).
+    // driver call (2.9 ms a device on an H200: ProbeOptions::energy). Commands that show no
+    // telemetry at all skip it whole: a fresh NVML session's first telemetry calls took ~11 ms
+    // on an H200, a third of `hmn ps` (ProbeOptions::telemetry).
     let lean = opts.clone().energy(false);
+    let memory_only = || Probe::with_options(lean.clone().telemetry(false));
     match cli.command {
         None => devices::run(&Probe::with_options(opts.health(true)), &cli.global, out),
-        Some(Command::Ps(args)) => ps::run(&Probe::with_options(lean), &cli.global, &args, out),
-        Some(Command::Fits(args)) => fits::run(&Probe::with_options(lean), &cli.global, &args, out),
-        Some(Command::Pick(args)) => pick::run(&Probe::with_options(lean), &cli.global, &args, out),
+        Some(Command::Ps(args)) => ps::run(&memory_only(), &cli.global, &args, out),
+        Some(Command::Fits(args)) => fits::run(&memory_only(), &cli.global, &args, out),
+        Some(Command::Pick(args)) => pick::run(&memory_only(), &cli.global, &args, out),
         Some(Command::Run(args)) => run::run(lean, &cli.global, &args, out),
-        Some(Command::Spill(args)) => spill::run(lean, &cli.global, &args, out),
+        Some(Command::Spill(args)) => spill::run(lean.telemetry(false), &cli.global, &args, out),
         Some(Command::Watch(args)) => {
             watch::run(Probe::with_options(lean), &cli.global, &args, out)
         }

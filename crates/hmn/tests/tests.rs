@@ -30,6 +30,7 @@ mod nvml_failures;
 mod nvml_util;
 mod orphans;
 mod pick;
+mod reads;
 mod record;
 mod run;
 mod selectors;

@@ -6,7 +6,7 @@
 use hmn_testbed::{Driver, FakeNvml, FakeProc, FakeProcess};
 use hypomnesis::own::OwnSnapshot;
 use hypomnesis::{
-    Backend, BackendCause, BackendProblem, BackendState, Error, Field, Probe, ProcessKind, Source,
+    Backend, BackendCause, BackendProblem, BackendState, Error, Field, ProcessKind, Source,
     UnknownReason,
 };
 
@@ -382,32 +382,6 @@ fn two_scenarios_loaded_at_once_stay_independent() {
         assert_eq!(pa.devices().devices.len(), 1);
         assert_eq!(pb.devices().devices.len(), 3);
     }
-}
-
-/// The energy counter's driver call took 2.9 ms on an H200 (half of a device query): a probe
-/// built with `energy(false)` skips it and says so; every other figure is still read.
-#[test]
-fn the_energy_counter_is_skipped_when_not_requested() {
-    let bed = Bed::with_nvml(&FakeNvml::new().device(hmn_testbed::FakeDevice::h100(0)));
-    let on = bed.probe().device(0).unwrap();
-    assert_eq!(on.telemetry.energy_joules, Some(123_456.789));
-    let off = Probe::with_options(bed.options().energy(false))
-        .device(0)
-        .unwrap();
-    assert_eq!(off.telemetry.energy_joules, None);
-    assert_eq!(off.telemetry.power_watts, Some(71.234));
-    assert_eq!(off.memory, on.memory);
-    let why = off
-        .unknown
-        .iter()
-        .find(|u| u.field == Field::TelemetryEnergyJoules)
-        .expect("the skipped counter has a reason");
-    assert_eq!(why.reason, UnknownReason::NotRequested);
-    assert!(
-        !on.unknown
-            .iter()
-            .any(|u| u.field == Field::TelemetryEnergyJoules)
-    );
 }
 
 /// What never changes for a device (name, UUID, PCI address, maximum clocks, or that it cannot

@@ -25,6 +25,7 @@ mod nvml_mig;
 mod nvml_modes;
 mod nvml_mps_util;
 mod pid_reuse;
+mod reads;
 mod sampler;
 #[cfg(feature = "serde")]
 mod spellings;

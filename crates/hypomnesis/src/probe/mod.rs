@@ -108,7 +108,8 @@ impl Probe {
                 options.nvidia_smi.clone(),
                 options.nvidia_smi_timeout,
             ),
-            drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age),
+            drm: DrmBackend::new(options.roots.clone(), options.drm_index_max_age)
+                .telemetry(options.telemetry),
             options,
             nvml: OnceLock::new(),
             pid_view: OnceLock::new(),
@@ -171,8 +172,7 @@ impl Probe {
                 match nvml.device_count() {
                     Ok(count) => {
                         for index in 0..count {
-                            let dev =
-                                nvml.device_with(index, self.options.health, self.options.energy);
+                            let dev = nvml.device_with(index, self.options.reads());
                             if let Some(e) = &dev.error {
                                 list.warnings.push(Warning::device(index, e.clone()));
                             }
@@ -326,7 +326,7 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                let dev = nvml.device_with(index, self.options.health, self.options.energy);
+                let dev = nvml.device_with(index, self.options.reads());
                 // A pool is completed with the host's RAM and the process lists: the whole query.
                 if dev.pool.is_none() {
                     return unreadable_is_error(dev);

@@ -85,6 +85,8 @@ pub(crate) struct DrmBackend {
     names: Mutex<HashMap<crate::system::pci_ids::PciIdentity, Option<String>>>,
     /// When a discovery last found no DRM GPU (`None`: the last one found some, or none ran).
     none_since: Mutex<Option<Instant>>,
+    /// Whether a device listing reads hwmon, busy and clock files (`ProbeOptions::telemetry`).
+    telemetry: bool,
 }
 
 /// What one process walk found.
@@ -103,7 +105,15 @@ impl DrmBackend {
             previous: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             none_since: Mutex::new(None),
+            telemetry: true,
         }
+    }
+
+    /// Whether device listings read telemetry (`ProbeOptions::telemetry`; on by default).
+    #[must_use]
+    pub(crate) fn telemetry(mut self, on: bool) -> DrmBackend {
+        self.telemetry = on;
+        self
     }
 
     /// Lists the DRM devices, numbered from `first_index`; NVIDIA nodes whose PCI address
@@ -125,7 +135,7 @@ impl DrmBackend {
                 map.merged.push((f, d.index));
                 continue;
             }
-            let mut dev = sysfs::read(&self.roots, &f, next, nvml_reason);
+            let mut dev = sysfs::read(&self.roots, &f, next, nvml_reason, self.telemetry);
             if dev.name.is_none() {
                 if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
                     dev.name = Some(name);

@@ -185,7 +185,13 @@ fn driver_version(roots: &Roots, driver: &str) -> Option<String> {
 
 /// Reads a found device into a [`Device`] with the given index: the figures its driver's
 /// entry in the table ([`driver`]) names.
-pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&str>) -> Device {
+pub(crate) fn read(
+    roots: &Roots,
+    f: &Found,
+    index: u32,
+    nvml_reason: Option<&str>,
+    telemetry: bool,
+) -> Device {
     let mut d = Device::new(index, f.vendor(), Source::Sysfs);
     d.pci_bus_id = f.pci;
     d.driver.clone_from(&f.driver);
@@ -226,8 +232,27 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
     if drv.integrated == Integrated::Vddnb {
         pool::amdgpu(&f.dir, &mut d);
     }
+    if telemetry {
+        d.telemetry = read_telemetry(roots, f, drv, &mut d.unknown);
+    } else {
+        d.unknown.push(Unknown::new(
+            Field::Telemetry,
+            UnknownReason::NotRequested,
+            "not read: ProbeOptions::telemetry is off",
+        ));
+    }
+    d
+}
+
+/// A card's hwmon readings, busy counters and current clock (which files: its driver's entry).
+fn read_telemetry(
+    roots: &Roots,
+    f: &Found,
+    drv: &DrmDriver,
+    unknown: &mut Vec<Unknown>,
+) -> Telemetry {
     let hwmon = hwmon_dir(&f.dir);
-    let mut t = hwmon_telemetry(hwmon.as_deref(), &mut d.unknown);
+    let mut t = hwmon_telemetry(hwmon.as_deref(), unknown);
     let get = |name: &str| fsread::read_u64(&f.dir.join(name)).ok();
     match drv.utilization {
         Utilization::Files { gpu, memory } => {
@@ -241,7 +266,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
                 ),
             ] {
                 if v.is_none() {
-                    d.unknown.push(Unknown::new(
+                    unknown.push(Unknown::new(
                         field,
                         UnknownReason::Unsupported,
                         "not exposed by this ASIC",
@@ -249,7 +274,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
                 }
             }
         }
-        Utilization::NoCounter => d.unknown.push(Unknown::new(
+        Utilization::NoCounter => unknown.push(Unknown::new(
             Field::TelemetryUtilizationPercent,
             UnknownReason::Unsupported,
             format!(
@@ -272,8 +297,7 @@ pub(crate) fn read(roots: &Roots, f: &Found, index: u32, nvml_reason: Option<&st
     if let Some(mhz) = mhz {
         t.clock_graphics_mhz = mhz.and_then(|v| u32::try_from(v).ok());
     }
-    d.telemetry = t;
-    d
+    t
 }
 
 /// A device's memory figures, in [`Memory::new`]'s order (total, used, free, reserved).

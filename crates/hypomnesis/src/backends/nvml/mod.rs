@@ -54,6 +54,28 @@ use telemetry::{kept, telemetry};
 
 pub use locate::DEFAULT_LIBRARY;
 
+/// What a device query reads beyond memory, identity, compute mode and MIG state (the
+/// probe's options; each costs driver calls: docs/validation.md, runs 2 and 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reads {
+    /// Memory health ([`health::read`]).
+    pub health: bool,
+    /// Utilization, temperature, power and clocks.
+    pub telemetry: bool,
+    /// The cumulative energy counter (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on
+    /// an H200), with the telemetry.
+    pub energy: bool,
+}
+
+impl Reads {
+    /// Memory and identity only (upstream's device info).
+    pub(crate) const MEMORY: Reads = Reads {
+        health: false,
+        telemetry: false,
+        energy: false,
+    };
+}
+
 /// An initialised NVML session.
 pub(crate) struct NvmlBackend {
     nvml: Nvml,
@@ -159,11 +181,10 @@ impl NvmlBackend {
         self.handles.get(&self.nvml, index)
     }
 
-    /// Reads one device, its energy counter when `energy`, and its memory health when
-    /// `health` ([`health::read`]).
-    pub(crate) fn device_with(&self, index: u32, with_health: bool, energy: bool) -> Device {
-        let mut dev = self.read_device(index, energy);
-        if with_health && dev.error.is_none() {
+    /// Reads one device, with what `reads` asks beyond its memory and identity.
+    pub(crate) fn device_with(&self, index: u32, reads: Reads) -> Device {
+        let mut dev = self.read_device(index, reads);
+        if reads.health && dev.error.is_none() {
             if let Ok(handle) = self.handle(index) {
                 dev.health = Some(health::read(self.nvml.lib(), &handle, dev.mig_enabled()));
             }
@@ -178,10 +199,9 @@ impl NvmlBackend {
     }
 
     /// Reads one device. Never fails: what cannot be read is `None` with a reason, and a device
-    /// whose handle is refused is returned with `error` set. The cumulative energy counter is
-    /// read only when `energy` (`nvmlDeviceGetTotalEnergyConsumption`: 2.9 ms a call on an
-    /// H200, driver 580, about half of a device query; docs/validation.md, run 2).
-    fn read_device(&self, index: u32, energy: bool) -> Device {
+    /// whose handle is refused is returned with `error` set. Telemetry only when
+    /// `reads.telemetry`, its cumulative energy counter only when `reads.energy` too.
+    fn read_device(&self, index: u32, reads: Reads) -> Device {
         let mut dev = Device::new(index, Vendor::Nvidia, Source::Nvml);
         dev.driver = Some("nvidia".to_string());
         match &self.driver_version {
@@ -266,7 +286,15 @@ impl NvmlBackend {
                 }
             }
         }
-        dev.telemetry = telemetry(&handle, &mut fixed, &mut dev.unknown, energy);
+        if reads.telemetry {
+            dev.telemetry = telemetry(&handle, &mut fixed, &mut dev.unknown, reads.energy);
+        } else {
+            dev.unknown.push(Unknown::new(
+                Field::Telemetry,
+                UnknownReason::NotRequested,
+                "not read: ProbeOptions::telemetry is off",
+            ));
+        }
         self.fixed.keep(index, fixed);
         match convert::compute_mode(handle.compute_mode()) {
             Ok(m) => dev.compute_mode = Some(m),

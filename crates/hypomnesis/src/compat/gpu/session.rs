@@ -170,8 +170,10 @@ impl<'p> Session<'p> {
     pub(crate) fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
         if let Some(nvml) = self.nvml_device(index) {
             #[cfg(feature = "nvml")]
-            // Upstream's device info has no telemetry: the energy counter is not read.
-            match convert::device_info(&nvml.device_with(index, false, false)) {
+            // Upstream's device info has no telemetry: none of it is read.
+            match convert::device_info(
+                &nvml.device_with(index, crate::backends::nvml::Reads::MEMORY),
+            ) {
                 Ok(info) => return Ok(info),
                 Err(why) => trace!("[NVML debug]", "device {index}: {why}; trying nvidia-smi"),
             }

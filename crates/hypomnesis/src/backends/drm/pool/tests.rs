@@ -18,7 +18,7 @@ fn read(gpu: FakeGpu, edit: impl FnOnce(&std::path::Path)) -> Device {
         .with_proc(dir.path().join("proc"))
         .with_sys(world.sys.root());
     let found = sysfs::discover(&roots);
-    sysfs::read(&roots, &found[0], 0, None)
+    sysfs::read(&roots, &found[0], 0, None, true)
 }
 
 fn integrated_reason(d: &Device) -> Option<&str> {
