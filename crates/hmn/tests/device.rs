@@ -117,3 +117,70 @@ fn the_device_run_rehearses_clean_on_the_fake_nvml() {
         "{log}"
     );
 }
+
+/// Run 6's script (`bench/device/ops_check.sh`: compute mode, unattributed memory, XID
+/// counting, pick, `top` in a pseudo-terminal, start-up) rehearsed on the fake NVML: its
+/// four files come back and every figure it judges agrees, so the next lease is not spent on a
+/// broken script.
+#[test]
+fn the_ops_check_rehearses_clean_on_the_fake_nvml() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new("bash")
+        .arg(root.join("bench/device/ops_check.sh"))
+        .env("REHEARSAL", "1")
+        .env("REHEARSAL_NVML", fake_nvml_path(Driver::Modern))
+        .env("OUT", out.path())
+        .env("TMPDIR", tmp.path())
+        .env("HMN", env!("CARGO_BIN_EXE_hmn"))
+        .env("PROBE_TIMING", "/nonexistent")
+        .env("HOLD_GIB", "1")
+        .env("TIMING_RUNS", "2")
+        .env("MPS", "0")
+        .env_remove("HMN_NVML_LIB")
+        .env_remove("HMN_NVIDIA_SMI")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{log}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut files: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["ops-check.log", "ops-check.md", "ops-raw.tgz", "ops.json"],
+        "{log}"
+    );
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("ops.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["mode"], "rehearsal");
+    let checks = doc["checks"].as_array().unwrap();
+    let fails: Vec<&Value> = checks.iter().filter(|c| c["verdict"] == "FAIL").collect();
+    assert!(fails.is_empty(), "{fails:#?}\n{log}");
+    for figure in [
+        "GPU 0 compute mode",
+        "GPU 0 unattributed memory",
+        "GPU 0 hmn_device_compute_mode",
+        "GPU 0 XID events counted by watch",
+        "top's detail XID line",
+        "pick --need 1GiB",
+        "pick --need 100000GiB",
+        "quits on q",
+        "the PyTorch holder's row",
+    ] {
+        let v = checks.iter().find(|c| c["figure"] == figure);
+        assert_eq!(
+            v.map(|c| c["verdict"].as_str().unwrap()),
+            Some("PASS"),
+            "{figure}: {v:?}"
+        );
+    }
+}
