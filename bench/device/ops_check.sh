@@ -63,11 +63,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-ready() {  # FILE SECONDS PID
-  local i=0
-  while [ ! -s "$1" ] && ((i < $2 * 5)) && kill -0 "$3" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
-  [ -s "$1" ]
-}
+# shellcheck source=common.sh
+. "$HERE/common.sh"
 run() {  # NAME LIMIT CMD...: stdout to $R/NAME, stderr and exit status beside it
   local name=$1 limit=$2; shift 2
   timeout -k 3 "$limit" "$@" > "$R/$name" 2> "$R/$name.err"
@@ -77,7 +74,7 @@ run() {  # NAME LIMIT CMD...: stdout to $R/NAME, stderr and exit status beside i
 say "loads: PyTorch holds ${HOLD_GIB:-2} GiB; another runs matrix products"
 python3 "$HERE/load.py" hold "${HOLD_GIB:-2}" "$R/holder.json" 120 > "$R/holder.log" 2>&1 & LOADS+=($!)
 python3 "$HERE/load.py" busy "$R/busy.json" 120 > "$R/busy.log" 2>&1 & LOADS+=($!)
-ready "$R/holder.json" 60 "${LOADS[0]}" && ready "$R/busy.json" 30 "${LOADS[1]}" \
+wait_for "$R/holder.json" 60 "${LOADS[0]}" && wait_for "$R/busy.json" 30 "${LOADS[1]}" \
   || echo "loads not ready: $(tail -n 3 "$R/holder.log" "$R/busy.log")"
 sleep 1
 
@@ -97,17 +94,7 @@ port=$((20000 + RANDOM % 20000))
 python3 "$HERE/ops_nvml.py" xid 12 "$R/nvml-xid.json" > "$R/nvml-xid.out" 2>&1 & XID=$!
 timeout -k 3 25 "$HMN" watch --json --interval 1s --duration 10s > "$R/watch.jsonl" 2> "$R/watch.err"
 echo "$?" > "$R/watch.jsonl.rc"
-timeout 10 python3 - "$port" "$R/metrics.txt" <<'PY'
-import sys, time, urllib.request
-base = f"http://127.0.0.1:{sys.argv[1]}"
-for _ in range(40):
-    try:
-        if urllib.request.urlopen(base + "/healthz", timeout=1).status == 200:
-            break
-    except OSError:
-        time.sleep(0.2)
-open(sys.argv[2], "wb").write(urllib.request.urlopen(base + "/metrics", timeout=5).read())
-PY
+timeout 15 python3 "$HERE/scrape.py" "$port" "$R/metrics.txt"
 kill "$SERVE" 2>/dev/null; wait "$SERVE" "$XID" 2>/dev/null
 (timeout 5 dmesg 2>&1 | grep -i -E 'xid|NVRM' | tail -n 20) > "$R/dmesg-xid.txt"
 
@@ -135,7 +122,7 @@ if command -v nvidia-cuda-mps-control > /dev/null && [ "${MPS:-1}" = 1 ]; then
   if timeout 15 nvidia-cuda-mps-control -d > "$R/mps/start.txt" 2>&1; then
     MPS_UP=1
     python3 "$HERE/load.py" hold 1 "$R/mps/client.json" 60 > "$R/mps/client.log" 2>&1 & LOADS+=($!)
-    if ready "$R/mps/client.json" 45 "${LOADS[0]}"; then
+    if wait_for "$R/mps/client.json" 45 "${LOADS[0]}"; then
       sleep 1
       run mps/nvml.json 20 python3 "$HERE/ops_nvml.py" snapshot /dev/stdout
       run mps/hmn-ps.json 20 "$HMN" ps --json

@@ -125,22 +125,20 @@ def xid(raw):
     if nv is None:
         check("xid", "event set", "SKIP", {}, "", "nvidia-ml-py's XID view did not finish")
         return
-    events = {}
-    for e in nv.get("events", []):
-        events[e.get("device", "?")] = events.get(e.get("device", "?"), 0) + 1
     for i, d in sorted(nv.get("devices", {}).items()):
+        seen = sum(1 for e in nv.get("events", []) if str(e.get("index")) == i)
         mine = [r for r in devrecs if str(r.get("index")) == i]
         last = mine[-1] if mine else {}
         count = last.get("xid_events")
         why = last.get("xid_unknown_reason")
         if d.get("registered"):
-            ok = isinstance(count, int) and count == len(nv.get("events", []))
+            ok = isinstance(count, int) and count == seen
         else:
             ok = count is None and bool(why)
         check("xid", f"GPU {i} XID events counted by watch", "PASS" if ok else "FAIL",
               {"watch (last device record)": count, "reason": why,
                "nvidia-ml-py registered": d.get("registered"), "register_error": d.get("register_error"),
-               "nvidia-ml-py events": len(nv.get("events", [])), "device records": len(mine)},
+               "nvidia-ml-py events": seen, "device records": len(mine)},
               "a count (equal to the events nvidia-ml-py saw) where an XID event set registers; "
               "null with a reason where it does not")
     screen = load(raw, "top/screen-detail.txt") or ""

@@ -73,7 +73,8 @@ def xid(seconds, path):
             ms = max(1, int(min(1.0, end - time.time()) * 1000))
             try:
                 e = wait(s, ms)
-                res["events"].append({"t": time.time(), "type": e.eventType, "data": e.eventData})
+                res["events"].append({"t": time.time(), "type": e.eventType, "data": e.eventData,
+                                      "index": get(lambda: n.nvmlDeviceGetIndex(e.device))})
             except n.NVMLError as e:
                 if getattr(e, "value", None) != getattr(n, "NVML_ERROR_TIMEOUT", 10):
                     res["errors"].append(str(e))

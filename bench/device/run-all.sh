@@ -103,11 +103,8 @@ step() {
   summarize
 }
 
-wait_for() {  # FILE SECONDS PID: until FILE exists, SECONDS pass or process PID is gone
-  local i=0
-  while [ ! -s "$1" ] && ((i < $2 * 5)) && kill -0 "$3" 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
-  [ -s "$1" ]
-}
+# shellcheck source=common.sh
+. "$HERE/common.sh"
 export -f wait_for
 
 s0_facts() {
@@ -191,17 +188,7 @@ s4_extras() {
   if grep -qE '^  serve ' "$STEP_DIR/help.txt"; then
     port=$((20000 + RANDOM % 20000))
     "$HMN" serve --listen "127.0.0.1:$port" --interval 1s > "$STEP_DIR/serve.log" 2>&1 & S=$!
-    timeout 15 python3 - "$port" "$STEP_DIR/metrics.txt" <<'PY'
-import sys, time, urllib.request
-base = f"http://127.0.0.1:{sys.argv[1]}"
-for _ in range(50):
-    try:
-        if urllib.request.urlopen(base + "/healthz", timeout=1).status == 200:
-            break
-    except OSError:
-        time.sleep(0.2)
-open(sys.argv[2], "wb").write(urllib.request.urlopen(base + "/metrics", timeout=5).read())
-PY
+    timeout 15 python3 "$HERE/scrape.py" "$port" "$STEP_DIR/metrics.txt"
     st+=("metrics.txt=$?"); kill "$S" 2>/dev/null; wait "$S" 2>/dev/null
   else st+=("metrics.txt=absent: no serve subcommand in this hmn"); fi
   python3 - "$STEP_DIR/status.json" "${st[@]}" <<'PY'
