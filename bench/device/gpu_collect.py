@@ -25,14 +25,18 @@ GPU_FIELDS = ("index,name,uuid,pci.bus_id,driver_version,memory.total,memory.use
 APP_FIELDS = "pid,process_name,used_memory,gpu_uuid"
 
 
+def nvml_get(fn, *a, **k):
+    """fn(*a, **k) (bytes decoded), or {"error": …} where it failed: never a number."""
+    try:
+        v = fn(*a, **k)
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception as e:  # NVMLError, or a function this nvidia-ml-py lacks
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 def nvml_snapshot(n):
     """Every figure compare.py checks, from nvidia-ml-py, each call's failure recorded."""
-    def get(fn, *a, **k):
-        try:
-            v = fn(*a, **k)
-            return v.decode() if isinstance(v, bytes) else v
-        except Exception as e:  # NVMLError, or a function this nvidia-ml-py lacks
-            return {"error": f"{type(e).__name__}: {e}"}
+    get = nvml_get
     t = time.time()
     snap = {"t": t, "driver": get(n.nvmlSystemGetDriverVersion),
             "nvml": get(n.nvmlSystemGetNVMLVersion),

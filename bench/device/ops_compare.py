@@ -13,6 +13,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import load, text  # noqa: E402  (JSON or None; text or "")
+
 MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 CHECKS = []
 
@@ -22,23 +25,8 @@ def check(area, figure, verdict, values, rule, note=""):
                    "rule": rule, "note": note})
 
 
-def load(raw, name):
-    path = os.path.join(raw, name)
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError:
-        return None
-    if name.endswith(".json"):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
-    return text
-
-
 def rc(raw, name):
-    t = load(raw, name + ".rc")
+    t = text(raw, name + ".rc")
     return int(t) if t and t.strip().lstrip("-").isdigit() else None
 
 
@@ -65,7 +53,7 @@ def views(raw):
     hmn = load(raw, "hmn.json")
     ps = load(raw, "hmn-ps.json")
     smi = {}
-    for line in (load(raw, "smi-gpu.csv") or "").splitlines():
+    for line in text(raw, "smi-gpu.csv").splitlines():
         p = [x.strip() for x in line.split(",")]
         if len(p) >= 3 and p[0].isdigit():
             smi[int(p[0])] = p
@@ -101,7 +89,7 @@ def views(raw):
                 check("views", f"doctor {c.get('id')}", "INFO",
                       {"status": c.get("status"), "saw": c.get("saw"), "remedy": c.get("remedy")},
                       "recorded: what doctor says on a real driver")
-    met = load(raw, "metrics.txt") or ""
+    met = text(raw, "metrics.txt")
     for d in hmn.get("devices", []):
         i = d.get("index")
         ones = re.findall(r'^hmn_device_compute_mode\{[^}]*gpu="%d"[^}]*mode="([a-z_]+)"[^}]*\} 1(?:\.0)?$' % i,
@@ -120,7 +108,7 @@ def views(raw):
 
 def xid(raw):
     nv = load(raw, "nvml-xid.json")
-    recs = [json.loads(x) for x in (load(raw, "watch.jsonl") or "").splitlines() if x.startswith("{")]
+    recs = [json.loads(x) for x in text(raw, "watch.jsonl").splitlines() if x.startswith("{")]
     devrecs = [r for r in recs if r.get("kind") == "device"]
     if nv is None:
         check("xid", "event set", "SKIP", {}, "", "nvidia-ml-py's XID view did not finish")
@@ -141,14 +129,14 @@ def xid(raw):
                "nvidia-ml-py events": seen, "device records": len(mine)},
               "a count (equal to the events nvidia-ml-py saw) where an XID event set registers; "
               "null with a reason where it does not")
-    screen = load(raw, "top/screen-detail.txt") or ""
+    screen = text(raw, "top/screen-detail.txt")
     line = next((x.strip() for x in screen.splitlines() if "XID events" in x), None)
     reg = any(d.get("registered") for d in nv.get("devices", {}).values())
     if screen:
         ok = line is not None and (("since" in line) == reg)
         check("xid", "top's detail XID line", "PASS" if ok else "FAIL", {"line": line, "registered": reg},
               "'XID events since …: N' where events register, 'unavailable: why' where not")
-    dm = (load(raw, "dmesg-xid.txt") or "").strip()
+    dm = text(raw, "dmesg-xid.txt").strip()
     check("xid", "kernel log", "INFO", {"dmesg NVRM/Xid lines": dm.splitlines()[-3:] if dm else []},
           "recorded (dmesg may need privileges the machine does not give)")
 
@@ -157,12 +145,12 @@ def pick(raw):
     p, code = load(raw, "pick.json"), rc(raw, "pick.json")
     hmn = load(raw, "hmn.json") or {}
     uuids = {d.get("uuid") for d in hmn.get("devices", [])}
-    text = json.dumps(p) if p else ""
-    ok = code == 0 and any(u and u in text for u in uuids)
-    check("pick", "pick --need 1GiB", "PASS" if ok else "FAIL", {"exit": code, "json": text[:300]},
+    body = json.dumps(p) if p else ""
+    ok = code == 0 and any(u and u in body for u in uuids)
+    check("pick", "pick --need 1GiB", "PASS" if ok else "FAIL", {"exit": code, "json": body[:300]},
           "exit 0 and a GPU of hmn --json named")
     h, hcode = load(raw, "pick-huge.json"), rc(raw, "pick-huge.json")
-    err = (load(raw, "pick-huge.json.err") or "").strip()
+    err = text(raw, "pick-huge.json.err").strip()
     check("pick", "pick --need 100000GiB", "PASS" if hcode == 1 else "FAIL",
           {"exit": hcode, "json": json.dumps(h)[:300] if h else None, "stderr": err[:200]},
           "exit 1: no device has room")
@@ -171,7 +159,7 @@ def pick(raw):
 def top(raw):
     t = load(raw, "top/top.json")
     if not t:
-        check("top", "hmn top in a pseudo-terminal", "SKIP", {}, "", (load(raw, "top.out") or "")[-300:])
+        check("top", "hmn top in a pseudo-terminal", "SKIP", {}, "", text(raw, "top.out")[-300:])
         return
     check("top", "quits on q", "PASS" if t.get("exit") == 0 else "FAIL", {"exit": t.get("exit")},
           "exit 0 within 5 s of q")
@@ -179,8 +167,8 @@ def top(raw):
           {"percent": t.get("cpu_percent_of_core"), "window_s": t.get("window_s"),
            "status": t.get("status"), "bytes_written": t.get("bytes_written")},
           "recorded (issue 28 measured it only on the fake NVML)")
-    main = load(raw, "top/screen-main.txt") or ""
-    detail = load(raw, "top/screen-detail.txt") or ""
+    main = text(raw, "top/screen-main.txt")
+    detail = text(raw, "top/screen-detail.txt")
     holder = (load(raw, "holder.json") or {}).get("pid")
     shown = holder is not None and re.search(r"\b%d\b" % holder, main) is not None
     check("top", "the PyTorch holder's row", "PASS" if shown else "FAIL", {"pid": holder},
@@ -217,10 +205,10 @@ def startup(raw):
 
 
 def mps(raw):
-    if load(raw, "mps/absent.txt") is not None:
-        check("mps", "MPS", "SKIP", {}, "", load(raw, "mps/absent.txt").strip())
+    if text(raw, "mps/absent.txt"):
+        check("mps", "MPS", "SKIP", {}, "", text(raw, "mps/absent.txt").strip())
         return
-    failed = load(raw, "mps/failed.txt")
+    failed = text(raw, "mps/failed.txt")
     if failed:
         check("mps", "MPS daemon and client", "INFO", {"failed": failed.strip()[-400:]},
               "recorded: MPS could not be started here", "")
@@ -254,8 +242,8 @@ def mps(raw):
               {"hmn": un, "NVML used - compute/graphics rows": nvml_unattributed(d)},
               "recorded: the server's memory is left out of the process sums")
     check("mps", "nvidia-smi's view", "INFO",
-          {"compute-apps": (load(raw, "mps/smi-apps.csv") or "").strip().splitlines(),
-           "pmon": (load(raw, "mps/pmon.txt") or "").strip().splitlines()[-4:]}, "recorded")
+          {"compute-apps": text(raw, "mps/smi-apps.csv").strip().splitlines(),
+           "pmon": text(raw, "mps/pmon.txt").strip().splitlines()[-4:]}, "recorded")
 
 
 def main(raw, mode, out):

@@ -11,18 +11,14 @@ Every call's failure is recorded as text, never turned into a number.
 """
 
 import json
+import os
 import sys
 import time
 
 import pynvml as n
 
-
-def get(fn, *a, **k):
-    try:
-        v = fn(*a, **k)
-        return v.decode() if isinstance(v, bytes) else v
-    except Exception as e:  # NVMLError, or a function this nvidia-ml-py lacks
-        return {"error": f"{type(e).__name__}: {e}"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_collect import nvml_get as get  # noqa: E402
 
 
 def snapshot(path):

@@ -6,7 +6,7 @@ and its drop (nvmlShutdown, unload) 10.1 ms. This separates the rest:
 
     startup.py OUT.json HMN PROBE_TIMING [RUNS]
 
-- whole processes, round-robin, wall and CPU by wait4 (timing.run_once): `probe_timing
+- whole processes, round-robin, wall and CPU by wait4 (ab.medians): `probe_timing
   oneshot drop` (list devices and processes, drop the probe) against `oneshot forget` (the
   same, exiting with NVML initialised), `hmn ps --json`, nvidia-smi, and an nvidia-ml-py
   one-shot with and without nvmlShutdown;
@@ -24,14 +24,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import timing  # noqa: E402
+import ab  # noqa: E402
 
 ONESHOT = ("import pynvml as n\nn.nvmlInit()\nh = n.nvmlDeviceGetHandleByIndex(0)\n"
            "n.nvmlDeviceGetMemoryInfo(h)\nn.nvmlDeviceGetComputeRunningProcesses(h)\n")
 
 
 def whole(hmn, pt, runs):
-    cmds = {
+    return ab.medians({
         "probe_oneshot_drop": [pt, "oneshot", "drop"],
         "probe_oneshot_forget": [pt, "oneshot", "forget"],
         "hmn_ps_json": [hmn, "ps", "--json"],
@@ -39,22 +39,7 @@ def whole(hmn, pt, runs):
                            "--format=csv,noheader,nounits"],
         "pynvml_shutdown": ["python3", "-c", ONESHOT + "n.nvmlShutdown()\n"],
         "pynvml_no_shutdown": ["python3", "-c", ONESHOT],
-    }
-    got = {k: {"wall": [], "cpu": [], "rcs": set()} for k in cmds}
-    for _ in range(runs):
-        for k, argv in cmds.items():
-            rc, wall, cpu = timing.run_once(argv)
-            got[k]["wall"].append(wall)
-            if cpu is not None:
-                got[k]["cpu"].append(cpu)
-            got[k]["rcs"].add(str(rc))
-    out = {}
-    for k, v in got.items():
-        out[k] = {"runs": len(v["wall"]), "median_ms": round(statistics.median(v["wall"]) * 1000, 2),
-                  "min_ms": round(min(v["wall"]) * 1000, 2),
-                  "cpu_ms": round(statistics.median(v["cpu"]) * 1000, 2) if v["cpu"] else None,
-                  "rcs": sorted(v["rcs"])}
-    return out
+    }, runs)
 
 
 def phases(pt):
@@ -76,16 +61,17 @@ def first_calls():
     res = {}
 
     def t(name, fn):
+        """Times one call of `fn`: the first under NAME is its first_us, the next second_us."""
         a = time.perf_counter_ns()
+        err = None
         try:
             fn()
-            err = None
         except Exception as e:
             err = f"{type(e).__name__}: {e}"[:120]
-        us = round((time.perf_counter_ns() - a) / 1000, 1)
-        res.setdefault(name, {})["first_us" if "first_us" not in res.get(name, {}) else "second_us"] = us
+        entry = res.setdefault(name, {})
+        entry["second_us" if "first_us" in entry else "first_us"] = round((time.perf_counter_ns() - a) / 1000, 1)
         if err:
-            res[name]["error"] = err
+            entry["error"] = err
 
     t("nvmlInit", n.nvmlInit)
     h = None

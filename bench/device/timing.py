@@ -67,9 +67,11 @@ def run_once(argv, limit=30):
     return p.returncode, seconds, ru.ru_utime + ru.ru_stime
 
 
-def main(result, runs, budget, hmn, names=None):
-    cmds = {name: {"argv": argv, "seconds": [], "rcs": []} for name, argv in commands(hmn).items()
-            if names is None or name in names}
+def round_robin(argvs, runs, budget=float("inf")):
+    """Runs each of `argvs` ({name: argv}) once per round, RUNS rounds or until BUDGET seconds
+    have passed (so drift hits every command alike): per name its argv, wall seconds, CPU
+    seconds (None where not measured) and exit statuses."""
+    cmds = {name: {"argv": argv, "seconds": [], "cpu_s": [], "rcs": []} for name, argv in argvs.items()}
     start = time.time()
     for _ in range(runs):
         if time.time() - start > budget:
@@ -77,8 +79,15 @@ def main(result, runs, budget, hmn, names=None):
         for c in cmds.values():
             rc, seconds, cpu = run_once(c["argv"])
             c["seconds"].append(seconds)
-            c.setdefault("cpu_s", []).append(cpu)
+            c["cpu_s"].append(cpu)
             c["rcs"].append(rc)
+    return cmds
+
+
+def main(result, runs, budget, hmn, names=None):
+    start = time.time()
+    cmds = round_robin({name: argv for name, argv in commands(hmn).items()
+                        if names is None or name in names}, runs, budget)
     out = {"runs_asked": runs, "budget_s": budget, "loop_s": round(time.time() - start, 2),
            "commands": {}, "ratios": {}}
     for name, c in cmds.items():
@@ -87,7 +96,7 @@ def main(result, runs, budget, hmn, names=None):
             "argv": c["argv"], "runs": len(s), "rcs": sorted(set(map(str, c["rcs"]))),
             "median_s": statistics.median(s) if s else None, "min_s": min(s) if s else None,
             "mean_s": statistics.fmean(s) if s else None,
-            "median_cpu_s": statistics.median([x for x in c.get("cpu_s", []) if x is not None] or [0]) if s else None}
+            "median_cpu_s": statistics.median([x for x in c["cpu_s"] if x is not None] or [0]) if s else None}
     for a, b in RATIOS:
         ma = out["commands"].get(a, {}).get("median_s")
         mb = out["commands"].get(b, {}).get("median_s")
