@@ -13,51 +13,60 @@ use std::process::Command;
 use hmn_testbed::{Driver, fake_nvml_path};
 use serde_json::Value;
 
-#[test]
-fn the_device_run_rehearses_clean_on_the_fake_nvml() {
+/// Runs a device script (`bench/device/SCRIPT`) in rehearsal on the fake NVML with `env`, into
+/// a temporary `$OUT`: asserts it succeeded and returned exactly `files`, and gives its log and
+/// the comparer's `doc` (`compare.json` or `ops.json`), whose mode must be `rehearsal`.
+fn rehearse(script: &str, env: &[(&str, &str)], files: &[&str], doc: &str) -> (String, Value) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let o = Command::new("bash")
-        .arg(root.join("bench/device/run-all.sh"))
+        .arg(root.join("bench/device").join(script))
         .env("REHEARSAL", "1")
-        .env("REHEARSAL_SMI_ROOT", "1") // the accounting path: `nvidia-smi -am 1` succeeds
         .env("REHEARSAL_NVML", fake_nvml_path(Driver::Modern))
         .env("OUT", out.path())
         .env("TMPDIR", tmp.path())
         .env("HMN", env!("CARGO_BIN_EXE_hmn"))
-        .env("PROBE_TIMING", "/nonexistent") // not built by this test: the step says so
-        .env("HOLD_GIB", "1")
-        .env("FITS_LAYERS", "2")
-        .env("FITS_CONTEXTS", "512,2048")
-        .env("FITS_MIN_FREE_GIB", "0")
-        .env("TIMING_RUNS", "2")
+        .env("PROBE_TIMING", "/nonexistent") // not built by these tests: the step says so
+        .envs(env.iter().copied())
         .env_remove("HMN_NVML_LIB")
         .env_remove("HMN_NVIDIA_SMI")
         .output()
         .unwrap();
-    let log = String::from_utf8_lossy(&o.stdout);
+    let log = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
         "{log}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-
-    // Four files, the device tool's limit being eight.
-    let mut files: Vec<String> = std::fs::read_dir(out.path())
+    let mut got: Vec<String> = std::fs::read_dir(out.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    files.sort();
-    assert_eq!(
-        files,
-        ["compare.json", "raw.tgz", "run-all.log", "summary.md"],
-        "{log}"
-    );
+    got.sort();
+    assert_eq!(got, files, "{log}");
     let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("compare.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.path().join(doc)).unwrap()).unwrap();
     assert_eq!(doc["mode"], "rehearsal");
+    (log, doc)
+}
+
+#[test]
+fn the_device_run_rehearses_clean_on_the_fake_nvml() {
+    // Four files, the device tool's limit being eight.
+    let (log, doc) = rehearse(
+        "run-all.sh",
+        &[
+            ("REHEARSAL_SMI_ROOT", "1"), // the accounting path: `nvidia-smi -am 1` succeeds
+            ("HOLD_GIB", "1"),
+            ("FITS_LAYERS", "2"),
+            ("FITS_CONTEXTS", "512,2048"),
+            ("FITS_MIN_FREE_GIB", "0"),
+            ("TIMING_RUNS", "2"),
+        ],
+        &["compare.json", "raw.tgz", "run-all.log", "summary.md"],
+        "compare.json",
+    );
 
     // Every step ran to completion, in the order the lease wants.
     let steps: Vec<(String, String)> = doc["steps"]
@@ -124,44 +133,12 @@ fn the_device_run_rehearses_clean_on_the_fake_nvml() {
 /// broken script.
 #[test]
 fn the_ops_check_rehearses_clean_on_the_fake_nvml() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = tempfile::tempdir().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new("bash")
-        .arg(root.join("bench/device/ops_check.sh"))
-        .env("REHEARSAL", "1")
-        .env("REHEARSAL_NVML", fake_nvml_path(Driver::Modern))
-        .env("OUT", out.path())
-        .env("TMPDIR", tmp.path())
-        .env("HMN", env!("CARGO_BIN_EXE_hmn"))
-        .env("PROBE_TIMING", "/nonexistent")
-        .env("HOLD_GIB", "1")
-        .env("TIMING_RUNS", "2")
-        .env("MPS", "0")
-        .env_remove("HMN_NVML_LIB")
-        .env_remove("HMN_NVIDIA_SMI")
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{log}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let (log, doc) = rehearse(
+        "ops_check.sh",
+        &[("HOLD_GIB", "1"), ("TIMING_RUNS", "2"), ("MPS", "0")],
+        &["ops-check.log", "ops-check.md", "ops-raw.tgz", "ops.json"],
+        "ops.json",
     );
-    let mut files: Vec<String> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
-    assert_eq!(
-        files,
-        ["ops-check.log", "ops-check.md", "ops-raw.tgz", "ops.json"],
-        "{log}"
-    );
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("ops.json")).unwrap())
-            .unwrap();
-    assert_eq!(doc["mode"], "rehearsal");
     let checks = doc["checks"].as_array().unwrap();
     let fails: Vec<&Value> = checks.iter().filter(|c| c["verdict"] == "FAIL").collect();
     assert!(fails.is_empty(), "{fails:#?}\n{log}");

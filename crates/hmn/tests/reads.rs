@@ -3,18 +3,9 @@
 //! of it (the first telemetry calls of a fresh NVML session took ~11 ms on an H200, a third of
 //! `hmn ps`: docs/validation.md, run 7).
 
-use hmn_testbed::{FakeDevice, FakeNvml, nvml_calls};
+use hmn_testbed::{FakeDevice, FakeNvml, NVML_TELEMETRY_CALLS as TELEMETRY, nvml_calls};
 
 use crate::util::{Bed, stderr};
-
-const TELEMETRY: [&str; 6] = [
-    "nvmlDeviceGetUtilizationRates",
-    "nvmlDeviceGetTemperature",
-    "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetTotalEnergyConsumption",
-    "nvmlDeviceGetClockInfo",
-    "nvmlDeviceGetMaxClockInfo",
-];
 
 /// The driver calls `hmn ARGS` made (asserting it did not fail).
 fn asked(bed: &Bed, args: &[&str]) -> Vec<String> {

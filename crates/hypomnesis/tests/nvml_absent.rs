@@ -200,45 +200,43 @@ fn nvidia_smi_is_bounded_whatever_its_children_do() {
     use hmn_testbed::SmiBehaviour;
     let bed = Bed::with_nvml(&FakeNvml::h100s(1).init_error(9));
     let csv = "0, NVIDIA H100 80GB HBM3, GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e1a55, 00000000:1A:00.0, 550.54.15, 81559, 72908, 8111, 540\n";
+    // The devices an nvidia-smi that behaves so (installed in DIR) gives within TIMEOUT, and
+    // how long the listing took.
+    let list_with = |dir: &std::path::Path, behaviour, timeout| {
+        let smi = FakeSmi::new(csv, "")
+            .behaving(behaviour)
+            .install(dir)
+            .unwrap();
+        let p = Probe::with_options(
+            bed.options()
+                .use_nvidia_smi(true)
+                .nvidia_smi(&smi)
+                .nvidia_smi_timeout(timeout),
+        );
+        let started = std::time::Instant::now();
+        let list = p.devices();
+        (list, started.elapsed())
+    };
     let dir = bed.path("leaves");
-    let smi = FakeSmi::new(csv, "")
-        .behaving(SmiBehaviour::LeavesChildHoldingStdout)
-        .install(&dir)
-        .unwrap();
-    let p = Probe::with_options(
-        bed.options()
-            .use_nvidia_smi(true)
-            .nvidia_smi(&smi)
-            .nvidia_smi_timeout(Duration::from_secs(20)),
+    let (list, took) = list_with(
+        &dir,
+        SmiBehaviour::LeavesChildHoldingStdout,
+        Duration::from_secs(20),
     );
-    let started = std::time::Instant::now();
-    let list = p.devices();
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "held for {:?} by a child holding the pipe",
-        started.elapsed()
+        took < Duration::from_secs(5),
+        "held for {took:?} by a child holding the pipe"
     );
     assert_eq!(list.devices.len(), 1, "the answer is used: {list:?}");
     assert!(leftover_dies(&dir), "the leftover child was killed");
 
     let dir = bed.path("wrapper");
-    let smi = FakeSmi::new(csv, "")
-        .behaving(SmiBehaviour::ChildIgnoresTerm)
-        .install(&dir)
-        .unwrap();
-    let p = Probe::with_options(
-        bed.options()
-            .use_nvidia_smi(true)
-            .nvidia_smi(&smi)
-            .nvidia_smi_timeout(Duration::from_millis(300)),
+    let (list, took) = list_with(
+        &dir,
+        SmiBehaviour::ChildIgnoresTerm,
+        Duration::from_millis(300),
     );
-    let started = std::time::Instant::now();
-    let list = p.devices();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
     assert!(list.devices.is_empty());
     let smi_state = list
         .backends

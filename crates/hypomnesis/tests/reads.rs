@@ -71,17 +71,7 @@ fn telemetry_is_not_asked_when_not_requested() {
     let calls = hmn_testbed::nvml_calls(&bed.env.nvml);
     let asked: Vec<_> = calls[before..]
         .iter()
-        .filter(|c| {
-            [
-                "nvmlDeviceGetUtilizationRates",
-                "nvmlDeviceGetTemperature",
-                "nvmlDeviceGetPowerUsage",
-                "nvmlDeviceGetTotalEnergyConsumption",
-                "nvmlDeviceGetClockInfo",
-                "nvmlDeviceGetMaxClockInfo",
-            ]
-            .contains(&c.as_str())
-        })
+        .filter(|c| hmn_testbed::NVML_TELEMETRY_CALLS.contains(&c.as_str()))
         .collect();
     assert!(asked.is_empty(), "telemetry calls made: {asked:?}");
     assert!(

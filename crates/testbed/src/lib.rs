@@ -46,8 +46,8 @@ pub fn symlink(
 pub use gguf::{GgufWriter, ggml};
 pub use nvml::{
     DeviceExtras, Driver, FakeComputeInstance, FakeDevice, FakeEvent, FakeGpuInstance, FakeHealth,
-    FakeNvml, FakeProcess, FakeSample, ProcessListKind, Used, fake_nvml_path, nvml_calls,
-    nvml_hang_flag,
+    FakeNvml, FakeProcess, FakeSample, NVML_TELEMETRY_CALLS, ProcessListKind, Used, fake_nvml_path,
+    nvml_calls, nvml_hang_flag,
 };
 pub use procfs::{FakeProc, ProcFixture};
 pub use sandbox::Sandbox;

@@ -375,6 +375,17 @@ pub fn nvml_hang_flag(lib: &Path) -> PathBuf {
     lib.with_file_name("fake-nvml.hang")
 }
 
+/// The symbols a device's telemetry is read through (utilization, temperature, power, energy,
+/// current and maximum clocks): what a query that does not ask for telemetry must not call.
+pub const NVML_TELEMETRY_CALLS: [&str; 6] = [
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetMaxClockInfo",
+];
+
 /// The symbols the fake library at `lib` was called through, in order, for a scenario built
 /// with [`FakeNvml::log_calls`] (empty before the first call).
 pub fn nvml_calls(lib: &Path) -> Vec<String> {
