@@ -46,7 +46,7 @@ fn signed(delta: i128) -> String {
 struct Followed {
     id: ProcessId,
     name: ProcessName,
-    /// Its workload (cgroup), looked up when it was chosen.
+    /// Its workload (cgroup, and the pod's or container's names), looked up when it was chosen.
     workload: Option<WorkloadInfo>,
 }
 
@@ -70,15 +70,16 @@ fn check_conflicts(args: &WatchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The explicit pids (each must exist).
+/// The explicit pids (each must exist), their workloads named as `hmn ps` names them.
 fn explicit(probe: &Probe, pids: &[u32]) -> anyhow::Result<Vec<Followed>> {
+    let names = hypomnesis::workload::names::NameCache::new();
     pids.iter()
         .map(|pid| {
             read_stat(probe.roots(), *pid)
                 .map(|s| Followed {
                     id: s.id(),
                     name: s.comm,
-                    workload: hypomnesis::workload::of_process(probe.roots(), *pid),
+                    workload: hypomnesis::workload::of_process_named(probe.roots(), *pid, &names),
                 })
                 .map_err(|_| anyhow::anyhow!("watch: no process {pid}"))
         })

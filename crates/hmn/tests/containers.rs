@@ -110,6 +110,62 @@ fn the_workload_filter() {
     assert!(stderr(&o).contains("invalid filter"), "{}", stderr(&o));
 }
 
+/// `record` (top's collector) and `watch PID` name the pod as `ps` does, from the kubelet's log
+/// layout under `HMN_LOG_ROOT`.
+#[test]
+fn record_and_watch_name_the_pod_as_ps_does() {
+    let bed = host_bed();
+    bed.fixture().stat(48213, "vllm", 1, 100).unwrap();
+    bed.kubelet_container("ml", "llama-0", &UID_.replace('_', "-"), "server", ID);
+    let names = |w: &serde_json::Value| {
+        (
+            w["namespace"].as_str().map(str::to_string),
+            w["pod_name"].as_str().map(str::to_string),
+            w["container_name"].as_str().map(str::to_string),
+        )
+    };
+    let want = (
+        Some("ml".to_string()),
+        Some("llama-0".to_string()),
+        Some("server".to_string()),
+    );
+    let file = bed.path("rec.jsonl");
+    let o = bed.run(&[
+        "record",
+        "--interval",
+        "100ms",
+        "--duration",
+        "150ms",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let row = first["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 48213)
+        .unwrap();
+    assert_eq!(names(&row["workload"]), want, "{row}");
+    let o = bed.run(&[
+        "watch",
+        "--interval",
+        "100ms",
+        "--duration",
+        "150ms",
+        "--json",
+        "48213",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sample = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["kind"] == "sample")
+        .unwrap();
+    assert_eq!(names(&sample["workload"]), want, "{sample}");
+}
+
 /// A container's own `/proc`: hmn is pid 1 there, its namespace is not the initial one, and
 /// pid 7 is an unrelated shell — which NVML's host pid 7 must not be named after.
 fn container_bed() -> Bed {

@@ -2,10 +2,11 @@
 //! (on its own thread, [`spawn`]) and `hmn record` (in a loop).
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
-//! reused between rescans) with each row's name, owner and workload as read this sample,
-//! `/proc/meminfo`, and for each GPU process its `stat` (parent, start time, RSS, the kernel's
-//! name), and its ancestors' while they are wanted (`record` always, `top` while the tree
-//! view is shown). Those files are kept open between samples and re-read with one
+//! reused between rescans), each row's name, owner and workload (its cgroup, with the pod's
+//! or container's names through the library's [`NameCache`], as `hmn ps` names them) kept
+//! per process, `/proc/meminfo`, and for each GPU process its `stat` (parent, start time,
+//! RSS, the kernel's name), and its ancestors' while they are wanted (`record` always, `top`
+//! while the tree view is shown). Those files are kept open between samples and re-read with one
 //! `pread` each (the probe's `meminfo`, a [`StatReader`]; closed once a sample no longer reads
 //! them). The command line is kept per (pid, start time) and read again when
 //! the kernel's name or the row's name changes (an `exec`, a `prctl`/`setproctitle` rename).
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use hypomnesis::process::tree::{Stat, StatReader};
 use hypomnesis::process::{self, IdentityCache};
 use hypomnesis::workload::WorkloadInfo;
+use hypomnesis::workload::names::NameCache;
 use hypomnesis::{
     Device, Field, Probe, ProbeOptions, ProcessName, Roots, Source, Unknown, UnknownReason,
 };
@@ -96,6 +98,8 @@ pub struct Collector {
     page_size: u64,
     limits: Limits,
     users: IdentityCache,
+    /// The names of pods and containers (the kubelet's log layout, the runtimes' configs).
+    names: NameCache,
     /// How long identities are kept unread ([`IDENTITY_REFRESH`]; tests shorten it).
     identity_refresh: Duration,
     known: HashMap<(u32, Option<u64>), Known>,
@@ -205,6 +209,7 @@ impl Collector {
             page_size,
             limits: o.limits,
             users: IdentityCache::new(),
+            names: NameCache::new(),
             identity_refresh: IDENTITY_REFRESH,
             known: HashMap::new(),
             stats,
@@ -224,7 +229,7 @@ impl Collector {
     fn known(&mut self, pid: u32, start: Option<u64>, comm: Option<&ProcessName>) -> &Known {
         let (tick, now) = (self.tick, Instant::now());
         let refresh = self.identity_refresh;
-        let (roots, users) = (&self.roots, &mut self.users);
+        let (roots, users, names) = (&self.roots, &mut self.users, &self.names);
         let mut read = || {
             // The name from the `comm` this sample's `stat` gave, where it gave one.
             let id = match comm {
@@ -236,7 +241,8 @@ impl Collector {
                 name: id.name.map(|n| cut_name(n, TEXT_MAX)),
                 uid: id.uid,
                 user: id.user.map(|n| cut(n, TEXT_MAX)),
-                workload: hypomnesis::workload::of_process(roots, pid).map(Bound::bounded),
+                workload: hypomnesis::workload::of_process_named(roots, pid, names)
+                    .map(Bound::bounded),
                 cmdline: cmdline(roots, pid),
                 read_at: now,
                 last_seen: tick,
@@ -306,7 +312,8 @@ impl Collector {
         let host_pids_visible = self.probe.pid_view().host_pids_visible();
         let mut stats: HashMap<u32, Option<Stat>> = HashMap::new();
         for p in std::mem::take(&mut list.processes) {
-            // The row's name, owner and workload are the probe's, read this sample.
+            // The row as the probe lists it (without names); its name, owner and workload are
+            // `known`'s below.
             let (pid, source) = (p.pid, p.source);
             let mut row = ProcessRow::from_gpu(p);
             if !host_pids_visible && matches!(source, Source::Nvml | Source::NvidiaSmi) {

@@ -230,6 +230,9 @@ impl Bound for WorkloadInfo {
             &mut self.pod_uid,
             &mut self.slurm_step,
             &mut self.unit,
+            &mut self.namespace,
+            &mut self.pod_name,
+            &mut self.container_name,
         ] {
             cut_opt(s, TEXT_MAX);
         }
@@ -448,7 +451,16 @@ mod tests {
                 hypomnesis::EngineUsage::default(),
             );
         }
+        let mut w = WorkloadInfo::new(hypomnesis::workload::WorkloadKind::Pod, "/kubepods");
+        w.namespace = Some("n".repeat(1000));
+        w.pod_name = Some("p".repeat(1000));
+        w.container_name = Some("c".repeat(1000));
+        g.workload = Some(w);
         let r = ProcessRow::from_gpu(g).gpu;
+        let w = r.workload.as_ref().unwrap();
+        for name in [&w.namespace, &w.pod_name, &w.container_name] {
+            assert_eq!(name.as_ref().map(String::len), Some(TEXT_MAX));
+        }
         assert_eq!(r.user.map(|u| u.len()), Some(TEXT_MAX));
         assert_eq!(r.drm_clients.len(), LIST_MAX);
         assert_eq!(r.engines.len(), ENGINES_MAX);

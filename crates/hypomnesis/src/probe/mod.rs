@@ -480,10 +480,7 @@ impl Probe {
             row.uid = id.uid;
             row.user = id.user;
             row.ns_pid = id.ns_pid;
-            row.workload = crate::system::workload::of_process(roots, row.pid);
-            if let Some(w) = &mut row.workload {
-                self.names.fill(roots, w);
-            }
+            row.workload = crate::system::workload::of_process_named(roots, row.pid, &self.names);
         }
         #[cfg(feature = "nvml")]
         crate::backends::nvml::mps::classify(rows, |r| {

@@ -23,7 +23,8 @@
 //!
 //! The names of a pod or container (namespace, pod, container) come from the node's own files
 //! where they are readable ([`names`]: the kubelet's log layout, Docker's and the OCI
-//! bundles' configs), filled in by the probe.
+//! bundles' configs), filled in by the probe and by [`of_process_named`] (a [`names::NameCache`]
+//! kept by the caller).
 
 // Names from the node's own files (the kubelet's log layout, Docker's and the OCI bundles'
 // configs).
@@ -120,6 +121,17 @@ pub fn path_of(lines: &[CgroupLine]) -> Option<&str> {
 pub fn of_process(roots: &Roots, pid: u32) -> Option<WorkloadInfo> {
     let lines = fsread::read_pid_file(roots, pid, "cgroup", |t| Ok(parse_proc_cgroup(t))).ok()?;
     path_of(&lines).and_then(classify)
+}
+
+/// [`of_process`] with the names of its pod or container (namespace, pod, container; Docker's
+/// name) filled from the node's files where they name it, through `names` (kept between
+/// calls: the kubelet index and each container's names are read once, not per process). The
+/// one rule for every caller that reads a process's workload itself (`hmn top`, `hmn watch
+/// PID`) and for the probe's own rows.
+pub fn of_process_named(roots: &Roots, pid: u32, names: &names::NameCache) -> Option<WorkloadInfo> {
+    let mut w = of_process(roots, pid)?;
+    names.fill(roots, &mut w);
+    Some(w)
 }
 
 /// `pod<uid>` in a component (`pod<uid>`, `kubepods-besteffort-pod<uid>.slice`): a 36-character

@@ -153,3 +153,58 @@ fn ancestors_are_read_only_while_they_are_wanted() {
     c.ancestors = true;
     assert_eq!(names(&c.sample(Duration::from_secs(1))), both);
 }
+
+/// A pod's process is shown with its namespace, pod and container names, as `hmn ps` shows
+/// it (the kubelet's log layout under the log root), in the table and in the detail pane.
+#[test]
+fn a_pods_process_is_shown_by_its_names_as_ps_shows_it() {
+    const ID: &str = "4e9a6f0b6d7c1f1a0e8c8f5a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
+    const UID: &str = "8a1c5bc0-0cf5-4b4a-9f8b-0c2f6e7a5d11";
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, 48213, 8 << 30));
+    let bed = Sandbox::with_nvml(&fake);
+    let f = bed.fixture();
+    f.process(&FakeProc::new(48213, "vllm")).unwrap();
+    f.stat(48213, "vllm", 1, 100).unwrap();
+    f.file(
+        "48213/cgroup",
+        &format!(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{ID}.scope\n",
+            UID.replace('-', "_")
+        ),
+    )
+    .unwrap();
+    bed.kubelet_container("ml", "web", UID, "srv", ID);
+    let opts = crate::top::tests::opts(&bed).roots(
+        Roots::system()
+            .with_proc(bed.proc())
+            .with_sys(bed.world.sys.root())
+            .with_log(&bed.env.log)
+            .with_runtimes_under(&bed.env.runtimes),
+    );
+    let mut c = Collector::new(
+        opts,
+        CollectOptions {
+            limits: Limits { max_processes: 64 },
+            rescan: Some(Duration::from_secs(5)),
+        },
+    );
+    let snap = c.sample(Duration::from_secs(1));
+    let w = snap.processes[0].gpu.workload.clone().unwrap();
+    assert_eq!(
+        (
+            w.namespace.as_deref(),
+            w.pod_name.as_deref(),
+            w.container_name.as_deref()
+        ),
+        (Some("ml"), Some("web"), Some("srv"))
+    );
+    let mut app = crate::top::tests::live();
+    app.push(snap);
+    app.now_ms = crate::health::now_ms();
+    let s = crate::top::tests::text(&mut app, 120, 30);
+    let row = s.lines().find(|l| l.contains("48213")).unwrap();
+    assert!(row.contains("ml/web/srv"), "{s}");
+    crate::top::tests::press(&mut app, ratatui::crossterm::event::KeyCode::Enter);
+    let s = crate::top::tests::text(&mut app, 120, 30);
+    assert!(s.contains("pod: ml/web/srv"), "{s}");
+}

@@ -345,6 +345,38 @@ fn a_process_workload_from_its_file() {
 }
 
 #[test]
+fn a_process_workload_named_from_the_kubelet_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proc, log) = (dir.path().join("proc"), dir.path().join("log"));
+    let roots = Roots::system()
+        .with_proc(&proc)
+        .with_log(&log)
+        .with_runtimes_under(dir.path());
+    std::fs::create_dir_all(proc.join("7")).unwrap();
+    std::fs::write(
+        proc.join("7/cgroup"),
+        format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope\n"),
+    )
+    .unwrap();
+    hmn_testbed::kubelet_container(&log, "ml", "llama-0", UID, "server", ID).unwrap();
+    let cache = names::NameCache::new();
+    let w = of_process_named(&roots, 7, &cache).unwrap();
+    assert_eq!(w.label(), "ml/llama-0/server");
+    assert_eq!(
+        w.names_from,
+        Some(crate::types::workload::NameSource::KubeletLogs)
+    );
+    // Without the layout: the ids, as `of_process` gives them.
+    let bare = of_process_named(
+        &roots.clone().with_log(dir.path().join("none")),
+        7,
+        &names::NameCache::new(),
+    );
+    assert_eq!(bare, of_process(&roots, 7));
+    assert_eq!(of_process_named(&roots, 8, &cache), None, "no such process");
+}
+
+#[test]
 fn a_process_workload_key_from_its_cgroup_file() {
     let dir = tempfile::tempdir().unwrap();
     let roots = Roots::system().with_proc(dir.path());
