@@ -1,6 +1,6 @@
 //! `deploy/`: the Kubernetes DaemonSet parses, runs `hmn serve` with flags that exist, mounts the
-//! host's /proc read-only, adds only the capabilities docs/containers.md names; the docker run
-//! example passes flags that exist too.
+//! host's /proc and the kubelet's log layout (the workload names) read-only, adds only the
+//! capabilities docs/containers.md names; the docker run example passes flags that exist too.
 
 use serde_yaml::Value;
 
@@ -12,9 +12,13 @@ fn deploy(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+fn serve_help() -> String {
+    stdout(&Bed::new().run(&["serve", "--help"]))
+}
+
 /// Every `--flag` in `args` is one `hmn serve --help` lists.
 fn flags_exist(args: &[String]) {
-    let help = stdout(&Bed::new().run(&["serve", "--help"]));
+    let help = serve_help();
     for a in args.iter().filter(|a| a.starts_with("--")) {
         let flag = a.split('=').next().unwrap();
         assert!(
@@ -54,6 +58,37 @@ fn the_daemonset() {
     );
     assert_eq!(mount["readOnly"], Value::Bool(true));
     assert_eq!(spec["volumes"][0]["hostPath"]["path"], "/proc");
+    // The kubelet's pods/ and containers/, read-only, under the log root hmn reads.
+    let log_root = c["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "HMN_LOG_ROOT")
+        .and_then(|e| e["value"].as_str())
+        .expect("HMN_LOG_ROOT set");
+    assert!(
+        serve_help().contains("[env: HMN_LOG_ROOT"),
+        "HMN_LOG_ROOT is the log root's variable"
+    );
+    for dir in ["pods", "containers"] {
+        let mount = c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"].as_str() == Some(&format!("{log_root}/{dir}")))
+            .unwrap_or_else(|| panic!("{log_root}/{dir} is not mounted"));
+        assert_eq!(mount["readOnly"], Value::Bool(true), "{dir}");
+        let volume = spec["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        assert_eq!(
+            volume["hostPath"]["path"].as_str(),
+            Some(format!("/var/log/{dir}").as_str())
+        );
+    }
     let caps = &c["securityContext"]["capabilities"];
     assert_eq!(caps["drop"][0], "ALL");
     let added: Vec<&str> = caps["add"]
