@@ -180,7 +180,8 @@ pub enum Command {
             --filter and --min apply to auto-selection only: with explicit PIDs they are an \
             error. docs/run-and-watch.md.\n\n\
             Exit status: 0 when no spill was observed on the tracked device (or it is not \
-            measurable), 1 when one was, 2 on an error."
+            measurable), 1 when one was, 2 on an error, 3 when --exit-on-growth ended it \
+            (whatever the spill)."
     )]
     Watch(WatchArgs),
 

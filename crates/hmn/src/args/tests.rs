@@ -13,6 +13,22 @@ fn definition_is_consistent() {
     Cli::command().debug_assert();
 }
 
+/// `watch --help`'s exit statuses include the one `--exit-on-growth` ends with (3).
+#[test]
+fn watch_help_states_the_growth_exit_status() {
+    let cmd = Cli::command();
+    let about = cmd
+        .find_subcommand("watch")
+        .and_then(clap::Command::get_long_about)
+        .map(ToString::to_string)
+        .unwrap();
+    let para = about
+        .split("\n\n")
+        .find(|p| p.starts_with("Exit status:"))
+        .unwrap();
+    assert!(para.contains("3 when --exit-on-growth ended it"), "{para}");
+}
+
 #[test]
 fn global_flags_work_before_and_after_the_subcommand() {
     let a = parse(&["--json", "ps"]).unwrap();
