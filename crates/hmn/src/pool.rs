@@ -25,10 +25,21 @@ pub fn memory_part(dev: &Device, p: &MemoryPool) -> String {
                     opt_bytes(r.and_then(|r| r.total_bytes))
                 )
             };
+            // The library counts at most `MemTotal` of a GTT larger than the RAM.
+            let total = |key: &str| dev.regions.get(key).and_then(|r| r.total_bytes);
+            let capped = matches!(
+                (p.total_bytes, total("vram"), total("gtt")),
+                (Some(t), Some(v), Some(g)) if t < v.saturating_add(g)
+            );
             format!(
-                "{free_total} carve-out + GTT ({}, {}, GTT's free at most the RAM available)",
+                "{free_total} carve-out + GTT ({}, {}, {}GTT's free at most the RAM available)",
                 region("vram", "VRAM"),
-                region("gtt", "GTT")
+                region("gtt", "GTT"),
+                if capped {
+                    "GTT counted at most the host's RAM, "
+                } else {
+                    ""
+                }
             )
         }
         PoolKind::UnifiedHost => {
@@ -164,6 +175,22 @@ mod tests {
             memory_part(&apu, &p),
             "free 60.4 GiB / 62.5 GiB carve-out + GTT (VRAM 364 MiB / 512 MiB free, GTT 60 GiB \
              / 62 GiB free, GTT's free at most the RAM available)"
+        );
+        // A GTT (62 GiB) above the host's RAM (48 GiB): the total counts 48 GiB of it.
+        let p = pool(
+            PoolKind::CarveOutPlusGtt,
+            [
+                PoolSource::VramPlusGttHostBound,
+                PoolSource::VramPlusGtt,
+                PoolSource::VramPlusGttHostBound,
+            ],
+            [Some(48 * GIB + 512 * MIB), None, Some(40 * GIB)],
+        );
+        assert_eq!(
+            memory_part(&apu, &p),
+            "free 40 GiB / 48.5 GiB carve-out + GTT (VRAM 364 MiB / 512 MiB free, GTT 60 GiB / \
+             62 GiB free, GTT counted at most the host's RAM, GTT's free at most the RAM \
+             available)"
         );
         let mut mac = DeviceBuilder::new(0)
             .vendor(Vendor::Other("apple".into()))

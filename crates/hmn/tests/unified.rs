@@ -303,6 +303,28 @@ fn an_apu_fits_against_its_larger_pool_bounded_by_available_ram() {
     assert_eq!(bed.run(&["fits", "45GiB"]).status.code(), Some(1));
 }
 
+/// A GTT set above the RAM (`amdgpu.gttsize`: 61.3 GiB of GTT on a 32 GiB machine): the pool
+/// counts at most `MemTotal` of it, and the device line says so.
+#[test]
+fn an_apus_gtt_counts_at_most_the_hosts_ram() {
+    let bed = Bed::new();
+    bed.fixture()
+        .meminfo(32 * GIB / KIB, 20 * GIB / KIB)
+        .unwrap();
+    bed.gpu(FakeGpu::strix_halo("0000:c4:00.0", 0, 128, 2 * GIB));
+    let p = device(&bed)["pool"].clone();
+    assert_eq!(p["total_bytes"], 536_870_912u64 + 32 * GIB);
+    assert_eq!(p["total_source"], "vram_plus_gtt_host_bound");
+    assert_eq!(p["used_bytes"], 155_189_248 + 2 * GIB);
+    assert_eq!(p["free_bytes"], (536_870_912 - 155_189_248) + 20 * GIB);
+    let line = stdout(&bed.run(&[]));
+    assert!(
+        line.contains("/ 32.5 GiB carve-out + GTT")
+            && line.contains("GTT counted at most the host's RAM"),
+        "{line}"
+    );
+}
+
 #[test]
 fn an_amdgpu_without_hwmon_is_not_guessed() {
     let bed = Bed::new();

@@ -5,6 +5,7 @@
 //! | Source of a figure | How it is completed |
 //! |---|---|
 //! | `host_total`, `host_available` | the host's `MemTotal`, `MemAvailable` |
+//! | `vram_plus_gtt` total (an APU's, from its backend) | VRAM + min(GTT, `MemTotal`): GTT pages are host RAM, so a GTT size set above the RAM (`amdgpu.gttsize`) cannot be filled; the total's source becomes `vram_plus_gtt_host_bound` (unchanged, uncapped, when `meminfo` cannot be read) |
 //! | `process_sum` | Σ of the device's rows (NVML's per-process figures; 0 when the driver listed none) |
 //! | `client_sum` | Σ of the device's DRM rows that print a figure (unknown when none does) |
 //! | `vram_plus_gtt_host_bound` | free VRAM + min(free GTT, `MemAvailable`): GTT pages are host RAM |
@@ -15,7 +16,9 @@
 //! cannot be completed is `None` with a `pool.<field>` unknown saying why.
 
 use crate::system::host::HostMemory;
-use crate::types::{Device, Field, GpuProcess, PoolSource, Unknown, UnknownReason, VramSum};
+use crate::types::{
+    Device, Field, GpuProcess, PoolKind, PoolSource, Unknown, UnknownReason, VramSum,
+};
 
 /// What the processes of one query say, for the sums.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +52,14 @@ pub(crate) fn complete(devices: &mut [Device], host: Result<&HostMemory, &str>, 
         if pool.total_source == PoolSource::HostTotal {
             pool.total_bytes = host.ok().map(|h| h.memory_total_bytes);
             no_host(Field::PoolTotalBytes, &mut unknown);
+        }
+        if pool.kind == PoolKind::CarveOutPlusGtt && pool.total_source == PoolSource::VramPlusGtt {
+            // GTT pages are host RAM (inside `MemTotal`), the carve-out is not.
+            let region_total = |name: &str| d.regions.get(name)?.total_bytes;
+            if let (Ok(h), Some(v), Some(g)) = (host, region_total("vram"), region_total("gtt")) {
+                pool.total_bytes = Some(v.saturating_add(g.min(h.memory_total_bytes)));
+                pool.total_source = PoolSource::VramPlusGttHostBound;
+            }
         }
         if pool.used_source.is_sum() {
             pool.used_bytes = sum(d.index, pool.kind, pool.used_source, rows, &mut unknown);
@@ -331,6 +342,37 @@ mod tests {
         p.used_bytes = Some((148 << 20) + gtt_used);
         d.pool = Some(p);
         d
+    }
+
+    /// GTT pages are host RAM: a GTT larger than `MemTotal` (a `gttsize` set above the RAM)
+    /// adds at most `MemTotal` to the carve-out; a smaller GTT counts whole.
+    #[test]
+    fn carve_out_plus_gtt_total_is_bounded_by_the_host() {
+        let h = host();
+        let mem_total = 127_600_748 * 1024;
+        let none = Rows {
+            rows: &[],
+            failed: &[],
+        };
+        let gtt = 134_309_523_456;
+        assert!(gtt > mem_total, "the fixture's GTT exceeds MemTotal");
+        let mut devs = [apu(gtt, GIB)];
+        complete(&mut devs, Ok(&h), none);
+        let p = devs[0].pool.as_ref().unwrap();
+        assert_eq!(p.total_bytes, Some((512 << 20) + mem_total));
+        assert_eq!(p.total_source, PoolSource::VramPlusGttHostBound);
+        assert_eq!(p.used_bytes, Some((148 << 20) + GIB), "used is not capped");
+        let mut devs = [apu(65_867_993_088, GIB)];
+        complete(&mut devs, Ok(&h), none);
+        let p = devs[0].pool.as_ref().unwrap();
+        assert_eq!(p.total_bytes, Some((512 << 20) + 65_867_993_088));
+        assert_eq!(p.total_source, PoolSource::VramPlusGttHostBound);
+        // No host figure: the files' sum, said to be uncapped by its source.
+        let mut devs = [apu(gtt, GIB)];
+        complete(&mut devs, Err("gone"), none);
+        let p = devs[0].pool.as_ref().unwrap();
+        assert_eq!(p.total_bytes, Some((512 << 20) + gtt));
+        assert_eq!(p.total_source, PoolSource::VramPlusGtt);
     }
 
     #[test]

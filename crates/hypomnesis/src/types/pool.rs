@@ -60,7 +60,8 @@ spelled! {
         Device = "device",
         /// amdgpu's VRAM and GTT managers added (`mem_info_vram_*` + `mem_info_gtt_*`).
         VramPlusGtt = "vram_plus_gtt",
-        /// Free VRAM plus free GTT, the GTT part at most the host's `MemAvailable`.
+        /// VRAM plus GTT, the GTT part bounded by the host's RAM (GTT pages are host RAM): a
+        /// total's at most `MemTotal`, free's (free VRAM plus free GTT) at most `MemAvailable`.
         VramPlusGttHostBound = "vram_plus_gtt_host_bound",
         /// The host's RAM (`MemTotal`; macOS `hw.memsize`).
         HostTotal = "host_total",

@@ -5,7 +5,7 @@
 //!
 //! | Device | Kind | total | used | free |
 //! |---|---|---|---|---|
-//! | amdgpu APU ([`apu`](super::apu)) | carve-out + GTT | VRAM + GTT totals | VRAM + GTT used | free VRAM + free GTT, the GTT part at most `MemAvailable` |
+//! | amdgpu APU ([`apu`](super::apu)) | carve-out + GTT | VRAM + GTT totals (the probe caps the GTT part at `MemTotal`) | VRAM + GTT used | free VRAM + free GTT, the GTT part at most `MemAvailable` |
 //! | integrated (Intel 00:02.0, SoC GPUs) | unified with the host | `MemTotal` | the clients' sum | `MemAvailable` |
 //! | i915 / xe discrete | dedicated | the VRAM size file, where the kernel has one | the clients' resident VRAM | total − used |
 
