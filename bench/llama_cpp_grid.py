@@ -282,8 +282,11 @@ RE_CTX = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_outputs
 
 
 def run_probe(probe: Path, model: Path, rows: list[dict], no_alloc: bool, repack: bool,
-              log: Path, lib: Path | None = None) -> tuple[dict, dict]:
-    """Creates each row's context; returns (model-load facts, {id: parsed})."""
+              log: Path, lib: Path | None = None, extra: tuple[str, ...] = (),
+              timeout: float | None = None) -> tuple[dict, dict]:
+    """Creates each row's context; returns (model-load facts, {id: parsed}). `extra`: more
+    probe arguments (`--ngl N` on a CUDA build); `timeout`: seconds before the probe is killed
+    (the rows it finished are kept)."""
     lines = []
     for r in rows:
         lines.append(" ".join(str(x) for x in (
@@ -291,10 +294,17 @@ def run_probe(probe: Path, model: Path, rows: list[dict], no_alloc: bool, repack
             r["type_k"], r["type_v"], r["swa_full"], r["kv_unified"], r["n_outputs_max"],
             r["n_outputs_max_per_seq"])))
     args = [str(probe), str(model)] + (["--no-alloc"] if no_alloc else []) + ([] if repack else ["--no-repack"])
+    args += list(extra)
     env = dict(os.environ)
     if lib:  # another libggml-cpu (the AVX2 build) ahead of the probe's RUNPATH
         env["LD_LIBRARY_PATH"] = f"{lib}:{env.get('LD_LIBRARY_PATH', '')}"
-    p = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, env=env)
+    try:
+        p = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True,
+                           env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        p = subprocess.CompletedProcess(args, -9, text(e.stdout), text(e.stderr) + "\n(timed out)")
     with open(log, "a") as f:
         f.write(f"### {' '.join(args)}\n{p.stdout}\n{p.stderr}\n")
     load: dict = {"model_mib": {}}

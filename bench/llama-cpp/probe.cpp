@@ -1,6 +1,6 @@
 // Creates llama.cpp contexts over one model and prints every buffer llama.cpp allocates.
 //
-//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] < configs
+//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] [--hold MS] < configs
 //
 // Each stdin line is one context:
 //   ID n_ctx n_batch n_ubatch n_seq_max flash(0|1) type_k type_v swa_full kv_unified
@@ -11,7 +11,9 @@
 //   or "END ID fail".
 // Model-load logs come first, before any BEGIN. --debug passes llama.cpp's debug log through
 // (with ggml-alloc built with GGML_ALLOCATOR_DEBUG: the live tensors each time the compute
-// buffer grows; bench/llama_cpp_model.py --explain). Part of bench/llama_cpp_grid.sh.
+// buffer grows; bench/llama_cpp_model.py --explain). --hold keeps each context alive MS
+// milliseconds after its MEM lines ("HOLD ID" first), for a sampler outside (hmn run, nvidia-smi)
+// to see the process at its peak. Part of bench/llama_cpp_grid.sh and llama_cpp_cuda.sh.
 #include "llama.h"
 #include "llama-ext.h"
 #include "ggml-backend.h"
@@ -22,6 +24,8 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <chrono>
+#include <thread>
 
 static bool g_debug = false;
 
@@ -56,17 +60,19 @@ static ggml_type type_by_name(const std::string & s) {
 
 int main(int argc, char ** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] < configs\n");
+        fprintf(stderr, "usage: probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] [--hold MS] < configs\n");
         return 2;
     }
     bool no_alloc = false;
     bool repack = true;
     int ngl = 0;  // layers on the GPU (a CUDA build): -ngl
+    int hold_ms = 0;
     for (int i = 2; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-alloc")) no_alloc = true;
         else if (!strcmp(argv[i], "--no-repack")) repack = false;
         else if (!strcmp(argv[i], "--debug")) g_debug = true;
         else if (!strcmp(argv[i], "--ngl") && i + 1 < argc) ngl = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--hold") && i + 1 < argc) hold_ms = atoi(argv[++i]);
         else { fprintf(stderr, "unknown argument %s\n", argv[i]); return 2; }
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -118,6 +124,10 @@ int main(int argc, char ** argv) {
         }
         for (const auto & [buft, m] : llama_get_memory_breakdown(ctx)) {
             printf("MEM %s %zu %zu %zu\n", ggml_backend_buft_name(buft), m.model, m.context, m.compute);
+        }
+        if (hold_ms > 0) {
+            printf("HOLD %s\n", id.c_str());
+            std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
         }
         llama_free(ctx);
         printf("END %s ok\n", id.c_str());
