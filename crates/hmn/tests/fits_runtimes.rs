@@ -476,7 +476,7 @@ fn assumptions_flash_attention_and_gemma3_end_to_end() {
         a["compute_band"]
             .as_str()
             .unwrap()
-            .contains("not measured on a GPU")
+            .contains("measured on an H200: full offload within ±5 %")
     );
     assert_eq!(a["flash_attn"], false);
     assert_eq!(a["flash_attn_requested"], "off");

@@ -14,16 +14,16 @@ use hypomnesis::estimate::{
 };
 
 /// One row, by column name.
-struct Row(BTreeMap<String, String>);
+pub(super) struct Row(BTreeMap<String, String>);
 
 impl Row {
-    fn s(&self, k: &str) -> &str {
+    pub(super) fn s(&self, k: &str) -> &str {
         self.0
             .get(k)
             .map(String::as_str)
             .unwrap_or_else(|| panic!("no column {k}"))
     }
-    fn n(&self, k: &str) -> u64 {
+    pub(super) fn n(&self, k: &str) -> u64 {
         self.s(k)
             .parse()
             .unwrap_or_else(|e| panic!("{k} = {:?}: {e}", self.s(k)))
@@ -31,7 +31,14 @@ impl Row {
 }
 
 fn rows() -> Vec<Row> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_cpp/grid.csv");
+    read_rows("grid.csv")
+}
+
+/// The rows of `tests/fixtures/llama_cpp/<file>`.
+pub(super) fn read_rows(file: &str) -> Vec<Row> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llama_cpp")
+        .join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -49,8 +56,9 @@ fn rows() -> Vec<Row> {
         .collect()
 }
 
-/// The model of a row, as the GGUF reader would build it from the same metadata.
-fn model(r: &Row) -> ModelSpec {
+/// The model of a row (its weights: `weights_bytes`), as the GGUF reader would build it from
+/// the same metadata.
+pub(super) fn model(r: &Row, weights_bytes: u64) -> ModelSpec {
     let (n_swa, period) = (r.n("n_swa"), r.n("swa_period"));
     let layers = (0..r.n("n_layer"))
         .map(|il| {
@@ -69,12 +77,18 @@ fn model(r: &Row) -> ModelSpec {
     a.attention_heads = Some(r.n("n_head"));
     a.intermediate_size = Some(r.n("n_ff"));
     a.vocab_size = Some(r.n("n_vocab"));
-    ModelSpec::new(r.n("weights_mapped_bytes"), Some(a))
+    ModelSpec::new(weights_bytes, Some(a))
 }
 
 /// The row's settings as `hmn fits` takes them: `--device cpu --parallel N [--kv-unified]
 /// --ubatch U --flash-attn on|off --kv-dtype T --llama-api F [--swa-full] --n-batch B`.
 fn params(r: &Row) -> FitParams {
+    params_of(r).cpu_only(true)
+}
+
+/// The row's settings whatever the device: `--parallel N [--kv-unified] --ubatch U
+/// --flash-attn on|off --kv-dtype T --llama-api F --n-batch B`.
+pub(super) fn params_of(r: &Row) -> FitParams {
     let api = match r.s("family") {
         "server" => LlamaApi::Server,
         "library" => LlamaApi::Library,
@@ -88,7 +102,6 @@ fn params(r: &Row) -> FitParams {
         KvDtype::parse(r.s("type_k")).unwrap(),
         Runtime::LlamaCpp,
     )
-    .cpu_only(true)
     .slots(r.n("n_seq"))
     .kv_unified(r.n("kv_unified") == 1)
     .ubatch(r.n("n_ubatch"))
@@ -132,7 +145,7 @@ fn every_measured_configuration() {
     let mut misses = Vec::new();
     for r in &rows {
         assert_eq!(r.s("status"), "ok");
-        let e = estimate(&model(r), params(r));
+        let e = estimate(&model(r, r.n("weights_mapped_bytes")), params(r));
         let id = r.s("id").to_string();
         let kv = part(&e, "kv_cache");
         assert_eq!(kv.low_bytes, Some(r.n("kv_bytes")), "{id}: KV");
@@ -212,8 +225,8 @@ fn each_family_gets_its_own_estimate() {
     assert!(!pairs.is_empty());
     let mut larger = 0;
     for (s, l) in &pairs {
-        let es = estimate(&model(s), params(s));
-        let el = estimate(&model(l), params(l));
+        let es = estimate(&model(s, s.n("weights_mapped_bytes")), params(s));
+        let el = estimate(&model(l, l.n("weights_mapped_bytes")), params(l));
         let (ks, kl) = (
             part(&es, "kv_cache").low_bytes,
             part(&el, "kv_cache").low_bytes,

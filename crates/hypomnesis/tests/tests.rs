@@ -15,6 +15,7 @@ mod estimate;
 mod estimate_configs;
 #[cfg(feature = "models")]
 mod estimate_llama_cpp;
+mod estimate_llama_cuda;
 mod estimate_llama_grid;
 #[cfg(feature = "models")]
 mod estimate_vllm;

@@ -14,7 +14,7 @@
 //! Partial offload and the split across devices are in [`super::offload`].
 
 use super::arch::{Architecture, Layer, LayerKind};
-use super::llama_graph::{ALIGN_CPU, ALIGN_CUDA, CacheKind, Graph, Phase};
+use super::llama_graph::{ALIGN_CPU, ALIGN_CUDA, CacheKind, CudaPhases, Graph, Phase};
 use super::params::FitParams;
 use super::runtime::{FlashAttn, KvDtype, LlamaApi};
 
@@ -243,9 +243,11 @@ pub struct Compute {
     pub cpu: u64,
     /// The phase that sets it.
     pub peak: Phase,
-    /// The CUDA device's compute buffer with every layer offloaded (derived from source, not
-    /// measured).
+    /// The CUDA device's compute buffer with every layer offloaded (measured on an H200 within
+    /// ±5 %: `tests/fixtures/llama_cpp/cuda.csv`).
     pub device: u64,
+    /// Its phases, which a partial offload's copied weights join.
+    pub device_phases: CudaPhases,
     /// The `CUDA_Host` compute buffer beside it: the graph inputs and the token-embedding rows.
     pub host: u64,
     /// The F32 score tensor inside the buffer (0 with flash attention).
@@ -333,11 +335,13 @@ pub fn compute(arch: &Architecture, p: &FitParams, fa_on: bool) -> Option<Comput
     let cells = Cells::new(p);
     let phases = g.cpu(ALIGN_CPU);
     let (device, host) = g.cuda_full_offload(cells.n_stream);
+    let device_phases = g.cuda_device_phases(cells.n_stream);
     let rows = |n: u64| g.n_vocab.saturating_mul(n).saturating_mul(4);
     Some(Compute {
         cpu: phases.total(),
         peak: phases.peak(),
         device,
+        device_phases,
         host,
         kq: phases.kq,
         inputs: phases.inputs,

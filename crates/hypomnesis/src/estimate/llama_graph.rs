@@ -100,6 +100,25 @@ spelled! {
     }
 }
 
+/// The CUDA device buffer with every layer offloaded, and the phases a partial offload's
+/// copied weights join ([`Graph::cuda_device_phases`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaPhases {
+    /// The buffer.
+    pub total: u64,
+    /// The FFN phase.
+    pub ffn: u64,
+    /// The output phase.
+    pub out: u64,
+    /// `F`: one FFN intermediate.
+    pub f: u64,
+    /// The F32 scores (0 with flash attention): a hole the FFN phase can reuse.
+    pub kq: u64,
+    /// Flash attention on a quantized cache: how far the F16 copies of K and V outgrow the
+    /// FFN's freed blocks (0 otherwise); where they leave the output phase is not modelled.
+    pub kv16_overflow: u64,
+}
+
 /// The phases of the CPU buffer and the one that sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phases {
@@ -287,31 +306,65 @@ impl Graph {
         }
     }
 
-    /// Every layer and the output on one CUDA device, no pipeline parallelism — **derived
-    /// from source, not measured** — as `(device, host)`:
+    /// Every layer and the output on one CUDA device, no pipeline parallelism, as
+    /// `(device, host)` — measured: `tests/fixtures/llama_cpp/cuda.csv` (an H200, 288 of the 292 full-offload
+    /// configurations within ±5 %, the other 4 within the band: `tests/estimate_llama_cuda.rs`):
     ///
     /// - device (`CUDA0`): the CPU phases at 128-byte alignment without the token ids and
     ///   `inp_embd` (they stay in host memory; the copied embedding rows take the slot the CPU
-    ///   graph had anyway; every other input is copied in, `ggml-backend.cpp:1364-1392`); with
-    ///   flash attention on a quantized cache, F16 copies of K and V per FA node
-    ///   (`ggml-cuda/fattn.cu:722-756`, `fattn-common.cuh:53-85`);
+    ///   graph had anyway; every other input is copied in, `ggml-backend.cpp:1364-1392`). With
+    ///   flash attention on a quantized cache the FA output is allocated with F16 copies of the
+    ///   K and V it reads (`ggml_cuda_flash_attn_ext_get_alloc_size`, `ggml-cuda/fattn.cu:722-756`:
+    ///   the tile and MMA kernels need F16; the vector kernel, for tiny batches, does not):
+    ///   `2 · 2 · n_kv · n_embd_v_gqa` in the attention phase, where the FFN's three freed
+    ///   `F` blocks less one `E` absorb it — `max(FFN, FFN − 3F + E + KV16)`;
     /// - host (`CUDA_Host`): every graph input (inputs run on the last backend, the CPU, whose
     ///   buffer type is the device's host type: `ggml-backend.cpp:944-949`,
     ///   `llama-context.cpp:406-419`) and the token-embedding rows (GET_ROWS is never
     ///   offloaded, `ggml-cuda.cu:5636-5640`), all live at once.
     pub fn cuda_full_offload(&self, n_stream: u64) -> (u64, u64) {
+        let d = self.cuda_device_phases(n_stream);
+        let host = self.inputs(ALIGN_CPU, true) + pad(4 * self.n_embd * self.tokens, ALIGN_CPU);
+        (d.total, host)
+    }
+
+    /// The device buffer's phases with every layer offloaded (see [`Graph::cuda_full_offload`]).
+    pub fn cuda_device_phases(&self, n_stream: u64) -> CudaPhases {
         let t = self.tokens;
-        let full = self.cpu(ALIGN_CUDA).total();
-        let mut device = full
-            .saturating_sub(pad(4 * t, ALIGN_CUDA))
-            .saturating_sub(pad(4 * self.n_embd * t, ALIGN_CUDA));
+        // The slots as a float cache lays them out (measured: a quantized cache's Hadamard
+        // rotation does not reshuffle them on CUDA, as it does on the CPU), with its inputs.
+        let float = Graph {
+            quantized_kv: false,
+            ..self.clone()
+        };
+        let rot_inputs = self
+            .inputs(ALIGN_CUDA, true)
+            .saturating_sub(float.inputs(ALIGN_CUDA, true));
+        let mut phases = float.cpu(ALIGN_CUDA);
+        phases.ffn += rot_inputs;
+        phases.attn += if phases.attn > 0 { rot_inputs } else { 0 };
+        phases.out += rot_inputs;
+        let host_only = pad(4 * t, ALIGN_CUDA) + pad(4 * self.n_embd * t, ALIGN_CUDA);
+        let f = pad(4 * self.n_ff * t, ALIGN_CUDA);
+        let e = pad(4 * self.n_embd * t, ALIGN_CUDA);
+        let ffn = phases.ffn.saturating_sub(host_only);
+        let mut total = phases.total().saturating_sub(host_only);
+        let mut kv16_overflow = 0;
         if self.flash_attn && self.quantized_kv {
             let cells = self.caches.iter().map(|c| c.cells).max().unwrap_or(0);
             let gqa = self.caches.iter().map(|c| c.v_gqa).max().unwrap_or(0);
-            device += 2 * pad(cells * n_stream * gqa * 2, ALIGN_CUDA);
+            let kv16 = 2 * pad(cells * n_stream * gqa * 2, ALIGN_CUDA);
+            kv16_overflow = (kv16 + e).saturating_sub(3 * f);
+            total = total.max(ffn + kv16_overflow);
         }
-        let host = self.inputs(ALIGN_CPU, true) + pad(4 * self.n_embd * t, ALIGN_CPU);
-        (device, host)
+        CudaPhases {
+            total,
+            ffn,
+            out: phases.out.saturating_sub(host_only),
+            f,
+            kq: phases.kq,
+            kv16_overflow,
+        }
     }
 
     /// One `E` at `align`: the slot CUDA's fused-op dependencies may keep alive longer.

@@ -190,33 +190,54 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
             warnings,
         );
     }
-    // A host-resident matmul weight is copied into the GPU's compute buffer when its op is
-    // offloaded (op_offload, T ≥ 32): the largest block tensor left on the CPU, and the
-    // output matrix when the output layer is.
-    let copied = comp
+    // Partial offload, measured on an H200 (`tests/fixtures/llama_cpp/cuda.csv`): with a graph
+    // of T ≥ 32 tokens every op of a CPU layer runs on the GPU (an op whose weight is in host
+    // memory is offloaded, `ggml-backend.cpp:969-976`, `ggml-cuda.cu:5825`, and the ops
+    // around it follow), so `CUDA_Host` holds the inputs as with full offload, and each host
+    // weight is copied into the device buffer for its own op (a split per weight,
+    // `ggml-backend.cpp:1324-1340`): the output matrix when the output layer is on the CPU and
+    // the graph reserves ≥ 32 outputs (on the output phase: exact on every measured row), and
+    // a block's largest tensor `W` when a block is, which best fit places among the FFN's freed
+    // blocks — not modelled: a band from FFN + max(0, W − F) (without flash attention, the
+    // full-offload buffer when W fits the scores' freed block) to FFN + W + F + E.
+    let offloaded = comp
         .as_ref()
-        .filter(|c| c.tokens >= OP_OFFLOAD_MIN_BATCH)
-        .map_or(0, |_| {
-            let layout = model.layout.as_ref();
-            let block = if gpu_blocks.start > 0 {
-                layout.map_or(0, |l| l.largest_block_tensor)
-            } else {
-                0
-            };
-            let out = if off.output_on_gpu() {
-                0
-            } else {
-                layout.map_or(0, |l| l.output.unwrap_or(l.token_embd))
-            };
-            block.max(out)
-        });
+        .is_some_and(|c| c.tokens >= OP_OFFLOAD_MIN_BATCH);
+    let layout = model.layout.as_ref();
+    let block_copy = if offloaded && gpu_blocks.start > 0 {
+        layout.map_or(0, |l| l.largest_block_tensor)
+    } else {
+        0
+    };
+    let out_copy = match &comp {
+        Some(c) if offloaded && !off.output_on_gpu() && c.outputs >= OP_OFFLOAD_MIN_BATCH => {
+            layout.map_or(0, |l| l.output.unwrap_or(l.token_embd))
+        }
+        _ => 0,
+    };
     let (cl, ch, cnote) = match &comp {
         Some(c) => {
-            let low = c.device.saturating_add(copied);
+            let d = &c.device_phases;
+            let mut low = c.device;
+            let mut high = band_high(low).saturating_add(c.hidden_block);
+            if d.kv16_overflow > 0 {
+                high = high.saturating_add(d.kv16_overflow);
+            }
+            if block_copy > 0 {
+                // Without flash attention the copy fits the scores' freed block when it can.
+                if block_copy > d.kq {
+                    low = low.max(d.ffn + block_copy.saturating_sub(d.f));
+                }
+                high = high.max(d.ffn + block_copy + d.f + c.hidden_block);
+            }
+            if out_copy > 0 {
+                low = low.max(d.out + out_copy);
+                high = high.max(band_high(d.out + out_copy).saturating_add(c.hidden_block));
+            }
             (
                 Some(low),
-                Some(band_high(low).saturating_add(c.hidden_block)),
-                compute_note(c, copied),
+                Some(high.max(low)),
+                compute_note(c, block_copy, out_copy),
             )
         }
         None => (
@@ -248,15 +269,15 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
         ));
     }
     if let Some(k) = &comp {
-        let (host, note) = if gpu_blocks.start > 0 {
+        let (host, note) = if gpu_blocks.start > 0 && !offloaded {
             (
                 k.host.max(k.cpu),
-                "CUDA_Host buffer: the graph inputs and the CPU layers' activations (the CPU buffer's phases; derived from source, not measured)",
+                "CUDA_Host buffer: the graph inputs and the CPU layers' activations (fewer than 32 tokens: their ops stay on the CPU; the CPU buffer's phases, not measured on a GPU)",
             )
         } else {
             (
                 k.host,
-                "CUDA_Host buffer: every graph input (masks, index inputs, positions, token ids) + the token-embedding rows (derived from source, not measured)",
+                "CUDA_Host buffer: every graph input (masks, index inputs, positions, token ids) + the token-embedding rows (measured within ±5 % on an H200, partial offload included)",
             )
         };
         c.push(host_line(
@@ -289,9 +310,9 @@ fn band_high(v: u64) -> u64 {
     v.saturating_add(v.div_ceil(20))
 }
 
-fn compute_note(c: &Compute, copied: u64) -> String {
+fn compute_note(c: &Compute, block_copy: u64, out_copy: u64) -> String {
     let mut s = format!(
-        "CUDA compute buffer, {} tokens × {} outputs reserved, peak at the {} phase{}: derived from the CPU model (±5 % of llama.cpp's own buffers) for the device split, not measured on a GPU; high end +5 % and one hidden block (fused CUDA ops)",
+        "CUDA compute buffer, {} tokens × {} outputs reserved, peak at the {} phase{}: the CPU model split as llama.cpp places it (measured within ±5 % on an H200, full offload); high end +5 % and one hidden block (fused CUDA ops)",
         c.tokens,
         c.outputs,
         c.peak,
@@ -304,10 +325,16 @@ fn compute_note(c: &Compute, copied: u64) -> String {
             String::new()
         }
     );
-    if copied > 0 {
+    if block_copy > 0 {
         s.push_str(&format!(
-            "; + {:.1} MiB: the largest host-resident matmul weight, copied in when its op is offloaded",
-            copied as f64 / MIB as f64
+            "; a block's weights on the CPU: each copied in for its offloaded op, the largest {:.1} MiB (where best fit places it is not modelled: a band)",
+            block_copy as f64 / MIB as f64
+        ));
+    }
+    if out_copy > 0 {
+        s.push_str(&format!(
+            "; the output matrix on the CPU: {:.1} MiB copied in for the logits",
+            out_copy as f64 / MIB as f64
         ));
     }
     s
