@@ -266,6 +266,10 @@ def grid_for(key: str, m: dict) -> list[dict]:
         add(ctx, 512, 1, 1, True, "server", "q8_0", "q8_0")
         add(ctx, 512, 1, 4, True, "server", "q8_0", "q8_0")
         add(ctx, 512, 1, 1, True, "library", "q8_0", "q8_0")
+    if swa:  # llama-server --swa-full: the sliding layers' cache at full size
+        for ctx in (4096, 32768):
+            for fa in (1, 0):
+                add(ctx, 512, fa, 1, True, "server", swa_full=1)
     return rows
 
 

@@ -54,7 +54,7 @@ fn r1_gqa_kv_cache_as_printed() {
 
 /// R2–R5: the compute buffers older llama.cpp builds printed without flash attention
 /// (n_ubatch 512), against the model of `0c1e57098` (`tests/estimate_llama_grid.rs` checks it
-/// against 604 measured configurations): Llama-3.1-8B at 8192 cells "CUDA0 compute buffer size
+/// against 612 measured configurations): Llama-3.1-8B at 8192 cells "CUDA0 compute buffer size
 /// = 560.00 MiB", "CUDA_Host … 24.01 MiB" (three ollama logs); Mistral-7B-v0.2 at 32768
 /// 2144.00 / 72.01 MiB and at 2048 164.00 MiB (logdetective PR #106); Llama-3-8B with n_ctx ≤
 /// 2048 258.50 MiB (several CPU and CUDA logs, outputs reserved for the whole ubatch).

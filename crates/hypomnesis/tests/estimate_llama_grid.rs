@@ -1,4 +1,4 @@
-//! `hmn fits --runtime llama.cpp` against the real llama.cpp, on every run: each of the 604
+//! `hmn fits --runtime llama.cpp` against the real llama.cpp, on every run: each of the 612
 //! configurations of `tests/fixtures/llama_cpp/grid.csv` (ggml-org/llama.cpp `0c1e57098`, CPU
 //! build; `bench/llama_cpp_grid.sh` made the table, its README says every column) estimated
 //! through the library's `estimate` — CPU only, the row's settings and tool family — and
@@ -112,13 +112,14 @@ pub(super) fn params_of(r: &Row) -> FitParams {
     } else {
         FlashAttn::Off
     });
-    // The API's own swa_full default must match what the row passed: only `library` sets it.
-    assert_eq!(
-        r.n("swa_full") == 1,
-        api == LlamaApi::Library,
-        "{}",
-        r.s("id")
-    );
+    // The API's own swa_full default, or llama-server's `--swa-full` (`hmn fits --swa-full`).
+    let swa_full = r.n("swa_full") == 1;
+    let p = if swa_full == api.swa_full() {
+        p
+    } else {
+        assert!(swa_full && api == LlamaApi::Server, "{}", r.s("id"));
+        p.swa_full(true)
+    };
     // n_outputs_max: the slots for llama-server, 0 (= n_batch) for the others.
     let expected = if api == LlamaApi::Server {
         r.n("n_seq")
@@ -140,7 +141,7 @@ fn part<'a>(e: &'a Estimate, name: &str) -> &'a Component {
 #[test]
 fn every_measured_configuration() {
     let rows = rows();
-    assert_eq!(rows.len(), 604, "the table's rows");
+    assert_eq!(rows.len(), 612, "the table's rows");
     let mut worst: BTreeMap<String, (f64, String, u64, u64)> = BTreeMap::new();
     let mut misses = Vec::new();
     for r in &rows {
@@ -202,7 +203,9 @@ fn each_family_gets_its_own_estimate() {
     // Gemma-3-12B at 32k, f16, one slot: server (swa_full off) and library (on).
     let pairs: Vec<(&Row, &Row)> = rows
         .iter()
-        .filter(|r| r.s("family") == "server" && r.s("model") == "gemma3-12b")
+        .filter(|r| {
+            r.s("family") == "server" && r.s("model") == "gemma3-12b" && r.s("swa_full") == "0"
+        })
         .filter_map(|s| {
             rows.iter()
                 .find(|l| {

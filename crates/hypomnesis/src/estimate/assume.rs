@@ -146,9 +146,9 @@ impl Assumptions {
                 ));
                 s.push(format!("flash attention {}", fa.why));
                 let band = if p.cpu_only {
-                    "compute buffer: llama.cpp's graph reserve modelled phase by phase (±5 % of the buffers llama.cpp allocated on 604 measured CPU configurations); the band's high end adds that 5 %"
+                    "compute buffer: llama.cpp's graph reserve modelled phase by phase (±5 % of the buffers llama.cpp allocated on 612 measured CPU configurations); the band's high end adds that 5 %"
                 } else {
-                    "compute buffer: the CPU model (±5 % of llama.cpp's own buffers, 604 measured configurations) split into the CUDA device and CUDA_Host buffers as llama.cpp places them — measured on an H200: full offload within ±5 % on 288 of 292 configurations (the other 4, a quantized cache with flash attention beside a large output phase, within the band: worst −10.7 %); partial offload a band (where the copied host weights land is not modelled); the high end adds 5 % and one hidden block (fused CUDA ops); the CUDA pool, cuBLAS workspace and fragmentation are in runtime_overhead"
+                    "compute buffer: the CPU model (±5 % of llama.cpp's own buffers, 612 measured configurations) split into the CUDA device and CUDA_Host buffers as llama.cpp places them — measured on an H200: full offload within ±5 % on 288 of 292 configurations (the other 4, a quantized cache with flash attention beside a large output phase, within the band: worst −10.7 %); partial offload a band (where the copied host weights land is not modelled); the high end adds 5 % and one hidden block (fused CUDA ops); the CUDA pool, cuBLAS workspace and fragmentation are in runtime_overhead"
                 };
                 s.push(band.to_string());
                 if let Some(t) = p.tensor_split {

@@ -4,7 +4,7 @@
 //!
 //! The port of `bench/llama_cpp_model.py::compute_cpu`, rule by rule; every source line is
 //! ggml-org/llama.cpp `0c1e57098` (vendored by llama-cpp-python 0.3.36). Checked on every test
-//! run against the 604 configurations llama.cpp itself allocated
+//! run against the 612 configurations llama.cpp itself allocated
 //! (`tests/fixtures/llama_cpp/grid.csv`, `tests/estimate_llama_grid.rs`): within ±5 %.
 //!
 //! ggml-alloc (`ggml/src/ggml-alloc.c`) allocates the graph inputs first (`:723-755`), frees

@@ -416,7 +416,7 @@ fn cpu_components(
                 Some(k.cpu),
                 Some(band_high(k.cpu)),
                 format!(
-                    "CPU compute buffer, {} tokens × {} outputs reserved, peak at the {} phase (graph inputs and masks included): ±5 % of llama.cpp's own buffers on 604 measured configurations; high end +5 %",
+                    "CPU compute buffer, {} tokens × {} outputs reserved, peak at the {} phase (graph inputs and masks included): ±5 % of llama.cpp's own buffers on 612 measured configurations; high end +5 %",
                     k.tokens, k.outputs, k.peak
                 ),
             ));
