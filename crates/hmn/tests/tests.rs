@@ -20,6 +20,7 @@ mod fits_bounds;
 #[cfg(feature = "hub")]
 mod fits_hub;
 mod fits_llama;
+mod fits_llama_grid;
 mod fits_runtimes;
 mod generate;
 mod health;
@@ -41,6 +42,7 @@ mod terminal;
 mod top;
 mod top_ends;
 mod unified;
+mod usage_escapes;
 mod watch;
 
 #[test]

@@ -15,10 +15,14 @@ pub mod ggml {
     pub const F32: u32 = 0;
     /// 2 bytes per element.
     pub const F16: u32 = 1;
+    /// 18 bytes per block of 32.
+    pub const Q4_0: u32 = 2;
     /// 34 bytes per block of 32.
     pub const Q8_0: u32 = 8;
     /// 144 bytes per block of 256.
     pub const Q4_K: u32 = 12;
+    /// 210 bytes per block of 256.
+    pub const Q6_K: u32 = 14;
 }
 
 /// GGUF metadata value types.
@@ -84,8 +88,10 @@ pub fn ggml_bytes(elements: u64, ty: u32) -> u64 {
     match ty {
         ggml::F32 => elements * 4,
         ggml::F16 => elements * 2,
+        ggml::Q4_0 => elements.div_ceil(32) * 18,
         ggml::Q8_0 => elements.div_ceil(32) * 34,
         ggml::Q4_K => elements.div_ceil(256) * 144,
+        ggml::Q6_K => elements.div_ceil(256) * 210,
         other => panic!("GgufWriter: type {other} not supported"),
     }
 }
