@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use hypomnesis::estimate::pick::visible::visible_env_for;
 use hypomnesis::estimate::pick::{Candidate, Holder, ModelNeed, Need, Picked, Request, pick_until};
-use hypomnesis::lease::{ENV_LOCK_DIR, LockDir, lock_dir};
+use hypomnesis::lease::{ENV_LOCK_DIR, LeaseError, LockDir, lock_dir};
 use hypomnesis::select::Selected;
 use hypomnesis::{Device, Probe, Vendor};
 use serde::Serialize;
@@ -64,7 +64,7 @@ pub fn need_input(arg: &OsStr) -> anyhow::Result<NeedInput> {
             Err(e) => bail!(
                 "--need {}: {}",
                 sanitize(&path.display().to_string()),
-                sanitize(&e)
+                sanitize(&e.to_string())
             ),
         };
     }
@@ -75,7 +75,7 @@ pub fn need_input(arg: &OsStr) -> anyhow::Result<NeedInput> {
     if let Some(m) = remote {
         return match ModelNeed::of(m) {
             Ok(m) => Ok(NeedInput::Model(Box::new(m))),
-            Err(e) => bail!("--need {}: {}", sanitize(&text), sanitize(&e)),
+            Err(e) => bail!("--need {}: {}", sanitize(&text), sanitize(&e.to_string())),
         };
     }
     match parse_size(&text) {
@@ -90,7 +90,7 @@ pub fn need_input(arg: &OsStr) -> anyhow::Result<NeedInput> {
 
 /// The lock directory (`HMN_LOCK_DIR`, else the first usable default), or why picks are not
 /// coordinated.
-pub fn locks() -> Result<LockDir, String> {
+pub fn locks() -> Result<LockDir, LeaseError> {
     let explicit = std::env::var_os(ENV_LOCK_DIR);
     lock_dir(explicit.as_deref().map(Path::new))
 }
@@ -194,7 +194,7 @@ struct PickJson<'a> {
     env: std::collections::BTreeMap<&'a str, Option<&'a str>>,
     lock: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lock_reason: Option<&'a str>,
+    lock_reason: Option<String>,
     lease_seconds: f64,
     considered: Vec<CandidateJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,11 +214,11 @@ fn stop_when_waiting(
 }
 
 /// The stderr line when picks are not coordinated.
-pub fn uncoordinated_note(cmd: &str, why: &str) -> String {
+pub fn uncoordinated_note(cmd: &str, why: &LeaseError) -> String {
     format!(
         "{cmd}: picks are not coordinated (no lock directory: {}); set {ENV_LOCK_DIR} to a \
          directory every user can write",
-        sanitize(why)
+        sanitize(&why.to_string())
     )
 }
 
@@ -245,13 +245,7 @@ pub fn run(
         output::note(&uncoordinated_note("pick", why))?;
     }
     let stop = stop_when_waiting(args.wait)?;
-    let result = pick_until(
-        probe,
-        &req,
-        locks.as_ref().map_err(String::as_str),
-        args.wait,
-        &stop,
-    );
+    let result = pick_until(probe, &req, locks.as_ref(), args.wait, &stop);
     let env = match &result {
         Ok(p) => visible_env_for(probe, p),
         Err(_) => Ok(Vec::new()),
@@ -274,7 +268,7 @@ pub fn run(
                 picked: picked.iter().map(CandidateJson::of).collect(),
                 env: env_map,
                 lock: locks.as_ref().ok().map(|d| d.path.display().to_string()),
-                lock_reason: locks.as_ref().err().map(String::as_str),
+                lock_reason: locks.as_ref().err().map(ToString::to_string),
                 lease_seconds: args.lease.as_secs_f64(),
                 considered: considered.iter().map(CandidateJson::of).collect(),
                 reason: reason.clone(),
@@ -304,7 +298,7 @@ pub fn run(
                 ))?;
             }
             if let Err(why) = env {
-                output::note(&format!("pick: {}", sanitize(&why)))?;
+                output::note(&format!("pick: {}", sanitize(&why.to_string())))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -360,13 +354,7 @@ pub fn for_run(
         output::note(&uncoordinated_note("run", why))?;
     }
     let stop = stop_when_waiting(wait)?;
-    let picked = match pick_until(
-        probe,
-        &req,
-        locks.as_ref().map_err(String::as_str),
-        wait,
-        &stop,
-    ) {
+    let picked = match pick_until(probe, &req, locks.as_ref(), wait, &stop) {
         Ok(p) => p,
         Err(e) => {
             let lines: Vec<String> = e.considered().iter().map(candidate_line).collect();
@@ -389,7 +377,7 @@ pub fn for_run(
             if let Ok(l) = &locks {
                 hypomnesis::estimate::pick::release(l, &picked.reservations);
             }
-            bail!("run --gpu: {}", sanitize(&why));
+            bail!("run --gpu: {}", sanitize(&why.to_string()));
         }
     };
     for c in &picked.devices {

@@ -153,7 +153,7 @@ fn keep(p: &GpuProcess, a: &PsArgs, selected: &[Selected]) -> bool {
         name_matches(p, &a.filter) && who::workload_matches(p.workload.as_ref(), &a.workload);
     let min_ok = a
         .min
-        .is_none_or(|min| min == 0 || footprint_bytes(p).is_some_and(|f| f >= min));
+        .is_none_or(|min| min == 0 || p.footprint_bytes().is_some_and(|f| f >= min));
     pid_ok && dev_ok && user_ok && name_ok && min_ok
 }
 
@@ -167,14 +167,6 @@ pub fn name_matches(p: &GpuProcess, patterns: &[String]) -> bool {
         })
 }
 
-/// A row's footprint for `--sort total` (and `watch --min`): VRAM plus GTT-resident bytes for
-/// a DRM row; VRAM alone for a row with no GTT figure (NVIDIA on Linux has none); unknown when
-/// VRAM is.
-pub fn footprint_bytes(p: &GpuProcess) -> Option<u64> {
-    p.used_bytes
-        .map(|u| u.saturating_add(p.gtt_bytes().unwrap_or(0)))
-}
-
 fn sort_rows(rows: &mut [&GpuProcess], key: SortKey) {
     // Ties always break by device, then pid, so the order is stable across runs. `Reverse` of
     // an `Option` puts `None` (unknown) after every known figure.
@@ -182,7 +174,7 @@ fn sort_rows(rows: &mut [&GpuProcess], key: SortKey) {
     match key {
         SortKey::Vram => rows.sort_by_key(|p| (Reverse(p.used_bytes), tie(p))),
         SortKey::Shared => rows.sort_by_key(|p| (Reverse(p.gtt_bytes()), tie(p))),
-        SortKey::Total => rows.sort_by_key(|p| (Reverse(footprint_bytes(p)), tie(p))),
+        SortKey::Total => rows.sort_by_key(|p| (Reverse(p.footprint_bytes()), tie(p))),
         SortKey::Pid => rows.sort_by_key(|p| (p.pid, p.device_index)),
         SortKey::Name => rows.sort_by(|a, b| a.name.cmp(&b.name).then(tie(a).cmp(&tie(b)))),
         SortKey::User => rows.sort_by(|a, b| {
@@ -569,7 +561,7 @@ mod tests {
         assert_eq!(order(SortKey::Shared), [3, 4, 5, 1, 2]);
         // Total: 110, 35, 40, 50 (NVIDIA: VRAM alone), unknown last.
         assert_eq!(order(SortKey::Total), [3, 1, 5, 4, 2]);
-        assert_eq!(footprint_bytes(&unknown), None);
+        assert_eq!(unknown.footprint_bytes(), None);
     }
 
     #[test]

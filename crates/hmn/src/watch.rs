@@ -29,7 +29,7 @@ use serde_json::json;
 use crate::args::{GlobalArgs, WatchArgs};
 use crate::format::{Align, Table, bytes, sanitize};
 use crate::output;
-use crate::ps::{footprint_bytes, name_matches};
+use crate::ps::name_matches;
 use crate::spill::{SpillFields, not_measurable_line, text_block};
 
 fn signed(delta: i128) -> String {
@@ -99,7 +99,7 @@ fn candidates<'a>(
         .filter(|r| on.is_none_or(|s| s.matches(r)))
         .filter(|r| {
             args.min
-                .is_none_or(|m| m == 0 || footprint_bytes(r).is_some_and(|f| f >= m))
+                .is_none_or(|m| m == 0 || r.footprint_bytes().is_some_and(|f| f >= m))
         })
         .filter(|r| name_matches(r, &args.filter))
         .collect();

@@ -40,11 +40,13 @@
 //! | [`sampler`] | [`sampler::Sampler`]: a process tree's RAM and VRAM over time, with peaks |
 //! | [`eviction`] | [`eviction::TreeEviction`]: VRAM evicted from a process tree's own DRM clients over a run (the Linux meaning of spill for one command) |
 //! | [`peaks`] | the headline figures of a sampled tree (`hmn run`): [`peaks::PeakRam`] and its source, per-device peaks, the accounting state |
+//! | [`growth`] | whether a process's RAM or VRAM grew steadily over a window (a leak, `hmn watch`): [`growth::assess`] under a [`growth::GrowthRule`], [`growth::GrowthTracker`] |
 //! | [`accounting`] | the driver's per-process peak of device memory (NVIDIA accounting mode) |
 //! | [`estimate`] | tensor sizes, KV cache, will-it-fit, [`estimate::MemoryTracker`]; model headers (feature `models`) |
 //! | [`cgroup`] | `/proc/<pid>/cgroup`, and transient cgroups for exact memory peaks ([`cgroup::CgroupError`]) |
 //! | [`workload`] | which workload holds a process (container, pod, Slurm job, systemd unit), from its cgroup path |
 //! | [`pidns`] | PID namespaces: which one the proc root shows, whether NVML's host pids are visible, `NSpid` |
+//! | [`lease`] | advisory device leases for `hmn pick` / `hmn run --gpu`: the lock directory ([`lease::lock_dir`]), a device's lock and its reservations, [`lease::LeaseError`] |
 //! | [`doctor`] | `hmn doctor`: why a figure could be missing here (NVML, permissions, hidepid, cgroups, containers), each check with its remedy |
 //! | [`roots`] | [`Roots`] (where `/proc` and `/sys` are) and [`SystemInfo`] |
 //! | [`pci`] | [`PciBusId`], normalised PCI addresses |
@@ -80,7 +82,10 @@
 //!
 //! ## Platform support
 //! Linux, Windows and macOS; one seam per concern (host memory, process memory, processes, GPU
-//! backends, the `nvidia-smi` runner), `cfg` only there:
+//! backends, the `nvidia-smi` runner). A platform `cfg` appears only in the files
+//! `ARCHITECTURE.md` lists under "Platforms" (the seams, and the files that select one call
+//! or silence dead code elsewhere; a test checks the list against the code). The platforms'
+//! own calls:
 //! - Windows: `GlobalMemoryStatusEx`, `GetProcessMemoryInfo`, Toolhelp, Job objects
 //!   (`process::job`), NVML from `nvml.dll`, DXGI adapters and PDH counters;
 //! - macOS: `host_statistics64`, `proc_pid_rusage`, libproc, the Metal device.
@@ -91,20 +96,21 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-// The layers, bottom to top (ARCHITECTURE.md "Layers"); a file imports only from its own layer
-// or one of lower rank, and no circle of files: `crates/layers` checks both.
+// The layers (ARCHITECTURE.md "Layers"), with their ranks; a file imports only from its own
+// layer or one of lower rank, and no circle of files: `crates/layers` checks both.
 mod backends; // 2: NVML, nvidia-smi, DRM, WDDM, Metal
-pub mod estimate;
+mod compat; // 6: the upstream-compatible API
+// 5: why a figure could be missing. Platform seam inside: Linux's checks read /proc, /sys,
+// cgroups and device nodes; elsewhere the checks are NVIDIA's and the platform's GPU backends.
+pub mod doctor;
+pub mod estimate; // 4: will it fit (a sibling of `measure`; neither imports the other)
 mod measure; // 4: rules over readings taken over time
 pub mod probe; // 3: the truthful entry point
 mod system; // 1: the I/O edge and the operating system's facts
-pub mod types; // 0: the data model and its vocabulary // 4: will it fit (a sibling of `measure`; neither imports the other)
-// Platform seam inside: Linux's checks read /proc, /sys, cgroups and device nodes; elsewhere
-// the checks are NVIDIA's and the platform's GPU backends.
-mod compat; // 6: the upstream-compatible API
-pub mod doctor; // 5
+pub mod types; // 0: the data model and its vocabulary
+
 #[cfg(feature = "test-helpers")]
-pub mod test_helpers;
+pub mod test_helpers; // 7: builders for the `#[non_exhaustive]` types
 
 // The layers' public modules, at the paths they have always had.
 #[cfg(feature = "report")]

@@ -213,6 +213,15 @@ fn a_failing_wait_backs_off_and_still_stops() {
     let (t, stopped_in) = count(&probe, |t| t.last_error.is_some());
     assert!(t.last_error.unwrap().contains("lost"));
     assert!(stopped_in < Duration::from_secs(2), "{stopped_in:?}");
+    // One wait says why, as a value.
+    let mut events = probe.xid_events();
+    assert!(
+        matches!(
+            events.wait(Duration::from_millis(10)),
+            Err(hypomnesis::types::QueryError::GpuLost)
+        ),
+        "{events:?}"
+    );
 }
 
 #[test]

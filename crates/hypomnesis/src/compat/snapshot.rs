@@ -1,8 +1,8 @@
 //! Upstream's `hypomnesis::snapshot`: the value types of the upstream-compatible API —
 //! [`GpuDeviceInfo`], [`ProcessGpuInfo`], [`GpuQuerySource`], [`GpuProcessEntry`],
 //! [`GpuProcessListing`] and [`Snapshot`] — with hypomnesis 0.2's fields, derives and methods,
-//! and (feature `test-helpers`) the builders [`GpuDeviceInfoBuilder`] and
-//! [`GpuProcessEntryBuilder`].
+//! and (feature `test-helpers`) the builders `GpuDeviceInfoBuilder` and
+//! `GpuProcessEntryBuilder`.
 //!
 //! These types have no way to say "unknown": every figure is a plain `u64`. A value is therefore
 //! only built from a measurement that is known; a device or row that could not be read is left

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::system::pidns::PidView;
 use crate::system::roots::Roots;
-use crate::types::{BackendStatus, Device, MemoryHealth, Unattributed};
+use crate::types::{BackendStatus, Device, MemoryHealth, QueryError, Unattributed};
 
 use super::model::Platform;
 
@@ -40,17 +40,17 @@ pub struct NvmlDeviceFacts {
     /// NVML index.
     pub index: u32,
     /// Accounting mode.
-    pub accounting: Result<bool, String>,
+    pub accounting: Result<bool, QueryError>,
     /// Persistence mode.
-    pub persistence: Result<bool, String>,
+    pub persistence: Result<bool, QueryError>,
 }
 
 impl NvmlDeviceFacts {
     /// A device's facts.
     pub fn new(
         index: u32,
-        accounting: Result<bool, String>,
-        persistence: Result<bool, String>,
+        accounting: Result<bool, QueryError>,
+        persistence: Result<bool, QueryError>,
     ) -> NvmlDeviceFacts {
         NvmlDeviceFacts {
             index,
@@ -185,6 +185,42 @@ impl DrmFacts {
     }
 }
 
+/// Why no `nvidia-smi` was found (the `nvidia-smi` check); `Display` is the text it prints
+/// after "nvidia-smi".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SmiMissing {
+    /// The configured path is not an executable file.
+    #[error("{} not found or not executable", path.display())]
+    NotExecutable {
+        /// The path configured (`--nvidia-smi`, `HMN_NVIDIA_SMI`).
+        path: PathBuf,
+    },
+    /// No executable `nvidia-smi` in any directory of `PATH`.
+    #[error("not on PATH")]
+    NotOnPath,
+    /// Not looked for (facts made for a fixture).
+    #[error("not looked for")]
+    NotLookedFor,
+}
+
+/// Why `hmn run` cannot make its memory cgroup here (the `cgroup` check); `Display` is the
+/// text the check prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CgroupUnusable {
+    /// The group could not be created: why, in the words of its
+    /// [`CgroupError`](crate::cgroup::CgroupError) (no hierarchy, no permission, no peak file).
+    #[error("{0}")]
+    NotCreated(String),
+    /// The group was created but could not be removed again: the error's words.
+    #[error("{0}")]
+    NotRemoved(String),
+    /// Not looked for (off Linux; facts made for a fixture).
+    #[error("not looked for")]
+    NotLookedFor,
+}
+
 /// What the cgroup check saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -193,7 +229,7 @@ pub struct CgroupFacts {
     pub version: &'static str,
     /// `Ok(group)`: `hmn run` can create its memory cgroup there (tried, and removed again);
     /// `Err(why)` otherwise.
-    pub creatable: Result<PathBuf, String>,
+    pub creatable: Result<PathBuf, CgroupUnusable>,
     /// `HMN_NO_CGROUP` is set: `hmn run` makes none.
     pub disabled_by_env: bool,
 }
@@ -202,7 +238,7 @@ impl CgroupFacts {
     /// Facts for a cgroup setup.
     pub fn new(
         version: &'static str,
-        creatable: Result<PathBuf, String>,
+        creatable: Result<PathBuf, CgroupUnusable>,
         disabled_by_env: bool,
     ) -> CgroupFacts {
         CgroupFacts {
@@ -274,7 +310,7 @@ pub struct Facts {
     /// NVIDIA display/3D controllers on the PCI bus (`<sys>/bus/pci/devices`).
     pub nvidia_pci_devices: u32,
     /// The `nvidia-smi` found (configured, or on `PATH`), or why none.
-    pub nvidia_smi: Result<PathBuf, String>,
+    pub nvidia_smi: Result<PathBuf, SmiMissing>,
     /// `/dev/nvidia*` and `/dev/dri/*` nodes.
     pub dev_nodes: Vec<DevNode>,
     /// Who runs.
@@ -311,14 +347,14 @@ impl Facts {
             nvml: NvmlFacts::new(DEFAULT_LIBRARY, NvmlState::Absent("not looked for".into())),
             kernel_module_version: None,
             nvidia_pci_devices: 0,
-            nvidia_smi: Err("not looked for".into()),
+            nvidia_smi: Err(SmiMissing::NotLookedFor),
             dev_nodes: Vec::new(),
             user: UserFacts::default(),
             proc_mount: None,
             ptrace_scope: None,
             kernel_release: None,
             drm: Vec::new(),
-            cgroup: CgroupFacts::new("none", Err("not looked for".into()), false),
+            cgroup: CgroupFacts::new("none", Err(CgroupUnusable::NotLookedFor), false),
             pid,
             platform: Platform::Linux,
             gpu_backends: Vec::new(),

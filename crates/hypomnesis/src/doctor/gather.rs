@@ -167,7 +167,7 @@ fn nvidia_pci_devices(roots: &Roots) -> u32 {
 }
 
 /// The configured `nvidia-smi`, or the first executable one on `PATH`.
-fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
+fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, SmiMissing> {
     let runnable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| {
             #[cfg(unix)]
@@ -181,7 +181,7 @@ fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
         return if runnable(p) {
             Ok(p.clone())
         } else {
-            Err(format!("{} not found or not executable", p.display()))
+            Err(SmiMissing::NotExecutable { path: p.clone() })
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -194,7 +194,7 @@ fn find_nvidia_smi(options: &ProbeOptions) -> Result<PathBuf, String> {
             })
         })
         .find(|p| runnable(p))
-        .ok_or_else(|| "not on PATH".to_string())
+        .ok_or(SmiMissing::NotOnPath)
 }
 
 /// `<dev>/nvidia*` and `<dev>/dri/*` (`card*`, `renderD*`).
@@ -274,10 +274,10 @@ fn cgroup_facts(roots: &Roots) -> CgroupFacts {
             let dir = group.dir().to_path_buf();
             match group.remove() {
                 Ok(()) => Ok(dir),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(CgroupUnusable::NotRemoved(e.to_string())),
             }
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(CgroupUnusable::NotCreated(e.to_string())),
     };
     CgroupFacts {
         version,

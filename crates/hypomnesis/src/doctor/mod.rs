@@ -43,9 +43,9 @@ mod portable;
 mod userns;
 
 pub use facts::{
-    CgroupFacts, DevNode, DeviceMemoryFacts, DrmFacts, Facts, MemoryFacts, NvmlDeviceFacts,
-    NvmlFacts, NvmlState, ProcMount, UserFacts, parse_cap_eff, parse_nvidia_version,
-    parse_proc_mount,
+    CgroupFacts, CgroupUnusable, DevNode, DeviceMemoryFacts, DrmFacts, Facts, MemoryFacts,
+    NvmlDeviceFacts, NvmlFacts, NvmlState, ProcMount, SmiMissing, UserFacts, parse_cap_eff,
+    parse_nvidia_version, parse_proc_mount,
 };
 pub use gather::gather;
 pub use kernel::{FdinfoSupport, fdinfo_support, parse_release};

@@ -5,7 +5,7 @@
 //! `hmn pick` skips it while held); the default goes unsaid.
 
 use super::model::Check;
-use crate::types::{ComputeMode, Device, Field, Vendor};
+use crate::types::{ComputeMode, Device, Field, Unknown, UnknownReason, Vendor};
 
 /// One NVIDIA GPU's compute mode, as the check needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,8 +13,9 @@ use crate::types::{ComputeMode, Device, Field, Vendor};
 pub struct ModeFacts {
     /// The device's index.
     pub index: u32,
-    /// Its compute mode, or why it is unknown.
-    pub mode: Result<ComputeMode, String>,
+    /// Its compute mode, or why it is unknown (the device's [`Unknown`] for
+    /// [`Field::ComputeMode`]).
+    pub mode: Result<ComputeMode, Unknown>,
 }
 
 impl ModeFacts {
@@ -27,7 +28,10 @@ impl ModeFacts {
             d.unknown
                 .iter()
                 .find(|u| u.field == Field::ComputeMode)
-                .map_or_else(|| "not read".to_string(), |u| u.detail.clone())
+                .cloned()
+                .unwrap_or_else(|| {
+                    Unknown::new(Field::ComputeMode, UnknownReason::Unsupported, "not read")
+                })
         });
         Some(ModeFacts {
             index: d.index,
@@ -57,7 +61,7 @@ pub(super) fn compute_mode(modes: &[ModeFacts]) -> Check {
                 m.index
             ),
             Ok(mode) => format!("GPU {}: {mode}", m.index),
-            Err(why) => format!("GPU {}: unknown ({why})", m.index),
+            Err(why) => format!("GPU {}: unknown ({})", m.index, why.detail),
         })
         .collect();
     if saw.is_empty() {
@@ -90,7 +94,7 @@ mod tests {
     use super::*;
     use crate::doctor::model::Status;
 
-    fn m(index: u32, mode: Result<ComputeMode, String>) -> ModeFacts {
+    fn m(index: u32, mode: Result<ComputeMode, Unknown>) -> ModeFacts {
         ModeFacts { index, mode }
     }
 
@@ -105,7 +109,14 @@ mod tests {
         let ex = compute_mode(&[
             m(0, Ok(ComputeMode::Default)),
             m(1, Ok(ComputeMode::ExclusiveProcess)),
-            m(2, Err("not supported by this device or driver".into())),
+            m(
+                2,
+                Err(Unknown::new(
+                    Field::ComputeMode,
+                    UnknownReason::Unsupported,
+                    "not supported by this device or driver",
+                )),
+            ),
         ]);
         assert_eq!(ex.status, Status::Ok, "exclusive is a choice, not a fault");
         assert_eq!(
@@ -128,14 +139,17 @@ mod tests {
 
     #[test]
     fn facts_come_from_nvidia_devices_only_with_the_unknown_reason() {
-        use crate::types::{Source, Unknown, UnknownReason};
+        use crate::types::Source;
         let mut d = Device::new(0, Vendor::Nvidia, Source::Nvml);
-        d.unknown.push(Unknown::new(
-            Field::ComputeMode,
-            UnknownReason::Unsupported,
-            "why",
-        ));
-        assert_eq!(ModeFacts::of(&d).unwrap().mode, Err("why".to_string()));
+        let missing = ModeFacts::of(&d).unwrap().mode.unwrap_err();
+        assert_eq!(
+            (missing.reason, missing.detail.as_str()),
+            (UnknownReason::Unsupported, "not read"),
+            "no reason recorded: said so, never a mode"
+        );
+        let why = Unknown::new(Field::ComputeMode, UnknownReason::PermissionDenied, "why");
+        d.unknown.push(why.clone());
+        assert_eq!(ModeFacts::of(&d).unwrap().mode, Err(why));
         d.compute_mode = Some(ComputeMode::Prohibited);
         assert_eq!(ModeFacts::of(&d).unwrap().mode, Ok(ComputeMode::Prohibited));
         let amd = Device::new(1, Vendor::Amd, Source::Sysfs);

@@ -1,9 +1,10 @@
 //! The `memory-pool` check: which memory each GPU allocates from, and why hmn thinks so
 //! ([`PoolFacts`] from the device list, the verdict pure). It warns where the kind cannot be
 //! told (an amdgpu without hwmon: APU or not is unknown, and its pool is then taken as its
-//! VRAM alone), with the remedy.
+//! VRAM alone), with the remedy its driver table entry gives (`drm::driver::Integrated`).
 
 use super::model::Check;
+use crate::backends::drm::driver as drm;
 use crate::types::{Device, Field, PoolKind};
 
 /// One device's pool, as the check needs it.
@@ -57,23 +58,21 @@ pub(super) fn memory_pool(pools: &[PoolFacts]) -> Check {
             }
         })
         .collect();
-    let undecided: Vec<&PoolFacts> = pools
-        .iter()
-        .filter(|p| p.kind.is_none() && p.driver.as_deref() == Some("amdgpu"))
-        .collect();
-    if undecided.is_empty() {
+    // Devices whose kind is unknown where their driver's integrated test says what would
+    // decide it (the driver table: amdgpu's hwmon).
+    let mut remedies: Vec<&str> = Vec::new();
+    for p in pools.iter().filter(|p| p.kind.is_none()) {
+        let entry = drm::by_sysfs_name(p.driver.as_deref());
+        if let Some(r) = entry.integrated.undecided_remedy() {
+            if !remedies.contains(&r) {
+                remedies.push(r);
+            }
+        }
+    }
+    if remedies.is_empty() {
         return Check::ok(ID, saw.join("; "));
     }
-    Check::warn(
-        ID,
-        saw.join("; "),
-        Some(
-            "amdgpu says whether it is an APU only through its hwmon, registered with power \
-             management on: remove amdgpu.dpm=0 from the kernel command line (an SR-IOV virtual \
-             function cannot tell); until then an APU's pool is shown as its carve-out alone"
-                .to_string(),
-        ),
-    )
+    Check::warn(ID, saw.join("; "), Some(remedies.join("; ")))
 }
 
 #[cfg(test)]
@@ -113,6 +112,11 @@ mod tests {
         assert_eq!(c.status, Status::Warn);
         assert_eq!(c.saw, "GPU 2: pool unknown (amdgpu registered no hwmon)");
         assert!(c.remedy.unwrap().contains("amdgpu.dpm=0"));
+        // Two of them: the remedy once.
+        let mut amd2 = amd.clone();
+        amd2.index = 4;
+        let two = memory_pool(&[PoolFacts::of(&amd), PoolFacts::of(&amd2)]);
+        assert_eq!(two.remedy.unwrap().matches("amdgpu.dpm=0").count(), 1);
         // Another driver without a kind (an unlisted DRM driver) is not a warning.
         let mut other = Device::new(3, Vendor::Other("virtio_gpu".into()), Source::Sysfs);
         other.driver = Some("virtio_gpu".into());

@@ -187,7 +187,11 @@ mod tests {
     fn accounting_off_gets_the_administrator_prompt_remedy() {
         let mut f = facts(Platform::Windows);
         let mut n = NvmlFacts::new("nvml.dll", NvmlState::Loaded);
-        n.devices = vec![NvmlDeviceFacts::new(0, Ok(false), Err("n/a".into()))];
+        n.devices = vec![NvmlDeviceFacts::new(
+            0,
+            Ok(false),
+            Err(crate::types::QueryError::NotOnThisPlatform),
+        )];
         f.nvml = n;
         let c = accounting(&f);
         assert_eq!(c.status, Status::Warn);

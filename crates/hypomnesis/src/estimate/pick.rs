@@ -21,9 +21,9 @@ use super::judge::Fit;
 use super::plan::{Target, plan};
 use crate::probe::Probe;
 use crate::probe::select::Selected;
-use crate::system::lease::{LockDir, Reservation};
-use crate::system::roots::Roots;
+use crate::system::lease::{LeaseError, LockDir, Reservation};
 use crate::types::{ComputeMode, Device, Vendor};
+use claim::{boot_id, live, now_ms, own_uid};
 
 /// How long a claim waits for another pick's lock (held for milliseconds).
 const LOCK_WAIT: Duration = Duration::from_secs(2);
@@ -192,7 +192,7 @@ pub fn candidates(devices: &[Device], req: &Request<'_>) -> (Vec<Candidate>, Vec
 pub fn rank(
     cands: &mut [Candidate],
     reserved: &BTreeMap<String, u64>,
-    judge: &dyn Fn(&Device) -> Result<bool, String>,
+    judge: &dyn Fn(&Device) -> Result<bool, JudgeError>,
 ) {
     for c in cands.iter_mut() {
         c.reserved_bytes = reserved.get(&c.selector).copied().unwrap_or(0);
@@ -211,7 +211,7 @@ pub fn rank(
                 match judge(&d) {
                     Ok(true) => (true, None),
                     Ok(false) => (false, Some("not enough free memory".to_string())),
-                    Err(why) => (false, Some(why)),
+                    Err(why) => (false, Some(why.to_string())),
                 }
             }
         };
@@ -238,7 +238,10 @@ pub fn rank(
 
 /// Whether `need` fits on `d` (its free memory as given): the size against free memory, or
 /// the model's `fits` verdict.
-pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result<bool, String> {
+///
+/// # Errors
+/// The model's plan has no verdict on `d` ([`JudgeError::NoAnswer`], [`JudgeError::NoVerdict`]).
+pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result<bool, JudgeError> {
     match need {
         Need::Bytes(b) => Ok(d.memory.free_bytes.is_some_and(|f| f >= *b)),
         Need::Model {
@@ -258,8 +261,8 @@ pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result
             );
             match (p.fit, p.error) {
                 (Some(f), _) => Ok(f == Fit::Fits),
-                (None, Some(e)) => Err(e.to_string()),
-                (None, None) => Err("no verdict".to_string()),
+                (None, Some(e)) => Err(JudgeError::NoAnswer(e)),
+                (None, None) => Err(JudgeError::NoVerdict),
             }
         }
     }
@@ -276,7 +279,7 @@ pub struct Picked {
     /// Our reservations: (selector, token).
     pub reservations: Vec<(String, u64)>,
     /// The lock directory, or why picks are not coordinated.
-    pub lock: Result<std::path::PathBuf, String>,
+    pub lock: Result<std::path::PathBuf, LeaseError>,
     /// What was left out, and why.
     pub notes: Vec<String>,
 }
@@ -313,37 +316,6 @@ impl PickError {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// This boot's id (`<proc>/sys/kernel/random/boot_id`), or empty.
-fn boot_id(roots: &Roots) -> String {
-    crate::system::fsread::read_trimmed(&roots.proc.join("sys/kernel/random/boot_id"))
-        .unwrap_or_default()
-        .chars()
-        .filter(|c| c.is_ascii_hexdigit() || *c == '-')
-        .take(64)
-        .collect()
-}
-
-/// The live reservations in `lock`, dead ones dropped.
-fn live(roots: &Roots, records: Vec<Reservation>, boot: &str) -> Vec<Reservation> {
-    let now = now_ms();
-    records
-        .into_iter()
-        .filter(|r| {
-            let start = (r.pid != 0)
-                .then(|| crate::system::process::tree::read_stat(roots, r.pid).ok())
-                .flatten()
-                .map(|s| s.start_time);
-            r.is_live(now, boot, start)
-        })
-        .collect()
-}
-
 /// Picks `req.count` devices (see the [module docs](self)), reserving each under its lock in
 /// `locks` (`Err`: why picks are not coordinated; they are then judged on free memory alone).
 ///
@@ -353,7 +325,7 @@ fn live(roots: &Roots, records: Vec<Reservation>, boot: &str) -> Vec<Reservation
 pub fn pick(
     probe: &Probe,
     req: &Request<'_>,
-    locks: Result<&LockDir, &str>,
+    locks: Result<&LockDir, &LeaseError>,
 ) -> Result<Picked, PickError> {
     let roots = probe.roots();
     let list = probe.devices();
@@ -387,7 +359,7 @@ pub fn pick(
         crate::types::ProcessList::default()
     };
     let judge_fn = |d: &Device| match mode_refusal(d, &rows) {
-        Some(why) => Err(why),
+        Some(reason) => Err(JudgeError::Refused { reason }),
         None => judge(&req.need, d, host),
     };
     rank(&mut cands, &reserved, &judge_fn);
@@ -436,7 +408,7 @@ pub fn pick(
             picked.push(got);
         }
     }
-    let lock = locks.map(|d| d.path.clone()).map_err(ToString::to_string);
+    let lock = locks.map(|d| d.path.clone()).map_err(Clone::clone);
     if picked.len() < req.count {
         if let Ok(dir) = locks {
             release(dir, &tokens);
@@ -479,16 +451,6 @@ pub fn release(locks: &LockDir, reservations: &[(String, u64)]) {
     }
 }
 
-#[cfg(unix)]
-fn own_uid() -> u32 {
-    nix::unistd::geteuid().as_raw()
-}
-
-#[cfg(not(unix))]
-fn own_uid() -> u32 {
-    0
-}
-
 /// [`pick`] again every [`RETRY`] (± 20 %) until it succeeds, `wait` has passed (`None`: try
 /// once) or `stop` is set.
 ///
@@ -497,7 +459,7 @@ fn own_uid() -> u32 {
 pub fn pick_until(
     probe: &Probe,
     req: &Request<'_>,
-    locks: Result<&LockDir, &str>,
+    locks: Result<&LockDir, &LeaseError>,
     wait: Option<Duration>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Picked, PickError> {
@@ -552,20 +514,21 @@ impl ModelNeed {
     /// Opens and estimates the model at `path`.
     ///
     /// # Errors
-    /// The model cannot be read, or its default parameters are refused.
-    pub fn open(path: &std::path::Path) -> Result<ModelNeed, String> {
-        ModelNeed::of(super::model::open(path).map_err(|e| e.to_string())?)
+    /// The model cannot be read ([`ModelNeedError::Open`]), or its default parameters are
+    /// refused ([`ModelNeedError::Params`]).
+    pub fn open(path: &std::path::Path) -> Result<ModelNeed, ModelNeedError> {
+        ModelNeed::of(super::model::open(path)?)
     }
 
     /// Estimates a model already opened (from a Hub, a URL).
     ///
     /// # Errors
-    /// Its default parameters are refused.
-    pub fn of(model: super::model::OpenedModel) -> Result<ModelNeed, String> {
+    /// Its default parameters are refused ([`ModelNeedError::Params`]).
+    pub fn of(model: super::model::OpenedModel) -> Result<ModelNeed, ModelNeedError> {
         let arch = model.spec.arch.as_ref();
         let runtime = super::runtime::Runtime::for_target(None, false);
         let params = FitParams::defaults(runtime, arch);
-        params.validate(arch).map_err(|e| e.to_string())?;
+        params.validate(arch)?;
         let estimate = super::fit::estimate(&model.spec, params);
         Ok(ModelNeed {
             model,
@@ -584,10 +547,17 @@ impl ModelNeed {
     }
 }
 
+// Reservations: now, this boot, the live ones, who makes them.
+mod claim;
+// Why a device could not be judged, why a model is no need.
+mod errors;
 // The variables a command is started with (`visible::visible_env_for`).
 mod modes;
 pub mod visible;
 
+pub use errors::JudgeError;
+#[cfg(feature = "models")]
+pub use errors::ModelNeedError;
 pub use modes::mode_refusal;
 
 #[cfg(test)]

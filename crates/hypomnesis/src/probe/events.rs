@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Probe;
-use crate::types::{XidEvent, XidTally};
+use crate::types::{QueryError, XidEvent, XidTally};
 
 /// The longest a [`XidEvents::wait`] sleeps: a stop flag is noticed within this.
 pub const XID_WAIT: Duration = Duration::from_millis(250);
@@ -79,8 +79,9 @@ impl XidEvents<'_> {
     /// arrived (or none can).
     ///
     /// # Errors
-    /// The driver's error in words (a GPU that fell off the bus makes every wait fail).
-    pub fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, String> {
+    /// The driver's error ([`QueryError::GpuLost`]: a GPU that fell off the bus makes every
+    /// wait fail).
+    pub fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, QueryError> {
         match &mut self.inner {
             #[cfg(feature = "nvml")]
             Inner::Nvml(e) => e.wait(timeout),

@@ -27,6 +27,8 @@ use crate::types::{
     ProcessList, Source, Unknown, UnknownReason, Warning,
 };
 
+// The DRM backend's part of a query: why it found nothing, its devices' memory health.
+mod drm;
 // XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
 pub mod events;
 mod options;
@@ -245,7 +247,7 @@ impl Probe {
         let state = if found.is_empty() {
             let (cause, reason) = self
                 .drm_absent
-                .get_or_init(|| drm_absent_reason(&self.options.roots.sys));
+                .get_or_init(|| drm::absent_reason(&self.options.roots.sys));
             BackendState::absent(*cause, reason.clone())
         } else {
             BackendState::Active {
@@ -255,7 +257,7 @@ impl Probe {
         list.backends.push(BackendStatus::new(Backend::Drm, state));
         list.devices.extend(found);
         if self.options.health {
-            drm_health(&mut list.devices, &map);
+            drm::health(&mut list.devices, &map);
         }
         (list, map)
     }
@@ -514,57 +516,6 @@ impl Probe {
     /// When `statm` cannot be read (a proc root without `self`).
     pub fn own_rss(&self) -> Result<u64, Error> {
         self.self_statm.rss_bytes(self.options.system)
-    }
-}
-
-/// Why the DRM backend found nothing. Platform seam: DRM is Linux's; elsewhere a sysfs exists
-/// only as a copy passed through the roots, and without one the reason says so (not a path
-/// with mixed separators that was never going to exist).
-fn drm_absent_reason(sys: &std::path::Path) -> (BackendCause, String) {
-    if cfg!(not(target_os = "linux")) && !sys.exists() {
-        return (
-            BackendCause::NotBuilt,
-            format!(
-                "not on this platform (DRM is Linux's /sys; {} names a copy)",
-                crate::system::roots::ENV_SYS_ROOT
-            ),
-        );
-    }
-    (
-        BackendCause::NoDevice,
-        format!("no DRM GPU under {}/class/drm", sys.display()),
-    )
-}
-
-/// Every listed DRM device's memory health: amdgpu's RAS counters where the device has a
-/// `ras/` directory (no other driver makes one); a suspended device is not read.
-fn drm_health(devices: &mut [Device], map: &DrmDevices) {
-    for (f, index) in &map.listed {
-        let Some(d) = devices.iter_mut().find(|d| d.index == *index) else {
-            continue;
-        };
-        d.health = Some(if f.suspended() {
-            let mut h = crate::types::MemoryHealth::default();
-            h.unknown.push(Unknown::new(
-                crate::types::Field::Health,
-                UnknownReason::Suspended,
-                "the device is runtime-suspended; reading it would wake it",
-            ));
-            h
-        } else if d.driver.as_deref() == Some("amdgpu") {
-            crate::backends::drm::ras::read(&f.dir)
-        } else {
-            let mut h = crate::types::MemoryHealth::default();
-            h.unknown.push(Unknown::new(
-                crate::types::Field::Health,
-                UnknownReason::Unsupported,
-                format!(
-                    "the {} driver exposes no memory-health counters",
-                    d.driver.as_deref().unwrap_or("DRM")
-                ),
-            ));
-            h
-        });
     }
 }
 

@@ -25,6 +25,7 @@ use std::fs::File;
 #[cfg(unix)]
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Environment variable naming the lock directory.
@@ -35,6 +36,87 @@ const MAX_FILE: u64 = 4 << 10;
 /// Reservations kept per device, newest last.
 #[cfg(unix)]
 const MAX_RECORDS: usize = 32;
+
+/// Why device locks cannot be used: no lock directory, or a lock file that cannot be opened,
+/// locked or written. `Display` is the text `hmn pick` shows (after "no lock directory: ").
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// Device locks need `flock(2)`: not on this platform.
+    #[error("device locks need flock(2) (Unix)")]
+    Unsupported,
+    /// An I/O error on a path (a directory that could not be made or read, a lock file that
+    /// could not be opened or written).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: Arc<std::io::Error>,
+    },
+    /// Something other than a directory where the lock directory goes.
+    #[error("{}: not a directory", path.display())]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A shared default directory that is not sticky and world-writable (nor ours): others
+    /// could remove our lock files.
+    #[error("{}: not sticky and world-writable ({mode:o})", path.display())]
+    NotShareable {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// No default directory is usable: why not, for each one tried.
+    #[error("{}", joined(tried))]
+    NoDirectory {
+        /// Each directory tried, and why it is not usable.
+        tried: Vec<LeaseError>,
+    },
+    /// Another holder kept the lock past the wait.
+    #[error("{}: no lock within {wait:?} ({source})", path.display())]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long was waited.
+        wait: Duration,
+        /// The last `flock` error.
+        source: Arc<std::io::Error>,
+    },
+    /// The file at the lock's path kept being replaced between its open and its lock.
+    #[error("{}: the file keeps changing", path.display())]
+    Unstable {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A write through a lock that holds no file.
+    #[error("{}: not locked", path.display())]
+    NotLocked {
+        /// The lock file.
+        path: PathBuf,
+    },
+}
+
+impl LeaseError {
+    /// An I/O error on `path`.
+    #[cfg(unix)]
+    fn io(path: &Path, e: std::io::Error) -> LeaseError {
+        LeaseError::Io {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        }
+    }
+}
+
+fn joined(tried: &[LeaseError]) -> String {
+    tried
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
 
 /// One reservation of device memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,17 +249,19 @@ pub struct LockDir {
 /// # Errors
 /// Why none is usable, naming the paths tried.
 #[cfg(unix)]
-pub fn lock_dir(explicit: Option<&Path>) -> Result<LockDir, String> {
+pub fn lock_dir(explicit: Option<&Path>) -> Result<LockDir, LeaseError> {
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     if let Some(p) = explicit.filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::create_dir_all(p).map_err(|e| LeaseError::io(p, e))?;
         return match std::fs::symlink_metadata(p) {
             Ok(m) if m.is_dir() => Ok(LockDir {
                 path: p.to_path_buf(),
                 shared: true,
             }),
-            Ok(_) => Err(format!("{}: not a directory", p.display())),
-            Err(e) => Err(format!("{}: {e}", p.display())),
+            Ok(_) => Err(LeaseError::NotADirectory {
+                path: p.to_path_buf(),
+            }),
+            Err(e) => Err(LeaseError::io(p, e)),
         };
     }
     let run = Path::new("/run/hmn");
@@ -205,14 +289,13 @@ pub fn lock_dir(explicit: Option<&Path>) -> Result<LockDir, String> {
                         shared: true,
                     });
                 }
-                tried.push(format!(
-                    "{}: not sticky and world-writable ({:o})",
-                    dir.display(),
-                    mode & 0o7777
-                ));
+                tried.push(LeaseError::NotShareable {
+                    path: dir,
+                    mode: mode & 0o7777,
+                });
             }
-            Ok(_) => tried.push(format!("{}: not a directory", dir.display())),
-            Err(e) => tried.push(format!("{}: {e}", dir.display())),
+            Ok(_) => tried.push(LeaseError::NotADirectory { path: dir }),
+            Err(e) => tried.push(LeaseError::io(&dir, e)),
         }
     }
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
@@ -224,7 +307,7 @@ pub fn lock_dir(explicit: Option<&Path>) -> Result<LockDir, String> {
             });
         }
     }
-    Err(tried.join("; "))
+    Err(LeaseError::NoDirectory { tried })
 }
 
 /// No device locks off Unix.
@@ -232,8 +315,8 @@ pub fn lock_dir(explicit: Option<&Path>) -> Result<LockDir, String> {
 /// # Errors
 /// Always: picks are not coordinated here.
 #[cfg(not(unix))]
-pub fn lock_dir(_explicit: Option<&Path>) -> Result<LockDir, String> {
-    Err("device locks need flock(2) (Unix)".to_string())
+pub fn lock_dir(_explicit: Option<&Path>) -> Result<LockDir, LeaseError> {
+    Err(LeaseError::Unsupported)
 }
 
 /// A device's lock file, locked. Unlocked when dropped.
@@ -252,11 +335,10 @@ impl LockDir {
     /// # Errors
     /// The file cannot be opened (a symlink in its place, no permission), or the lock was not
     /// had within `wait`.
-    pub fn lock(&self, key: &str, wait: Duration) -> Result<DeviceLock, String> {
+    pub fn lock(&self, key: &str, wait: Duration) -> Result<DeviceLock, LeaseError> {
         use nix::fcntl::{Flock, FlockArg, OFlag};
         use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
         let path = self.path.join(format!("{}.lock", lock_key(key)));
-        let shown = || path.display().to_string();
         let deadline = std::time::Instant::now() + wait;
         for _ in 0..2 {
             let created = !path.exists();
@@ -268,7 +350,7 @@ impl LockDir {
                 .mode(0o666)
                 .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
                 .open(&path)
-                .map_err(|e| format!("{}: {e}", shown()))?;
+                .map_err(|e| LeaseError::io(&path, e))?;
             if created && self.shared {
                 let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
             }
@@ -283,7 +365,11 @@ impl LockDir {
                         std::thread::sleep(Duration::from_millis(10));
                     }
                     Err((_, e)) => {
-                        return Err(format!("{}: no lock within {wait:?} ({e})", shown()));
+                        return Err(LeaseError::Busy {
+                            path,
+                            wait,
+                            source: Arc::new(std::io::Error::from(e)),
+                        });
                     }
                 }
             };
@@ -301,7 +387,7 @@ impl LockDir {
             }
             release(locked);
         }
-        Err(format!("{}: the file keeps changing", shown()))
+        Err(LeaseError::Unstable { path })
     }
 }
 
@@ -311,8 +397,8 @@ impl LockDir {
     ///
     /// # Errors
     /// Always.
-    pub fn lock(&self, _key: &str, _wait: Duration) -> Result<DeviceLock, String> {
-        Err("device locks need flock(2) (Unix)".to_string())
+    pub fn lock(&self, _key: &str, _wait: Duration) -> Result<DeviceLock, LeaseError> {
+        Err(LeaseError::Unsupported)
     }
 }
 
@@ -354,8 +440,7 @@ impl DeviceLock {
     ///
     /// # Errors
     /// The write's error, naming the file.
-    pub fn write(&mut self, records: &[Reservation]) -> Result<(), String> {
-        let shown = self.path.display().to_string();
+    pub fn write(&mut self, records: &[Reservation]) -> Result<(), LeaseError> {
         #[cfg(unix)]
         if let Some(f) = self.file.as_mut() {
             let skip = records.len().saturating_sub(MAX_RECORDS);
@@ -369,11 +454,13 @@ impl DeviceLock {
                 .and_then(|()| f.rewind())
                 .and_then(|()| f.write_all(text.as_bytes()))
                 .and_then(|()| f.sync_data())
-                .map_err(|e| format!("{shown}: {e}"));
+                .map_err(|e| LeaseError::io(&self.path, e));
         }
         #[cfg(not(unix))]
         let _ = records;
-        Err(format!("{shown}: not locked"))
+        Err(LeaseError::NotLocked {
+            path: self.path.clone(),
+        })
     }
 }
 
@@ -436,7 +523,8 @@ mod tests {
         let locks = lock_dir(Some(&dir.path().join("locks"))).unwrap();
         let mut a = locks.lock("GPU-1", Duration::from_millis(50)).unwrap();
         let e = locks.lock("GPU-1", Duration::from_millis(50)).unwrap_err();
-        assert!(e.contains("no lock within"), "{e}");
+        assert!(matches!(e, LeaseError::Busy { .. }), "{e:?}");
+        assert!(e.to_string().contains("GPU-1.lock: no lock within"), "{e}");
         assert!(locks.lock("GPU-2", Duration::from_millis(50)).is_ok());
         a.write(&[Reservation::new(1, 2, 3)]).unwrap();
         drop(a);
@@ -445,7 +533,10 @@ mod tests {
         // A symlink where the lock file goes is refused, never followed.
         let target = dir.path().join("elsewhere");
         std::os::unix::fs::symlink(&target, locks.path.join("GPU-9.lock")).unwrap();
-        assert!(locks.lock("GPU-9", Duration::from_millis(10)).is_err());
+        assert!(matches!(
+            locks.lock("GPU-9", Duration::from_millis(10)),
+            Err(LeaseError::Io { .. })
+        ));
         assert!(!target.exists());
         // Oversized content is no reservation.
         std::fs::write(locks.path.join("GPU-3.lock"), "v1 ".repeat(2000)).unwrap();
@@ -458,6 +549,44 @@ mod tests {
         );
         let file = dir.path().join("file");
         std::fs::write(&file, "").unwrap();
-        assert!(lock_dir(Some(&file)).is_err());
+        let e = lock_dir(Some(&file)).unwrap_err();
+        assert!(matches!(e, LeaseError::Io { .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", file.display())),
+            "{e}"
+        );
+        // A symlink in the directory's place is refused, by what it is.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&locks.path, &link).unwrap();
+        let e = lock_dir(Some(&link)).unwrap_err();
+        assert!(matches!(e, LeaseError::NotADirectory { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: not a directory", link.display())
+        );
+    }
+
+    #[test]
+    fn no_usable_directory_names_each_one_tried() {
+        let e = LeaseError::NoDirectory {
+            tried: vec![
+                LeaseError::NotShareable {
+                    path: "/dev/shm/hmn-locks".into(),
+                    mode: 0o755,
+                },
+                LeaseError::NotADirectory {
+                    path: "/tmp/hmn-locks".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "/dev/shm/hmn-locks: not sticky and world-writable (755); /tmp/hmn-locks: not a \
+             directory"
+        );
+        assert_eq!(
+            LeaseError::Unsupported.to_string(),
+            "device locks need flock(2) (Unix)"
+        );
     }
 }

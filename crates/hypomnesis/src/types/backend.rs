@@ -92,6 +92,32 @@ impl std::fmt::Display for BackendProblem {
     }
 }
 
+/// Why a driver could not answer one question about a device (NVML's accounting and
+/// persistence modes in `hmn doctor`, an XID wait), for callers that branch on it; `Display`
+/// is the text `hmn` shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The device or driver does not support the call.
+    #[error("not supported by this device or driver")]
+    NotSupported,
+    /// This platform has no such call (NVML's persistence mode off Linux).
+    #[error("not on this platform")]
+    NotOnThisPlatform,
+    /// The caller may not make the call.
+    #[error("no permission")]
+    NoPermission,
+    /// The GPU fell off the bus or needs a reset: every call to it fails until then.
+    #[error("the GPU is lost (fell off the bus or needs a reset)")]
+    GpuLost,
+    /// The driver's library lacks the call (an older driver): the symbol.
+    #[error("symbol missing from this driver's NVML ({0})")]
+    MissingSymbol(String),
+    /// Another failure, in the driver's words.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Compares with the name as shown (`backend == "NVML"`).
 impl PartialEq<&str> for Backend {
     fn eq(&self, other: &&str) -> bool {

@@ -33,6 +33,12 @@ pub enum ProcessKind {
     MpsServer,
 }
 
+// The spellings of the kinds that are no set of engine classes, written once for
+// `ProcessKind::as_str` and `ProcessKind`'s `FromStr` (and its message).
+const UNREPORTED: &str = "unknown";
+const MPS: &str = "mps";
+const MPS_SERVER: &str = "mps-server";
+
 impl ProcessKind {
     /// The JSON spelling.
     pub const fn as_str(self) -> &'static str {
@@ -41,9 +47,9 @@ impl ProcessKind {
             ProcessKind::Graphics => "graphics",
             ProcessKind::ComputeGraphics => "compute+graphics",
             ProcessKind::Engines(set) => set.as_str(),
-            ProcessKind::Unreported => "unknown",
-            ProcessKind::Mps => "mps",
-            ProcessKind::MpsServer => "mps-server",
+            ProcessKind::Unreported => UNREPORTED,
+            ProcessKind::Mps => MPS,
+            ProcessKind::MpsServer => MPS_SERVER,
         }
     }
 
@@ -103,15 +109,17 @@ impl FromStr for ProcessKind {
     /// normalised as [`ProcessKind::from_engines`] does).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
-            "unknown" => ProcessKind::Unreported,
-            "mps" => ProcessKind::Mps,
-            "mps-server" => ProcessKind::MpsServer,
+            UNREPORTED => ProcessKind::Unreported,
+            MPS => ProcessKind::Mps,
+            MPS_SERVER => ProcessKind::MpsServer,
             set => ProcessKind::from_engines(set.parse().map_err(|_| {
                 UnknownSpelling::new(
                     "ProcessKind",
                     set,
-                    "unknown, mps, mps-server, idle or a +-joined set of compute, graphics, \
-                     video, copy, other",
+                    &format!(
+                        "{UNREPORTED}, {MPS}, {MPS_SERVER}, idle or a +-joined set of compute, \
+                         graphics, video, copy, other"
+                    ),
                 )
             })?),
         })
@@ -267,6 +275,23 @@ impl FromStr for EngineClasses {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kinds_without_engines_read_back_as_spelled_and_the_error_names_them() {
+        for k in [
+            ProcessKind::Unreported,
+            ProcessKind::Mps,
+            ProcessKind::MpsServer,
+        ] {
+            assert_eq!(k.as_str().parse::<ProcessKind>(), Ok(k));
+        }
+        let e = "gfx".parse::<ProcessKind>().unwrap_err();
+        assert_eq!(
+            e.expected,
+            "unknown, mps, mps-server, idle or a +-joined set of compute, graphics, video, \
+             copy, other"
+        );
+    }
 
     #[test]
     fn every_engine_set_is_spelled_by_its_classes() {

@@ -35,7 +35,7 @@ mod unattributed;
 mod usage;
 pub(crate) mod workload;
 
-pub use backend::{Backend, BackendCause, BackendProblem, BackendState, BackendStatus};
+pub use backend::{Backend, BackendCause, BackendProblem, BackendState, BackendStatus, QueryError};
 pub use device::{Device, Telemetry};
 pub use field::Field;
 pub use health::{

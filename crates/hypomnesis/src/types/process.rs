@@ -177,6 +177,17 @@ impl GpuProcess {
             None => None,
         }
     }
+
+    /// What the row holds of device memory and GPU-mapped system memory together: `used_bytes`
+    /// plus its [GTT-resident bytes](GpuProcess::gtt_bytes) (`hmn ps --sort total`, `--min`;
+    /// `hmn watch --min`). Where the row has no GTT figure it is `used_bytes` alone: exact for
+    /// an NVIDIA row (the driver maps no GTT), a lower bound for a row whose source gives none
+    /// (a KFD row without fdinfo, PDH's) — which is what a floor such as `--min` needs: a row
+    /// whose known part reaches it qualifies. `None` when `used_bytes` is unknown.
+    pub fn footprint_bytes(&self) -> Option<u64> {
+        self.used_bytes
+            .map(|u| u.saturating_add(self.gtt_bytes().unwrap_or(0)))
+    }
 }
 
 impl GpuProcess {

@@ -88,6 +88,40 @@ fn gtt_bytes_is_known_only_for_drm_rows() {
 }
 
 #[test]
+fn a_footprint_is_vram_plus_gtt_and_unknown_with_vram() {
+    let mut nvidia = GpuProcess::new(1, 0, ProcessKind::Compute, Source::Nvml);
+    assert_eq!(
+        nvidia.footprint_bytes(),
+        None,
+        "unknown VRAM: unknown, never 0"
+    );
+    nvidia.used_bytes = Some(50);
+    assert_eq!(nvidia.footprint_bytes(), Some(50), "no GTT: VRAM alone");
+    let mut drm = GpuProcess::new(2, 0, ProcessKind::Graphics, Source::Fdinfo);
+    drm.used_bytes = Some(10);
+    drm.regions = Some(ProcessRegions {
+        gtt: Some(RegionUsage {
+            resident_bytes: Some(100),
+            ..RegionUsage::default()
+        }),
+        ..ProcessRegions::default()
+    });
+    assert_eq!(drm.footprint_bytes(), Some(110));
+    drm.used_bytes = None;
+    assert_eq!(drm.footprint_bytes(), None, "GTT alone is no footprint");
+    let mut kfd = GpuProcess::new(3, 0, ProcessKind::Compute, Source::Kfd);
+    kfd.used_bytes = Some(u64::MAX);
+    kfd.regions = Some(ProcessRegions {
+        gtt: Some(RegionUsage {
+            resident_bytes: Some(1),
+            ..RegionUsage::default()
+        }),
+        ..ProcessRegions::default()
+    });
+    assert_eq!(kfd.footprint_bytes(), Some(u64::MAX), "saturates");
+}
+
+#[test]
 fn kinds_merge() {
     use ProcessKind::*;
     assert_eq!(Compute.merge(Compute), Compute);

@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 
 use crate::types::{
-    ComputeMode, Field, GpuProcess, ProcessKind, Source, Unknown, UnknownReason, Warning,
+    ComputeMode, Field, GpuProcess, ProcessKind, QueryError, Source, Unknown, UnknownReason,
+    Warning,
 };
 
 /// The byte the process buffer is pre-filled with before the driver writes into it.
@@ -238,16 +239,22 @@ pub(crate) fn reason_of(err: &nvml_wrapper::error::NvmlError) -> UnknownReason {
     }
 }
 
-/// A short description of an NVML error, naming the missing symbol when that is the cause.
+/// A short description of an NVML error, naming the missing symbol when that is the cause
+/// ([`query_error`]'s text).
 pub(crate) fn describe(err: &nvml_wrapper::error::NvmlError) -> String {
+    query_error(err).to_string()
+}
+
+/// An NVML error as a [`QueryError`] a caller can match.
+pub(crate) fn query_error(err: &nvml_wrapper::error::NvmlError) -> QueryError {
     use nvml_wrapper::error::NvmlError as E;
     match err {
-        E::FailedToLoadSymbol(s) => format!("symbol missing from this driver's NVML ({s})"),
-        E::GpuLost => "the GPU is lost (fell off the bus or needs a reset)".to_string(),
-        E::NoPermission => "no permission".to_string(),
-        E::NotSupported => "not supported by this device or driver".to_string(),
-        E::UnexpectedVariant(code) => format!("NVML error code {code}"),
-        other => other.to_string(),
+        E::FailedToLoadSymbol(s) => QueryError::MissingSymbol(s.clone()),
+        E::GpuLost => QueryError::GpuLost,
+        E::NoPermission => QueryError::NoPermission,
+        E::NotSupported => QueryError::NotSupported,
+        E::UnexpectedVariant(code) => QueryError::Failed(format!("NVML error code {code}")),
+        other => QueryError::Failed(other.to_string()),
     }
 }
 
@@ -531,5 +538,37 @@ mod tests {
             ),
             "failed to resolve nvmlDeviceGetCount_v2: undefined symbol: nvmlDeviceGetCount_v2"
         );
+    }
+
+    #[test]
+    fn nvml_errors_are_matchable_and_keep_their_words() {
+        use nvml_wrapper::error::NvmlError as E;
+        let cases = [
+            (
+                E::GpuLost,
+                QueryError::GpuLost,
+                "the GPU is lost (fell off the bus or needs a reset)",
+            ),
+            (E::NoPermission, QueryError::NoPermission, "no permission"),
+            (
+                E::NotSupported,
+                QueryError::NotSupported,
+                "not supported by this device or driver",
+            ),
+            (
+                E::FailedToLoadSymbol("nvmlX".into()),
+                QueryError::MissingSymbol("nvmlX".into()),
+                "symbol missing from this driver's NVML (nvmlX)",
+            ),
+            (
+                E::UnexpectedVariant(77),
+                QueryError::Failed("NVML error code 77".into()),
+                "NVML error code 77",
+            ),
+        ];
+        for (err, want, text) in cases {
+            assert_eq!(query_error(&err), want);
+            assert_eq!(describe(&err), text);
+        }
     }
 }

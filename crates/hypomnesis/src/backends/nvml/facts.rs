@@ -9,8 +9,10 @@ use std::ffi::{CStr, OsStr, c_char, c_uint};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::NvmlLib;
 
-use super::{NvmlBackend, describe};
+use super::NvmlBackend;
+use super::convert::query_error;
 use crate::backends::error::BackendError;
+use crate::types::QueryError;
 
 /// What `hmn doctor` reads from a loaded, initialised NVML (the doctor's facts are built from
 /// it in `doctor::facts`).
@@ -28,8 +30,8 @@ pub(crate) struct DoctorReadings {
 /// One device's accounting and persistence modes, or why each is unreadable.
 pub(crate) struct DeviceModes {
     pub index: u32,
-    pub accounting: Result<bool, String>,
-    pub persistence: Result<bool, String>,
+    pub accounting: Result<bool, QueryError>,
+    pub persistence: Result<bool, QueryError>,
 }
 
 impl NvmlBackend {
@@ -43,7 +45,7 @@ impl NvmlBackend {
         };
         let count = self.nvml.device_count().unwrap_or(0);
         for index in 0..count {
-            let text = |e: NvmlError| describe(&e);
+            let text = |e: NvmlError| query_error(&e);
             let (accounting, persistence) = match self.handle(index) {
                 Ok(h) => {
                     // Platform seam: persistence mode is Linux's (nvml-wrapper has no call
@@ -51,10 +53,10 @@ impl NvmlBackend {
                     #[cfg(target_os = "linux")]
                     let persistence = h.is_in_persistent_mode().map_err(text);
                     #[cfg(not(target_os = "linux"))]
-                    let persistence = Err("not on this platform".to_string());
+                    let persistence = Err(QueryError::NotOnThisPlatform);
                     (h.is_accounting_enabled().map_err(text), persistence)
                 }
-                Err(e) => (Err(describe(&e)), Err(describe(&e))),
+                Err(e) => (Err(query_error(&e)), Err(query_error(&e))),
             };
             r.devices.push(DeviceModes {
                 index,

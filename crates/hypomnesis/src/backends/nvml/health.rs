@@ -18,11 +18,11 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::error::NvmlError;
 
-use super::convert::{describe, reason_of};
+use super::convert::{describe, query_error, reason_of};
 use super::ffi_health::{self, RawDevice, RawSet};
 use crate::types::{
-    EccMode, Field, MemoryHealth, RemappedRows, RetiredPages, Unknown, UnknownReason, XidEvent,
-    XidTally,
+    EccMode, Field, MemoryHealth, QueryError, RemappedRows, RetiredPages, Unknown, UnknownReason,
+    XidEvent, XidTally,
 };
 
 /// `nvmlEventTypeXidCriticalError`.
@@ -230,13 +230,13 @@ impl<'n> Events<'n> {
     /// Waits up to `timeout` (at most [`WAIT`]) for one event. `Ok(None)`: none arrived.
     ///
     /// # Errors
-    /// NVML's error (GPU lost, …) as text.
-    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, String> {
+    /// NVML's error (GPU lost, …).
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, QueryError> {
         self.wait_up_to(timeout.min(WAIT))
     }
 
     /// Waits up to `timeout`, uncapped (a counter whose stop may be noticed late).
-    fn wait_up_to(&mut self, timeout: Duration) -> Result<Option<XidEvent>, String> {
+    fn wait_up_to(&mut self, timeout: Duration) -> Result<Option<XidEvent>, QueryError> {
         let Some(set) = self.set.as_ref() else {
             return Ok(None);
         };
@@ -257,7 +257,7 @@ impl<'n> Events<'n> {
                 Ok(Some(e))
             }
             Ok(_) => Ok(None),
-            Err(e) => Err(describe(&e)),
+            Err(e) => Err(query_error(&e)),
         }
     }
 
@@ -281,7 +281,7 @@ impl<'n> Events<'n> {
                 Ok(Some(e)) => lock(tally).add(e),
                 Ok(None) => {}
                 Err(why) => {
-                    lock(tally).last_error = Some(why);
+                    lock(tally).last_error = Some(why.to_string());
                     for _ in 0..4 {
                         if stop.load(Ordering::Relaxed) {
                             return;

@@ -3,7 +3,7 @@
 //!
 //! Owns upstream's items ([`SpillTracker`], [`SpillReport`], [`SpillEpisode`],
 //! [`is_spill_measurable`], [`snapshot_is_spilling`], the `DEFAULT_*` thresholds and, with
-//! `test-helpers`, [`SpillReportBuilder`]) and two additions: [`SpillTracker::with_probe`]
+//! `test-helpers`, `SpillReportBuilder`) and two additions: [`SpillTracker::with_probe`]
 //! (a tracker reading through your own [`Probe`]) and [`SpillTracker::unmeasurable_reason`].
 //!
 //! # What counts as spill

@@ -1,7 +1,7 @@
 //! The pick rules over hand-built devices: candidates (MIG, vendor, an allowed set), the
 //! order, the fit under reservations, and the child's variables.
 
-use super::visible::visible_env;
+use super::visible::{VisibleError, visible_env};
 use super::*;
 use crate::backends::drm::kfd::KfdNode;
 use crate::types::{MigDevice, MigMode, MigState, Source};
@@ -17,7 +17,7 @@ fn gpu(index: u32, free: Option<u64>, util: Option<f64>) -> Device {
     d
 }
 
-fn by_bytes(need: u64) -> impl Fn(&Device) -> Result<bool, String> {
+fn by_bytes(need: u64) -> impl Fn(&Device) -> Result<bool, JudgeError> {
     move |d: &Device| judge(&Need::Bytes(need), d, None)
 }
 
@@ -157,12 +157,58 @@ fn the_child_sees_what_was_picked() {
         env[1],
         ("ZE_AFFINITY_MASK".to_string(), Some("1".to_string()))
     );
-    assert!(
-        visible_env(&[cand(&amd)], &[], &[])
-            .unwrap_err()
-            .contains("KFD")
+    let no_kfd = visible_env(&[cand(&amd)], &[], &[]).unwrap_err();
+    assert_eq!(no_kfd, VisibleError::NoKfdNode { index: 4 });
+    assert_eq!(
+        no_kfd.to_string(),
+        "GPU 4: no KFD compute node at its PCI address (ROCm not loaded?)"
     );
     let mut other = Device::new(6, Vendor::Other("v3d".into()), Source::Sysfs);
     other.pci_bus_id = Some(pci(9));
-    assert!(visible_env(&[cand(&other)], &[], &[]).is_err());
+    let e = visible_env(&[cand(&other)], &[], &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "GPU 6 (v3d): no variable selects it for a command"
+    );
+    let mut nameless = gpu(7, Some(GIB), None);
+    nameless.uuid = None;
+    nameless.pci_bus_id = Some(pci(7));
+    assert_eq!(
+        visible_env(&[cand(&nameless)], &[], &[]),
+        Err(VisibleError::NoUuid { index: 7 })
+    );
+    let mut unplaced = cand(&i1);
+    unplaced.device.pci_bus_id = None;
+    assert_eq!(
+        visible_env(&[unplaced], &[i1.clone()], &[]),
+        Err(VisibleError::NoPciAddress { index: 5 })
+    );
+}
+
+#[test]
+fn a_refused_or_unjudged_device_says_why_as_a_value_and_in_words() {
+    let devices = [gpu(0, Some(70 * GIB), None), gpu(1, Some(70 * GIB), None)];
+    let (mut c, _) = candidates(&devices, &Request::new(Need::Bytes(GIB)));
+    let judge = |d: &Device| match d.index {
+        0 => Err(JudgeError::Refused {
+            reason: "compute mode prohibited: no CUDA context can be made there".into(),
+        }),
+        _ => Err(JudgeError::NoVerdict),
+    };
+    rank(&mut c, &BTreeMap::new(), &judge);
+    assert!(c.iter().all(|x| !x.fits));
+    let why = |sel: &str| {
+        c.iter()
+            .find(|x| x.selector == sel)
+            .and_then(|x| x.why_not.clone())
+    };
+    assert_eq!(
+        why("GPU-0").as_deref(),
+        Some("compute mode prohibited: no CUDA context can be made there")
+    );
+    assert_eq!(why("GPU-1").as_deref(), Some("no verdict"));
+    assert_eq!(
+        JudgeError::from(crate::estimate::plan::NoAnswer::HostUnknown).to_string(),
+        "CPU-only estimate: the host's available RAM (MemAvailable) cannot be read"
+    );
 }

@@ -7,6 +7,39 @@ use crate::backends::drm::kfd::{KfdNode, compute_nodes};
 use crate::probe::Probe;
 use crate::types::{Device, Vendor};
 
+/// Why a picked device cannot be named to its runtime; `Display` is the text `hmn pick`
+/// shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VisibleError {
+    /// An NVIDIA GPU without a UUID (`CUDA_VISIBLE_DEVICES` takes only UUIDs here).
+    #[error("GPU {index} has no UUID for CUDA_VISIBLE_DEVICES")]
+    NoUuid {
+        /// The device.
+        index: u32,
+    },
+    /// An AMD GPU with no KFD compute node at its PCI address (ROCm not loaded).
+    #[error("GPU {index}: no KFD compute node at its PCI address (ROCm not loaded?)")]
+    NoKfdNode {
+        /// The device.
+        index: u32,
+    },
+    /// An Intel GPU without a PCI address (`ZE_AFFINITY_MASK` ranks by it).
+    #[error("GPU {index} has no PCI address for ZE_AFFINITY_MASK")]
+    NoPciAddress {
+        /// The device.
+        index: u32,
+    },
+    /// Another vendor's GPU: no variable selects it.
+    #[error("GPU {index} ({driver}): no variable selects it for a command")]
+    NoVariable {
+        /// The device.
+        index: u32,
+        /// Its driver (the vendor as the device names it).
+        driver: String,
+    },
+}
+
 /// The variables that make a command see only `picked` (see the [module docs](self)): `(name,
 /// value)`, `None` to unset. `all`: every device (Intel ranks); `kfd`: the KFD compute nodes.
 ///
@@ -17,7 +50,7 @@ pub(crate) fn visible_env(
     picked: &[Candidate],
     all: &[Device],
     kfd: &[KfdNode],
-) -> Result<Vec<(String, Option<String>)>, String> {
+) -> Result<Vec<(String, Option<String>)>, VisibleError> {
     let mut cuda = Vec::new();
     let mut rocr = Vec::new();
     let mut ze = Vec::new();
@@ -26,23 +59,13 @@ pub(crate) fn visible_env(
         match d.vendor {
             Vendor::Nvidia => match &d.uuid {
                 Some(u) => cuda.push(u.clone()),
-                None => {
-                    return Err(format!(
-                        "GPU {} has no UUID for CUDA_VISIBLE_DEVICES",
-                        d.index
-                    ));
-                }
+                None => return Err(VisibleError::NoUuid { index: d.index }),
             },
             Vendor::Amd => {
                 let at = kfd
                     .iter()
                     .position(|n| n.pci.is_some() && n.pci == d.pci_bus_id)
-                    .ok_or_else(|| {
-                        format!(
-                            "GPU {}: no KFD compute node at its PCI address (ROCm not loaded?)",
-                            d.index
-                        )
-                    })?;
+                    .ok_or(VisibleError::NoKfdNode { index: d.index })?;
                 rocr.push(match kfd.get(at).and_then(|n| n.unique_id) {
                     Some(id) => format!("GPU-{id:016X}"),
                     None => at.to_string(),
@@ -58,16 +81,14 @@ pub(crate) fn visible_env(
                 let rank = d
                     .pci_bus_id
                     .and_then(|p| intel.iter().position(|x| *x == p))
-                    .ok_or_else(|| {
-                        format!("GPU {} has no PCI address for ZE_AFFINITY_MASK", d.index)
-                    })?;
+                    .ok_or(VisibleError::NoPciAddress { index: d.index })?;
                 ze.push(rank.to_string());
             }
             Vendor::Other(ref drv) => {
-                return Err(format!(
-                    "GPU {} ({drv}): no variable selects it for a command",
-                    d.index
-                ));
+                return Err(VisibleError::NoVariable {
+                    index: d.index,
+                    driver: drv.clone(),
+                });
             }
         }
     }
@@ -94,11 +115,11 @@ pub(crate) fn visible_env(
 /// was picked).
 ///
 /// # Errors
-/// As `visible_env`.
+/// As `visible_env`: a [`VisibleError`].
 pub fn visible_env_for(
     probe: &Probe,
     picked: &Picked,
-) -> Result<Vec<(String, Option<String>)>, String> {
+) -> Result<Vec<(String, Option<String>)>, VisibleError> {
     let kfd = if picked
         .devices
         .iter()

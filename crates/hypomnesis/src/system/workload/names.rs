@@ -474,11 +474,19 @@ mod tests {
         let roots = Roots::system()
             .with_log(log)
             .with_runtimes_under(dir.path());
-        let mut w = crate::system::workload::classify(&format!(
-            "/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{ID}.scope",
-            UID.replace('-', "_")
-        ))
-        .unwrap();
+        // As `classify` reads a kubelet's containerd scope (built here: `names` is below the
+        // module of `classify` and never imports it).
+        let mut w = WorkloadInfo::new(
+            WorkloadKind::Pod,
+            format!(
+                "/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{ID}.scope",
+                UID.replace('-', "_")
+            ),
+        );
+        w.runtime = Some(ContainerRuntime::Containerd);
+        w.container_id = Some(ID.to_string());
+        w.pod_uid = Some(UID.to_string());
+        w.unit = Some(format!("cri-containerd-{ID}.scope"));
         let cache = NameCache::new();
         cache.fill(&roots, &mut w);
         assert_eq!(w.pod_name.as_deref(), Some("trainer"), "from pods/ alone");

@@ -2,8 +2,9 @@
 //! list), the only place a driver's name is matched. Per driver: how its fdinfo region names
 //! map onto `vram` / `gtt` / `system`, which sysfs files give its device-wide memory and
 //! telemetry (with their units), which files give its VRAM size, how spill is measured on it
-//! (or why not), how to tell whether a device is integrated, its engine names and their
-//! classes, and which kernel first printed its fdinfo keys (`hmn doctor`).
+//! (or why not), how to tell whether a device is integrated (and what to do when the test
+//! cannot tell: `hmn doctor`), where its memory-health counters are, its engine names and
+//! their classes, and which kernel first printed its fdinfo keys (`hmn doctor`).
 //!
 //! Pure data and lookups: the readers that open the files named here are `sysfs` (device view)
 //! and `spill` (spill readings); `model` and `kind` ask the table about fdinfo names. Adding a
@@ -157,6 +158,32 @@ pub(crate) enum Integrated {
     Vddnb,
 }
 
+impl Integrated {
+    /// What makes the test decide where it could not (`hmn doctor`'s `memory-pool` remedy);
+    /// `None` where the test always decides, or nothing would help.
+    pub(crate) fn undecided_remedy(self) -> Option<&'static str> {
+        match self {
+            Integrated::Vddnb => Some(
+                "amdgpu says whether it is an APU only through its hwmon, registered with power \
+                 management on: remove amdgpu.dpm=0 from the kernel command line (an SR-IOV \
+                 virtual function cannot tell); until then an APU's pool is shown as its \
+                 carve-out alone",
+            ),
+            Integrated::AtIntelIgpuSlot | Integrated::WithoutPci => None,
+        }
+    }
+}
+
+/// Where a driver's memory-health counters are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ras {
+    /// amdgpu's RAS files in the device's `ras/` directory (`<block>_err_count`,
+    /// `gpu_vram_bad_pages`), read by `drm::ras`.
+    AmdgpuSysfs,
+    /// None in sysfs: the device's health is unknown (unsupported).
+    None,
+}
+
 /// Device-wide busy percentages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Utilization {
@@ -211,6 +238,8 @@ pub(crate) struct DrmDriver {
     pub spill: Spill,
     /// The integrated test.
     pub integrated: Integrated,
+    /// Its memory-health counters.
+    pub ras: Ras,
     /// Its engine names (`drm-engine-<e>`, trailing digits and `_` dropped) and their classes.
     /// A name it does not list is classed by [`EngineClass::of`].
     pub engines: &'static [(&'static str, EngineClass)],
@@ -339,6 +368,7 @@ pub(crate) static AMDGPU: DrmDriver = DrmDriver {
     },
     // An APU is told apart by its hwmon's vddnb channel (`apu`).
     integrated: Integrated::Vddnb,
+    ras: Ras::AmdgpuSysfs,
     engines: &[
         ("gfx", EngineClass::Graphics),
         ("compute", EngineClass::Compute),
@@ -375,6 +405,7 @@ pub(crate) static I915: DrmDriver = DrmDriver {
     vram_size: VramSize::CardNode(Bytes("lmem_total_bytes")),
     spill: Spill::ClientSums,
     integrated: Integrated::AtIntelIgpuSlot,
+    ras: Ras::None,
     engines: &[
         ("render", EngineClass::Graphics),
         ("copy", EngineClass::Copy),
@@ -408,6 +439,7 @@ pub(crate) static XE: DrmDriver = DrmDriver {
     },
     spill: Spill::ClientSums,
     integrated: Integrated::AtIntelIgpuSlot,
+    ras: Ras::None,
     engines: &[
         ("rcs", EngineClass::Graphics),
         ("bcs", EngineClass::Copy),
@@ -438,6 +470,7 @@ const fn soc(
         vram_size: VramSize::None,
         spill: Spill::NoFigures,
         integrated: Integrated::WithoutPci,
+        ras: Ras::None,
         engines,
         utilization: Utilization::NotRead,
         clock: Clock::Hwmon,
@@ -501,6 +534,7 @@ pub(crate) static NVIDIA: DrmDriver = DrmDriver {
     vram_size: VramSize::None,
     spill: Spill::Never(NVIDIA_REASON),
     integrated: Integrated::WithoutPci,
+    ras: Ras::None,
     engines: &[],
     utilization: Utilization::NotRead,
     clock: Clock::Hwmon,
@@ -526,6 +560,7 @@ pub(crate) static GENERIC: DrmDriver = DrmDriver {
     vram_size: VramSize::None,
     spill: Spill::NoFigures,
     integrated: Integrated::WithoutPci,
+    ras: Ras::None,
     engines: &[],
     utilization: Utilization::NotRead,
     clock: Clock::Hwmon,

@@ -433,6 +433,25 @@ fn names_are_unique_and_framebuffers_are_not_gpus() {
     );
 }
 
+#[test]
+fn only_amdgpu_has_ras_files_and_a_remedy_for_an_undecided_apu() {
+    for d in ALL.iter().copied().chain([&GENERIC]) {
+        let amd = std::ptr::eq(d, &AMDGPU);
+        assert_eq!(d.ras == Ras::AmdgpuSysfs, amd, "{}", d.name);
+        assert_eq!(
+            d.integrated.undecided_remedy().is_some(),
+            amd,
+            "only a test that can be undecided has a remedy: {}",
+            d.name
+        );
+    }
+    assert!(
+        Integrated::Vddnb
+            .undecided_remedy()
+            .is_some_and(|r| r.contains("amdgpu.dpm=0"))
+    );
+}
+
 /// The DRM area's sources, test modules left out: no driver's name is written as a string
 /// literal there, so every match on a driver is a lookup in this table.
 #[test]
@@ -444,6 +463,10 @@ fn no_driver_name_is_matched_outside_the_table() {
     }
     files.push(src.join("backends/spill.rs"));
     files.push(src.join("doctor/kernel.rs"));
+    // The probe's DRM health and the doctor's pool remedy ask the table too.
+    files.push(src.join("probe/drm.rs"));
+    files.push(src.join("probe/mod.rs"));
+    files.push(src.join("doctor/pools.rs"));
     files.retain(|f| !f.starts_with(src.join("backends/drm/driver")));
     assert!(files.len() > 8, "{files:?}");
     let mut names: Vec<&str> = ALL
