@@ -23,7 +23,13 @@
 # address, so lazy binding alone does not do): each prints its name and aborts, so a stub ever
 # called kills the probe and its rows say `fail`, never a wrong size (run 1 of this script,
 # without the stubs: "symbol lookup error: ... ggml_cuda_flash_attn_ext_vec_case<128, f16, f16>").
-# STUB_KERNELS=0 builds everything (~6-9 min on 16 cores). HMN (default: a `hmn` beside the
+# STUB_KERNELS=0 builds everything (~6-9 min on 16 cores); KEEP_INSTANCES (an extended regex
+# of template-instance file names) keeps those real, for a decode that needs them. GRID=0 skips
+# the grid. The totals step's model and context: TOTALS_MODEL (a llama_cpp_grid.py key, default
+# llama31-8b), TOTALS_LAYERS (default 32: the published depth), TOTALS_CTX (default 8192),
+# TOTALS_DECODE (N: a full batch and N single-token steps before the hold, as a server's prompt
+# and first tokens — kernels loaded, the CUDA pool and cuBLAS workspace allocated; needs the
+# kernels they run kept real). HMN (default: a `hmn` beside the
 # repository copy, target/release/hmn) runs the totals step; DEADLINE (s, default 200) bounds the
 # grid, and the grid also stops starting runs TOTAL_S (default 500) seconds after the start. REHEARSAL=1 with PREBUILT=DIR (a CPU build's bin/) skips the build: the flow on a CPU.
 # OUTDIR: steps.log, build.log.gz, cuda.csv, cuda-run.json, cuda-grid.log.gz, totals.json.
@@ -71,10 +77,13 @@ else
   if [ "${STUB_KERNELS:-1}" = 1 ]; then
     n=0
     for f in "$B"/src/ggml/src/ggml-cuda/template-instances/*.cu; do
+      if [ -n "${KEEP_INSTANCES:-}" ] && basename "$f" | grep -Eq "$KEEP_INSTANCES"; then
+        continue
+      fi
       echo "// emptied by llama_cpp_cuda.sh (STUB_KERNELS=1): no kernel runs while contexts are created" > "$f"
       n=$((n + 1))
     done
-    say "stubbed $n kernel template instances"
+    say "stubbed $n kernel template instances (kept: ${KEEP_INSTANCES:-none})"
   fi
   GEN=(-G Ninja); command -v ninja > /dev/null || GEN=()
   timeout 120 cmake -S "$B/src" -B "$B/build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
@@ -116,25 +125,35 @@ export PYTHONPATH=$S/gguf-py:$DIR
 left=$((TOTAL_S - ($(date +%s) - t0) - 40))
 [ "$left" -lt "$DEADLINE" ] && DEADLINE=$((left > 20 ? left : 20))
 say "grid deadline: $DEADLINE s"
-python3 "$DIR/llama_cpp_cuda.py" --probe "$B/probe" --work "$B" --out "$OUT" --deadline "$DEADLINE" \
-  --build-seconds "$BUILD_S" --build "CUDA sm_$ARCH, STUB_KERNELS=${STUB_KERNELS:-1}" \
-  ${REAL_LIMIT_GIB:+--real-limit-gib "$REAL_LIMIT_GIB"} 2>> "$LOG"
-say "grid: rc $? ($(($(date +%s) - t0)) s)"
+if [ "${GRID:-1}" = 1 ]; then
+  python3 "$DIR/llama_cpp_cuda.py" --probe "$B/probe" --work "$B" --out "$OUT" --deadline "$DEADLINE" \
+    --build-seconds "$BUILD_S" --build "CUDA sm_$ARCH, STUB_KERNELS=${STUB_KERNELS:-1}" \
+    ${REAL_LIMIT_GIB:+--real-limit-gib "$REAL_LIMIT_GIB"} 2>> "$LOG"
+  say "grid: rc $? ($(($(date +%s) - t0)) s)"
+else
+  say "grid: skipped (GRID=0)"
+fi
 gzip -c "$B/cuda-grid.log" > "$OUT/cuda-grid.log.gz" 2>/dev/null
 
-# Totals: one context (Llama-3.1-8B at its published 32 layers, 8192 cells, flash attention,
-# ubatch 512, one slot) held 3 s under `hmn run`, beside `hmn fits` for the same file.
+# Totals: one context (default Llama-3.1-8B at its published 32 layers, 8192 cells, flash
+# attention, ubatch 512, one slot) held 3 s under `hmn run`, beside `hmn fits` for the same file.
 if [ -x "$HMN" ]; then
-  M=$B/gguf/llama31-8b-32l.gguf
-  [ -f "$M" ] || python3 -c "import llama_cpp_grid as g; from pathlib import Path; g.write_gguf(g.MODELS['llama31-8b-32l'], Path('$M'))"
+  TM=${TOTALS_MODEL:-llama31-8b}
+  TL=${TOTALS_LAYERS:-32}
+  TC=${TOTALS_CTX:-8192}
+  M=$B/gguf/$TM-${TL}l.gguf
+  mkdir -p "$B/gguf"
+  [ -f "$M" ] || python3 -c "import llama_cpp_grid as g; from pathlib import Path; g.write_gguf(dict(g.MODELS['$TM'], n_layer=$TL), Path('$M'))"
   NGL=${TOTALS_NGL:-999}
-  "$HMN" fits "$M" --runtime llama.cpp --context 8192 --flash-attn on --ubatch 512 --json \
+  "$HMN" fits "$M" --runtime llama.cpp --context "$TC" --flash-attn on --ubatch 512 --json \
     > "$B/fits.json" 2> "$B/fits.err"
-  say "fits: rc $?"
-  echo "t 8192 2048 512 1 1 f16 f16 0 1 1 1" > "$B/totals.cfg"
+  say "fits: rc $? ($TM, $TL layers, -c $TC)"
+  echo "t $TC 2048 512 1 1 f16 f16 0 1 1 1" > "$B/totals.cfg"
+  DEC=""
+  [ -n "${TOTALS_DECODE:-}" ] && DEC="--decode $TOTALS_DECODE"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -lms 500 > "$B/smi-apps.txt" 2>&1 &
   smi=$!
-  "$HMN" run --json --interval 50ms -- sh -c "'$B/probe' '$M' --ngl $NGL --hold 3000 < '$B/totals.cfg' > '$B/totals.probe' 2>&1" \
+  "$HMN" run --json --interval 50ms -- sh -c "'$B/probe' '$M' --ngl $NGL $DEC --hold 3000 < '$B/totals.cfg' > '$B/totals.probe' 2>&1" \
     > "$B/run.json" 2> "$B/run.err"
   say "run: rc $?"
   kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null

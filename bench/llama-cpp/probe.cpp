@@ -1,6 +1,6 @@
 // Creates llama.cpp contexts over one model and prints every buffer llama.cpp allocates.
 //
-//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] [--hold MS] < configs
+//   probe MODEL.gguf [--no-alloc] [--no-repack] [--debug] [--ngl N] [--decode N] [--hold MS] < configs
 //
 // Each stdin line is one context:
 //   ID n_ctx n_batch n_ubatch n_seq_max flash(0|1) type_k type_v swa_full kv_unified
@@ -13,7 +13,10 @@
 // (with ggml-alloc built with GGML_ALLOCATOR_DEBUG: the live tensors each time the compute
 // buffer grows; bench/llama_cpp_model.py --explain). --hold keeps each context alive MS
 // milliseconds after its MEM lines ("HOLD ID" first), for a sampler outside (hmn run, nvidia-smi)
-// to see the process at its peak. Part of bench/llama_cpp_grid.sh and llama_cpp_cuda.sh.
+// to see the process at its peak. --decode N runs one batch of n_ubatch tokens and then N
+// single-token steps on each context ("DECODE ID ok|fail ..."), as a server's prompt and first
+// tokens (kernels, the backend's pools and workspaces allocated). Part of
+// bench/llama_cpp_grid.sh and llama_cpp_cuda.sh.
 #include "llama.h"
 #include "llama-ext.h"
 #include "ggml-backend.h"
@@ -67,12 +70,14 @@ int main(int argc, char ** argv) {
     bool repack = true;
     int ngl = 0;  // layers on the GPU (a CUDA build): -ngl
     int hold_ms = 0;
+    int decode = -1;  // single-token steps after a full batch; -1: no decode
     for (int i = 2; i < argc; ++i) {
         if (!strcmp(argv[i], "--no-alloc")) no_alloc = true;
         else if (!strcmp(argv[i], "--no-repack")) repack = false;
         else if (!strcmp(argv[i], "--debug")) g_debug = true;
         else if (!strcmp(argv[i], "--ngl") && i + 1 < argc) ngl = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hold") && i + 1 < argc) hold_ms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--decode") && i + 1 < argc) decode = atoi(argv[++i]);
         else { fprintf(stderr, "unknown argument %s\n", argv[i]); return 2; }
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -124,6 +129,31 @@ int main(int argc, char ** argv) {
         }
         for (const auto & [buft, m] : llama_get_memory_breakdown(ctx)) {
             printf("MEM %s %zu %zu %zu\n", ggml_backend_buft_name(buft), m.model, m.context, m.compute);
+        }
+        if (decode >= 0) {
+            const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+            const int n = (int) llama_n_ubatch(ctx);
+            llama_batch b = llama_batch_init(n, 0, 1);
+            int rc = 0;
+            int pos = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int step = 0; step <= decode && rc == 0; ++step) {
+                const int len = step == 0 ? n : 1;
+                b.n_tokens = len;
+                for (int i = 0; i < len; ++i) {
+                    b.token[i] = (pos + i) % n_vocab;
+                    b.pos[i] = pos + i;
+                    b.n_seq_id[i] = 1;
+                    b.seq_id[i][0] = 0;
+                    b.logits[i] = i == len - 1;
+                }
+                rc = llama_decode(ctx, b);
+                pos += len;
+            }
+            llama_synchronize(ctx);
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            printf("DECODE %s %s rc %d tokens %d ms %.1f\n", id.c_str(), rc == 0 ? "ok" : "fail", rc, pos, ms);
+            llama_batch_free(b);
         }
         if (hold_ms > 0) {
             printf("HOLD %s\n", id.c_str());
