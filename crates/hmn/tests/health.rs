@@ -159,6 +159,26 @@ fn serve_exports_memory_health() {
     }
 }
 
+/// A device whose XID events are counted says so even before one arrives (1, and no
+/// `hmn_device_xid_events_total` series: none arrived); one whose events cannot be counted
+/// says 0 — so an alert on the counter can tell "none" from "not counted".
+#[test]
+fn serve_says_which_devices_xid_events_are_counted() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0).healthy_ecc())
+        .device(FakeDevice::h100(1));
+    let body = crate::serve::scrape_lint_clean(&Bed::with_nvml(&fake));
+    let uuid = |i: u32| format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e000{i}");
+    for (i, v) in [(0, 1), (1, 0)] {
+        let want = format!(
+            "hmn_device_xid_counting{{gpu=\"{i}\",gpu_uuid=\"{}\"}} {v}",
+            uuid(i)
+        );
+        assert!(body.contains(&want), "missing {want}\n{body}");
+    }
+    assert!(!body.contains("hmn_device_xid_events_total{"), "{body}");
+}
+
 /// `watch PID` of a process whose VRAM follows `used` (one value per NVML list call).
 fn watch_growth(used: &[u64], extra: &[&str]) -> std::process::Output {
     let mut sleeper = std::process::Command::new("sleep")

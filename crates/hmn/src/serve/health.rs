@@ -6,7 +6,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use hypomnesis::{Device, MemoryHealth, Unattributed, XidTally};
+use hypomnesis::{Device, MemoryHealth, Unattributed, Vendor, XidTally};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -28,6 +28,7 @@ pub struct Series {
     ras_errors: CounterFamily,
     bad_pages: GaugeFamily,
     xid_events: CounterFamily,
+    xid_counting: GaugeFamily,
     unattributed: GaugeFamily,
 }
 
@@ -117,6 +118,14 @@ impl Series {
                 "hmn_device_xid_events",
                 "NVIDIA XID events received since hmn serve started, by xid",
             ),
+            xid_counting: gauge(
+                reg,
+                "hmn_device_xid_counting",
+                "1 when this NVIDIA device's XID events are counted since hmn serve started (no \
+                 hmn_device_xid_events_total series then means none arrived), 0 when they cannot \
+                 be counted (events unsupported, no NVML)",
+                None,
+            ),
             unattributed: gauge(
                 reg,
                 "hmn_device_memory_unattributed",
@@ -138,7 +147,10 @@ impl Series {
         if let Some(b) = unattributed.bytes {
             self.unattributed.get_or_create(l).set(b as f64);
         }
-        if let Some(t) = xid {
+        if let Some(t) = xid.filter(|_| d.vendor == Vendor::Nvidia) {
+            self.xid_counting
+                .get_or_create(l)
+                .set(flag(t.total_on(d.index).is_some()));
             if t.total_on(d.index).is_some() {
                 for (x, n) in t.counts.get(&d.index).into_iter().flatten() {
                     self.xid_events
