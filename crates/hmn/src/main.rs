@@ -19,7 +19,7 @@
 //! | [`who`] | the workload and PID-namespace cells and notes of `ps` and `watch` |
 //! | [`ps`], [`run`], [`spill`], [`watch`], [`fits`], [`doctor`], `serve` | one subcommand each ([`watch_gpu`]: `watch`'s NVIDIA parts; [`watch_growth`]: its growth trends) |
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
-//! | [`signals`] | the stop flag of `watch`, `record` and `top` (Ctrl+C, SIGTERM, SIGHUP) |
+//! | [`signals`] | the stop signals of `watch`, `record`, `top` and `pick --wait` (Ctrl+C, SIGTERM, SIGHUP; SIGQUIT too for `record` and `top`) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
 
 mod args;
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
             let _ = writeln!(
                 io::stderr().lock(),
                 "{}",
-                output::usage_error(&e.to_string(), &args::subcommand_of_argv())
+                output::usage_error(&usage_text(&e), &args::subcommand_of_argv())
             );
             return ExitCode::from(2);
         }
@@ -89,6 +89,22 @@ fn main() -> ExitCode {
             output::error(&e);
             ExitCode::from(2)
         }
+    }
+}
+
+/// A usage error's text with each argument as given. clap's own text (`Display`) drops the
+/// control characters and escape sequences of an argument (`--sort $'a\e]2;x\ab'` read `invalid
+/// value 'ab'`): the arguments are parsed again without styles, whose error keeps them whole,
+/// and [`output::usage_error`] shows each control character as `\xNN`. An error the second
+/// parse does not repeat keeps clap's text.
+fn usage_text(e: &clap::Error) -> String {
+    use clap::CommandFactory as _;
+    match Cli::command()
+        .styles(clap::builder::Styles::plain())
+        .try_get_matches()
+    {
+        Err(plain) if plain.kind() == e.kind() => plain.render().ansi().to_string(),
+        _ => e.to_string(),
     }
 }
 

@@ -1,8 +1,10 @@
-//! The stop flag of hmn's long-running commands (`watch`, `record`, `top`): set by Ctrl+C,
+//! The stop flag of hmn's long-running commands (`watch`, `pick --wait`): set by Ctrl+C,
 //! SIGTERM and, on Unix, SIGHUP (a closed terminal or a job scheduler ends them like Ctrl+C:
-//! with their summary, their file renamed into place); [`Stop`], that flag with a wait the
-//! signal cuts short (`watch`); and [`on_stop`], the same signals and SIGQUIT handed to a
-//! thread of their own (`top`). Platform seam: Windows has no SIGHUP nor signal iterator.
+//! with their summary); [`Stop`], that flag with a wait the signal cuts short (`watch`);
+//! [`on_stop`], the same signals and SIGQUIT handed to a thread of their own (`top`); and
+//! [`on_each_stop`], every one of them, SIGQUIT included, handed to a callback (`record`, whose
+//! main thread waits on one channel for a sample, the stop or its deadline). Platform seam:
+//! Windows has no SIGHUP, SIGQUIT nor signal iterator.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -133,6 +135,45 @@ pub fn on_stop(on_stop: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
                 on_stop(signal_hook::consts::SIGTERM);
+            })?;
+    }
+    Ok(())
+}
+
+/// Calls `on_signal` with the signal's number, on a thread of its own, at every stop signal —
+/// SIGINT, SIGTERM and, on Unix, SIGHUP and SIGQUIT (whose default actions, an end without a
+/// word or a core dump, would leave a recording under its temporary name) — for as long as the
+/// process runs: the handlers stay, so a second Ctrl+C while the first is being handled is
+/// one more call, not the default action. For a command whose main thread waits for its own
+/// events and must end on time whatever its other threads do (`record`: the callback sends the
+/// stop on the channel the samples arrive on). Windows, which has no signal iterator: the stop
+/// flag of [`stop_flag`], looked at every 100 ms, one call.
+///
+/// # Errors
+/// When a handler or the thread cannot be installed.
+pub fn on_each_stop(mut on_signal: impl FnMut(i32) + Send + 'static) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
+        std::thread::Builder::new()
+            .name("hmn-signals".to_string())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    on_signal(sig);
+                }
+            })?;
+    }
+    #[cfg(not(unix))]
+    {
+        let stop = stop_flag()?;
+        std::thread::Builder::new()
+            .name("hmn-signals".to_string())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                on_signal(signal_hook::consts::SIGTERM);
             })?;
     }
     Ok(())

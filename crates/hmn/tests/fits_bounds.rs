@@ -120,6 +120,58 @@ fn a_set_of_names_of_one_file_is_read_once() {
     assert_eq!(another, 31, "{input}");
 }
 
+/// The GGUF half of the (device, inode) rule: a split set `m-0000K-of-0000N.gguf` whose names
+/// all lead to one file is read once, with a warning per other name.
+#[test]
+fn a_split_gguf_set_of_names_of_one_file_is_read_once() {
+    const N: u32 = 8;
+    let bed = Bed::new();
+    let dir = bed.path("gguf-links");
+    std::fs::create_dir_all(&dir).unwrap();
+    GgufWriter::new()
+        .str("general.architecture", "llama")
+        .u32("llama.block_count", 2)
+        .u32("llama.attention.head_count", 4)
+        .u32("llama.embedding_length", 256)
+        .tensor("token_embd.weight", &[256, 32], ggml::F16)
+        .write(&dir.join("blob.gguf"))
+        .unwrap();
+    for k in 1..=N {
+        hmn_testbed::symlink("blob.gguf", dir.join(format!("m-{k:05}-of-{N:05}.gguf"))).unwrap();
+    }
+    let v = fits_json(&bed, &dir.join(format!("m-00003-of-{N:05}.gguf")));
+    let input = &v["input"];
+    assert_eq!(input["format"], "gguf", "{input}");
+    let files = input["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{input}");
+    assert!(
+        files[0]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("m-00001-of-{N:05}.gguf")),
+        "the first name is the one read: {input}"
+    );
+    assert_eq!(input["tensor_count"], 1, "counted once, not {N} times");
+    let another: Vec<&str> = input["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .filter(|w| w.contains("is another name of"))
+        .collect();
+    assert_eq!(another.len(), N as usize - 1, "{input}");
+    for k in 2..=N {
+        let name = format!("m-{k:05}-of-{N:05}.gguf is another name of");
+        assert!(
+            another
+                .iter()
+                .any(|w| w.contains(&name)
+                    && w.ends_with(&format!("m-00001-of-{N:05}.gguf: read once"))),
+            "{name}: {another:#?}"
+        );
+    }
+}
+
 #[test]
 fn a_hugging_face_cache_reads_every_distinct_blob_once() {
     let bed = Bed::new();

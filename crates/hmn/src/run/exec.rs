@@ -38,7 +38,7 @@ mod status;
 mod windows;
 pub use status::{Exit, SpawnError};
 #[cfg(windows)]
-pub use windows::{SignalForwarder, children_max_rss_bytes, exit_code, resolve};
+pub use windows::{SignalForwarder, exit_code, resolve};
 
 #[cfg(unix)]
 fn executable(path: &Path) -> Result<(), String> {

@@ -2,9 +2,9 @@
 //! killed hmn leaves nothing of the command's tree running.
 //!
 //! hmn starts the guard in a process group of its own ([`super::job::Job::spawn`]); the guard
-//! joins the transient cgroup, then starts the command through the plain `hmn __exec`
-//! ([`super::job::exec_helper`]) in a process group of the command's own, and from then on only
-//! waits and relays:
+//! starts the command through the plain `hmn __exec` ([`super::job::exec_helper`], which joins
+//! the transient cgroup just before it executes the command) in a process group of the
+//! command's own, joins the cgroup itself, and from then on only waits and relays:
 //!
 //! - **Subreaper.** The guard is the command's parent and its child subreaper
 //!   (`PR_SET_CHILD_SUBREAPER`): a process of the tree whose parent ends — a double fork, a
@@ -29,7 +29,9 @@
 //!   signal that killed it (raised again, without a core file of the guard's own).
 //! - **Not measured.** hmn samples the guard's descendants, not the guard
 //!   (`Target::Descendants`), and the guard is in the cgroup only as an idle process whose
-//!   memory was charged before it joined.
+//!   memory was charged before it joined. The `ru_maxrss` hmn reports is the guard's children's,
+//!   which the guard writes to hmn's pipe when the command has ended ([`super::helper`]): hmn's
+//!   own children's figure would hold the guard's image.
 //!
 //! What escapes: a process the tree asks another service to start (`systemd-run`, a daemon
 //! reached over a socket, a container runtime) is no descendant of the guard; and if the guard
@@ -85,20 +87,24 @@ pub fn run(a: &ExecArgs, parent: u32, procs: Option<std::fs::File>) -> ExitCode 
         return ExitCode::from(125);
     }
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    if let Some(mut f) = procs {
-        // Joined before the command starts, so it is born in the group.
-        let _ = f.write_all(std::process::id().to_string().as_bytes());
-    }
     let [path, argv0, rest @ ..] = a.command.as_slice() else {
         return ExitCode::from(2);
     };
+    // The guard's own pipe to hmn, and the exec pipe it passes on to the step.
+    let mut pipes = (None, None);
     let spawned = std::env::current_exe().and_then(|me| {
         let mut cmd = Command::new(me);
+        pipes = super::helper::guard_pipes(&mut cmd);
         cmd.arg("__exec")
             .arg("--parent")
             .arg(std::process::id().to_string());
         if let Some(fd) = a.tty {
             cmd.arg("--tty").arg(fd.to_string());
+        }
+        // The step joins the group just before it executes the command (`job::exec_helper`):
+        // its own image, hmn's, is charged outside it.
+        if let Some(p) = &a.cgroup_procs {
+            cmd.arg("--cgroup-procs").arg(p);
         }
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
             .arg("--")
@@ -115,7 +121,14 @@ pub fn run(a: &ExecArgs, parent: u32, procs: Option<std::fs::File>) -> ExitCode 
             return ExitCode::from(err.exit_code());
         }
     };
+    let (report, exec) = pipes;
+    super::helper::guard_started(exec);
     let command = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if let Some(mut f) = procs {
+        // Joined once the step has started outside the group (hmn checks that the group holds
+        // the guard): idle, its memory charged before.
+        let _ = f.write_all(std::process::id().to_string().as_bytes());
+    }
     // As a shell does, from both sides (the command's `__exec` does the same).
     let _ = setpgid(command, command);
     if let Some(fd) = a.tty {
@@ -138,7 +151,7 @@ pub fn run(a: &ExecArgs, parent: u32, procs: Option<std::fs::File>) -> ExitCode 
             }
             continue;
         }
-        if let Some(code) = reap(command, a.tty) {
+        if let Some(code) = reap(command, a.tty, report) {
             return code;
         }
     }
@@ -151,18 +164,21 @@ fn parent_is(parent: u32) -> bool {
 }
 
 /// Reaps every child that has changed state: the tree's orphans quietly; the command's stop is
-/// passed on, its end returned as the guard's own.
-fn reap(command: Pid, tty: Option<i32>) -> Option<ExitCode> {
+/// passed on, its end returned as the guard's own (after the peak of what was reaped is
+/// written to hmn's pipe, `report`).
+fn reap(command: Pid, tty: Option<i32>, report: Option<std::os::fd::RawFd>) -> Option<ExitCode> {
     loop {
         match waitpid(
             Pid::from_raw(-1),
             Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
         ) {
             Ok(WaitStatus::Exited(p, code)) if p == command => {
+                super::helper::tell_rusage(report);
                 hand_back(tty, command);
                 return Some(ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)));
             }
             Ok(WaitStatus::Signaled(p, sig, _)) if p == command => {
+                super::helper::tell_rusage(report);
                 hand_back(tty, command);
                 return Some(die_of(sig));
             }

@@ -13,19 +13,25 @@
 //!   the foreground and continues the command's group. The terminal is hmn's again when the
 //!   command has ended.
 //! - **Nothing of it outlives hmn.** On Linux hmn's child is the guard, `hmn __exec --guard`
-//!   (`run::guard`, Linux): it joins the transient cgroup, starts the command, stays its parent
+//!   (`run::guard`, Linux): it starts the command, joins the transient cgroup, stays its parent
 //!   and subreaper, passes its signals, stops and exit status through, and kills the command's
 //!   whole tree (its process group, the cgroup, every descendant) if hmn dies — `SIGKILL` of
 //!   hmn, `timeout -k`, a CI runner's `kill -9 -PGID`. The command's own first step is `hmn
 //!   __exec` (without `--guard`), which asks the kernel to kill it if its parent dies
-//!   (`PR_SET_PDEATHSIG`, `SIGKILL`), takes the terminal, then executes the command with its
+//!   (`PR_SET_PDEATHSIG`, `SIGKILL`), takes the terminal, joins the cgroup at the last moment
+//!   (so that its own image is charged outside it), then executes the command with its
 //!   own `argv[0]` (the name it was given, not the path it was found at). Elsewhere (macOS)
 //!   there is no guard: hmn's child is that step, with no parent-death signal either. The
 //!   `__exec` step writes its pid only into a cgroup's own `cgroup.procs`
 //!   ([`cgroup_procs_file`]).
+//! - **The command measured, not hmn's helpers.** The guard and the step are hmn's own image:
+//!   through a pipe ([`super::helper`]) the step says when it executes the command (hmn samples
+//!   from then on: [`Job::wait_exec`]) and the guard the peak of what it reaped, so that
+//!   `ru_maxrss` is the command's or unknown ([`Job::max_rss_bytes`]).
 
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -33,8 +39,17 @@ use nix::unistd::{Pid, getpgrp, getppid, setpgid};
 
 use crate::args::ExecArgs;
 
+use super::helper::Told;
 pub use super::launch::Launch;
 use super::tty::{foreground_of, foreground_tty, give_terminal};
+
+/// The longest [`Job::wait_exec`] waits for the command to be executed (it takes milliseconds;
+/// a helper that is slower, stopped or gone is not waited for longer).
+const EXEC_WAIT: Duration = Duration::from_secs(2);
+
+/// How often that wait looks at the child: a stop (Ctrl+Z before the command ran) is passed on
+/// as [`Job::wait`] would, and an ended child ends the wait.
+const EXEC_WAIT_SLICE: Duration = Duration::from_millis(50);
 
 /// The running command. See the [module docs](self).
 #[derive(Debug)]
@@ -45,6 +60,8 @@ pub struct Job {
     /// The terminal (a standard fd) whose foreground hmn held when it started the command.
     tty: Option<i32>,
     done: Option<ExitStatus>,
+    /// What the helpers tell hmn (none when the command was started directly).
+    told: Option<Told>,
 }
 
 impl Job {
@@ -58,6 +75,7 @@ impl Job {
         let exe = std::env::current_exe().ok();
         // Platform seam: the guard needs a subreaper and a parent-death signal (Linux).
         let guarded = cfg!(target_os = "linux") && exe.is_some();
+        let exe_used = exe.is_some();
         let mut cmd = match exe {
             Some(me) => {
                 let mut cmd = Command::new(me);
@@ -86,12 +104,20 @@ impl Job {
             }
         };
         launch.apply_env(&mut cmd);
+        let (told, writers) = if exe_used {
+            let (t, w) = Told::pipes_for(&mut cmd, guarded)?;
+            (Some(t), w)
+        } else {
+            (None, Vec::new())
+        };
         let child = cmd
             .process_group(0)
             .stdin(Stdio::inherit())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .spawn()?;
+        // The helpers hold the write ends now: each pipe ends with them.
+        drop(writers);
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
         // As a shell does, from both sides: whichever runs first, the group and the terminal
         // are the command's before it can touch either (an error means the child already did).
@@ -108,7 +134,31 @@ impl Job {
             guarded,
             tty,
             done: None,
+            told,
         })
+    }
+
+    /// Waits until hmn's step has executed the command (see [`super::helper`]), at most
+    /// [`EXEC_WAIT`]; a stop of the child meanwhile is handled as [`Job::wait`] does. Sampling
+    /// starts after it, so no sample is of hmn's own image. At once when the command was
+    /// started directly.
+    pub fn wait_exec(&mut self) {
+        let Some(mut told) = self.told.take() else {
+            return;
+        };
+        told.wait_exec(EXEC_WAIT, EXEC_WAIT_SLICE, || {
+            matches!(self.try_wait(), Ok(None))
+        });
+        self.told = Some(told);
+    }
+
+    /// The largest `ru_maxrss` of the command's processes, in bytes, once the command has
+    /// ended — without hmn's helpers: `None` when it cannot be told from their own images
+    /// ([`super::helper::Told::command_max_rss`]), and when the command was started directly
+    /// (the child's figure then holds hmn's image as it was at the fork).
+    pub fn max_rss_bytes(&mut self) -> Option<u64> {
+        let own = super::exec::children_max_rss_bytes();
+        self.told.as_mut()?.command_max_rss(own)
     }
 
     /// The child's pid: the guard's when [`Job::guarded`], else the command's.
@@ -229,20 +279,40 @@ pub fn exec_helper(a: &ExecArgs) -> std::process::ExitCode {
             return std::process::ExitCode::from(125);
         }
     }
-    if let Some(mut f) = procs {
-        use std::io::Write as _;
-        let _ = f.write_all(std::process::id().to_string().as_bytes());
-    }
     if let Some(fd) = a.tty.filter(|fd| (0..=2).contains(fd)) {
         give_terminal(fd, getpgrp());
     }
     let [path, argv0, rest @ ..] = a.command.as_slice() else {
         return std::process::ExitCode::from(2);
     };
-    let e = Command::new(path).arg0(argv0).args(rest).exec();
+    let mut cmd = Command::new(path);
+    cmd.arg0(argv0).args(rest);
+    if let Some(f) = procs {
+        join_at_exec(&mut cmd, f);
+    }
+    super::helper::tell_exec(&mut cmd, path);
+    let e = cmd.exec();
     let err = super::exec::SpawnError::from_io(argv0, &e);
     let _ = crate::output::note(&format!("run: {err}"));
     std::process::ExitCode::from(err.exit_code())
+}
+
+/// The step joins the cgroup (`procs`, its checked `cgroup.procs`) as the last thing before
+/// `execve` but one (the line to hmn, [`super::helper::tell_exec`]): what hmn's own image
+/// allocated before stays charged where the step was born (outside the group: the guard joins
+/// after starting it), and the command's memory is the group's from its first page. A failed
+/// write leaves the command outside the group: its memory is then missing from the group's
+/// peak, which the largest process's peak floors.
+fn join_at_exec(cmd: &mut Command, procs: std::fs::File) {
+    use std::os::fd::AsRawFd as _;
+    let pid = std::process::id().to_string().into_bytes();
+    // SAFETY: the hook only calls `write` with a buffer prepared before.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _ = nix::libc::write(procs.as_raw_fd(), pid.as_ptr().cast(), pid.len());
+            Ok(())
+        });
+    }
 }
 
 /// Opens FILE for `--cgroup-procs` only if it is a cgroup's `cgroup.procs`: so named, on a

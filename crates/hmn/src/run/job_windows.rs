@@ -90,4 +90,13 @@ impl Job {
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait()
     }
+
+    /// As Unix's: the child is the command itself (no helper step), so it runs once started.
+    pub fn wait_exec(&mut self) {}
+
+    /// Windows keeps no `ru_maxrss` of waited-for children (the Job object's peak is used
+    /// instead).
+    pub fn max_rss_bytes(&mut self) -> Option<u64> {
+        None
+    }
 }

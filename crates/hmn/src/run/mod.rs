@@ -6,6 +6,8 @@ mod gpu;
 #[cfg(target_os = "linux")]
 mod guard;
 #[cfg(unix)]
+mod helper;
+#[cfg(unix)]
 pub mod job;
 #[cfg(windows)]
 #[path = "job_windows.rs"]
@@ -180,6 +182,8 @@ pub fn run(
         }
     });
 
+    // Sampling starts once the command runs: before, the child's process is hmn's own step.
+    child.wait_exec();
     // Measurement: a problem here never stops the workload.
     let root = match read_stat(&opts.roots, child.id()) {
         Ok(st) => Some(st.id()),
@@ -237,7 +241,8 @@ pub fn run(
         .unwrap_or_default();
     let forwarded = forwarder.finish();
 
-    let rusage_max_rss = exec::children_max_rss_bytes();
+    // The command's own, without the image of hmn's helpers.
+    let rusage_max_rss = child.max_rss_bytes();
     let cgroup_peak = cgroup.as_ref().and_then(PeakCgroup::peak_bytes);
     let cgroup_version = cgroup.as_ref().map(PeakCgroup::version);
     if let Some(c) = cgroup {

@@ -1,5 +1,5 @@
 //! Collection: one long-lived [`Probe`] turned into a [`Snapshot`] per interval, for `hmn top`
-//! (on its own thread, [`spawn`]) and `hmn record` (in a loop).
+//! and `hmn record`, each on its own thread ([`spawn_into`]).
 //!
 //! Per sample: the probe's devices and GPU processes (NVML kept loaded; the DRM fd index
 //! reused between rescans), each row's name, owner and workload (its cgroup, with the pod's
@@ -21,7 +21,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hypomnesis::process::tree::{Stat, StatReader};
@@ -499,21 +499,6 @@ impl Control {
             }
         }
     }
-}
-
-/// Starts the collector thread ([`spawn_into`]) with its snapshots sent on a channel (`hmn
-/// record`).
-///
-/// # Errors
-/// When the thread cannot be started.
-pub fn spawn(
-    opts: ProbeOptions,
-    o: CollectOptions,
-    control: Arc<Control>,
-) -> std::io::Result<mpsc::Receiver<Snapshot>> {
-    let (tx, rx) = mpsc::channel();
-    spawn_into(opts, o, control, move |s| tx.send(s).is_ok())?;
-    Ok(rx)
 }
 
 /// Starts the collector thread: it builds the probe (calibrating the rescan), then samples

@@ -1,13 +1,16 @@
 //! `hmn record [--interval] [--duration] [--force] FILE`: the snapshots `hmn top` draws, one
 //! JSON line per sample, flushed per sample (`docs/top.md`).
 //!
-//! Sampling runs on the collector's own thread ([`super::collect::spawn`], as `hmn top`'s):
-//! the main thread only writes what arrives and watches the clock and the stop flag, so
-//! `--duration`, Ctrl+C, SIGTERM and SIGHUP (a terminal hanging up) end the recording within
-//! [`TICK`] even while a driver call hangs; the thread stuck in the driver is left behind (it
-//! ends with the process) and a warning says since when it has been waiting. Standard input is
-//! not read: `record` runs in the background (`&`, `nohup`, a unit with stdin on `/dev/null`),
-//! where stdin is at EOF from the start or reading it would stop the process (`SIGTTIN`).
+//! Sampling runs on the collector's own thread ([`super::collect::spawn_into`], as `hmn
+//! top`'s), and the stop signals are caught on a thread of their own
+//! ([`crate::signals::on_each_stop`]); both send on one channel, and the main thread only waits
+//! on it — for a sample (written), a stop, or `--duration`'s end (the wait's timeout), never
+//! waking in between. So `--duration`, Ctrl+C, SIGTERM, SIGHUP (a terminal hanging up) and
+//! SIGQUIT (Ctrl+\\) end the recording at once even while a driver call hangs; the thread stuck
+//! in the driver is left behind (it ends with the process) and a warning says since when it has
+//! been waiting. Standard input is not read: `record` runs in the background (`&`, `nohup`, a
+//! unit with stdin on `/dev/null`), where stdin is at EOF from the start or reading it would
+//! stop the process (`SIGTTIN`).
 //!
 //! FILE goes through [`crate::outfile`]: `-` streams to stdout; a file is written under a
 //! temporary name beside it and renamed into place when recording stops. An existing FILE is
@@ -18,9 +21,9 @@
 
 use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -34,8 +37,26 @@ use crate::format::duration;
 use crate::health::now_ms;
 use crate::outfile::{Dest, Sink};
 
-/// How often the main thread looks at the clock and the stop flag.
-pub const TICK: Duration = Duration::from_millis(100);
+/// What the main thread waits for: one channel, three senders.
+enum Event {
+    /// A sample from the collector thread (boxed: the other events are empty).
+    Sample(Box<Snapshot>),
+    /// A stop signal (from [`crate::signals::on_each_stop`]'s thread).
+    Stop,
+    /// The collector thread has ended (sent as its sink is dropped, a panic included).
+    Ended,
+}
+
+/// The collector's end of the channel: [`Event::Ended`] when it is dropped with the collector's
+/// sink, so a collector that ends (or panics) ends the recording although the signal thread
+/// still holds a sender.
+struct Samples(Sender<Event>);
+
+impl Drop for Samples {
+    fn drop(&mut self) {
+        let _ = self.0.send(Event::Ended);
+    }
+}
 
 /// How long the collector may go without finishing a sample before it counts as stuck (as
 /// `serve`'s staleness: three intervals, at least 2 s). Until the first sample arrives,
@@ -81,12 +102,18 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut sink = Sink::open(&dest).with_context(|| format!("record: {name}"))?;
-    let stop = crate::signals::stop_flag()?;
+    let (tx, rx) = mpsc::channel();
+    let stops = tx.clone();
+    crate::signals::on_each_stop(move |_| {
+        let _ = stops.send(Event::Stop);
+    })?;
     let control = Control::new(args.interval);
-    let rx = super::collect::spawn(
+    let samples = Samples(tx);
+    super::collect::spawn_into(
         opts,
         CollectOptions::new(args.max_processes, args.rescan),
         Arc::clone(&control),
+        move |s| samples.0.send(Event::Sample(Box::new(s))).is_ok(),
     )
     .context("record: starting the collector thread")?;
     let on_stdout = dest == Dest::Stdout;
@@ -101,7 +128,7 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     }
     let started = Instant::now();
     let mut progress = Progress::default();
-    let failure = record(&rx, &mut sink, args, &stop, started, &mut progress);
+    let failure = record(&rx, &mut sink, args, started, &mut progress);
     control.stop.store(true, Ordering::Relaxed);
     let failure = match failure {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe && on_stdout => None,
@@ -145,13 +172,13 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Writes every snapshot that arrives until `--duration` is reached, a stop is requested, the
-/// collector ends, or a write fails (that error returned).
+/// Writes every snapshot that arrives until `--duration` is reached, a stop signal arrives, the
+/// collector ends, or a write fails (that error returned). Between events it sleeps in the
+/// channel's wait: without `--duration` until the next event, with it until the end at most.
 fn record(
-    rx: &Receiver<Snapshot>,
+    rx: &Receiver<Event>,
     sink: &mut Sink,
     args: &RecordArgs,
-    stop: &AtomicBool,
     started: Instant,
     progress: &mut Progress,
 ) -> io::Result<()> {
@@ -167,9 +194,6 @@ fn record(
         io::Result::Ok(())
     };
     loop {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
         let left = args.duration.map(|d| {
             // Until the first sample, wait beyond the end for it (a slow start), but not for a
             // collector that is stuck.
@@ -180,18 +204,28 @@ fn record(
             };
             end.saturating_sub(started.elapsed())
         });
-        if left == Some(Duration::ZERO) {
-            break;
-        }
-        match rx.recv_timeout(left.map_or(TICK, |l| l.min(TICK))) {
-            Ok(snap) => write(&snap, progress)?,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        let event = match left {
+            Some(Duration::ZERO) => break,
+            // The end is looked at again when the wait runs out (the first sample may have
+            // arrived meanwhile, which moves it).
+            Some(left) => match rx.recv_timeout(left) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => Event::Ended,
+            },
+            None => rx.recv().unwrap_or(Event::Ended),
+        };
+        match event {
+            Event::Sample(snap) => write(&snap, progress)?,
+            Event::Stop => break,
+            Event::Ended => return Ok(()),
         }
     }
     // A sample finished while stopping is kept.
-    while let Ok(snap) = rx.try_recv() {
-        write(&snap, progress)?;
+    while let Ok(event) = rx.try_recv() {
+        if let Event::Sample(snap) = event {
+            write(&snap, progress)?;
+        }
     }
     Ok(())
 }

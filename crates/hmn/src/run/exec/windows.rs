@@ -90,11 +90,6 @@ pub fn exit_code(status: ExitStatus) -> Exit {
     }
 }
 
-/// Windows keeps no `ru_maxrss` of waited-for children (the Job object's peak is used instead).
-pub fn children_max_rss_bytes() -> Option<u64> {
-    None
-}
-
 /// Set while a command runs: Ctrl+C and Ctrl+Break then leave `hmn` alive.
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
