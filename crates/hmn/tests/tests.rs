@@ -41,6 +41,7 @@ mod spill;
 mod terminal;
 mod top;
 mod top_ends;
+mod top_wakeups;
 mod unified;
 mod usage_escapes;
 mod watch;

@@ -58,7 +58,7 @@ fn running(pid: u32) -> bool {
 }
 
 /// The pid of the hmn in `t`'s pane.
-fn hmn_of(t: &Tmux) -> u32 {
+pub(crate) fn hmn_of(t: &Tmux) -> u32 {
     let pane: u32 = t
         .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
         .trim()
@@ -83,7 +83,8 @@ fn ends_within(pid: u32, limit: Duration) -> Duration {
     t.elapsed()
 }
 
-fn kill_server_and_expect_the_end(t: &Tmux) {
+/// Kills `t`'s tmux server and waits (up to 3 s) for the hmn in its pane to end.
+pub(crate) fn kill_server_and_expect_the_end(t: &Tmux) {
     let pid = hmn_of(t);
     t.tmux(&["kill-server"]);
     ends_within(pid, Duration::from_secs(3));

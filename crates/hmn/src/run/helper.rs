@@ -239,7 +239,12 @@ fn beyond(tree: Option<u64>, step: u64, slack: u64) -> Option<u64> {
 /// batches: 512 KiB on 2 CPUs, 2 MiB on 64.
 fn counter_slack() -> u64 {
     use nix::unistd::{SysconfVar, sysconf};
-    let var = |v| sysconf(v).ok().flatten().and_then(|n| u64::try_from(n).ok());
+    let var = |v| {
+        sysconf(v)
+            .ok()
+            .flatten()
+            .and_then(|n| u64::try_from(n).ok())
+    };
     let cpus = var(SysconfVar::_NPROCESSORS_ONLN).unwrap_or(1).max(1);
     let page = var(SysconfVar::PAGE_SIZE).unwrap_or(4096).max(4096);
     4 * (2 * cpus).max(32) * page
