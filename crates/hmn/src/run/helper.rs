@@ -245,7 +245,14 @@ fn counter_slack() -> u64 {
             .flatten()
             .and_then(|n| u64::try_from(n).ok())
     };
-    let cpus = var(SysconfVar::_NPROCESSORS_ONLN).unwrap_or(1).max(1);
+    // Online CPUs (Linux's batch; nix names the variable there only), else the usable ones.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let online = var(SysconfVar::_NPROCESSORS_ONLN);
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let online = std::thread::available_parallelism()
+        .ok()
+        .map(|n| n.get() as u64);
+    let cpus = online.unwrap_or(1).max(1);
     let page = var(SysconfVar::PAGE_SIZE).unwrap_or(4096).max(4096);
     4 * (2 * cpus).max(32) * page
 }
