@@ -311,3 +311,51 @@ fn a_held_context_lies_inside_the_band() {
         "{rest}"
     );
 }
+
+/// A serving process (`tests/fixtures/llama_cpp/cuda-serving.json`): Llama-2-7B (32 layers)
+/// at 4096 cells on an H200 after a 512-token batch and 8 single-token steps. Its buffers are
+/// the estimate's, and what NVML counts beyond them — the CUDA context, the kernels loaded, the
+/// cuBLAS workspace and the CUDA pool, 703 MiB — lies inside `runtime_overhead`'s band (whose
+/// old high end, 600 MiB, it exceeded).
+#[test]
+fn a_serving_process_overhead_lies_inside_the_band() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llama_cpp/cuda-serving.json");
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let rows = read_rows("cuda.csv");
+    let r = rows
+        .iter()
+        .find(|r| r.s("model") == "llama2-7b" && r.s("flash_attn") == "1" && r.s("ngl") == "999")
+        .unwrap();
+    let models = models();
+    let mut m = models[r.s("model")].clone();
+    m["n_layer"] = t["n_layer"].clone();
+    let tensors = tensors(&m);
+    let mut spec = model(r, tensors.iter().map(|(_, b)| b).sum());
+    // The published depth: 32 blocks of the row's shape.
+    let a = spec.arch.as_mut().unwrap();
+    let layer = a.layers[0].clone();
+    a.layers = vec![layer; 32];
+    spec.layout = Some(WeightsLayout::from_tensors(
+        tensors.iter().map(|(n, b)| (n.as_str(), *b)),
+    ));
+    let p = super::estimate_llama_grid::params_of(r)
+        .context(t["n_ctx"].as_u64().unwrap())
+        .cpu_only(false);
+    let e = estimate(&spec, p);
+    let buf = |k: &str| t["buffers"]["CUDA0"][k].as_u64().unwrap();
+    assert_eq!(low(&e, "weights"), buf("model"));
+    assert_eq!(low(&e, "kv_cache"), buf("context"));
+    assert_eq!(low(&e, "activations"), buf("compute"));
+    let vram = t["nvml_peak_vram_bytes"].as_u64().unwrap();
+    let rest = vram - buf("model") - buf("context") - buf("compute");
+    let o = part(&e, "runtime_overhead").unwrap();
+    assert!(
+        o.low_bytes.unwrap() <= rest && rest <= o.high_bytes.unwrap(),
+        "{rest} outside [{:?}, {:?}]",
+        o.low_bytes,
+        o.high_bytes
+    );
+    assert!(e.low_bytes <= vram && vram <= e.high_bytes);
+}
