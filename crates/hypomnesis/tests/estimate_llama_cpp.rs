@@ -319,7 +319,7 @@ fn r25_partial_offload_device_and_host() {
     assert_eq!(part(32, "host_kv_cache"), 32 * MIB);
     assert_eq!(part(32, "kv_cache"), 31 * 32 * MIB);
     // The largest -ngl whose device part fits 1 GiB: compute (258.5 MiB high) + overhead
-    // (600 MiB) + margin (1 GiB) already exceed it → 0; 3 GiB holds some layers, not all.
+    // (768 MiB) + margin (1 GiB) already exceed it → 0; 3 GiB holds some layers, not all.
     let host = Budget::host(64 << 30);
     let v = judge_with_host(&m.spec, llama(8192), &Budget::given(1 << 30), Some(&host));
     assert_eq!(v.max_gpu_layers, Some(0));
