@@ -335,7 +335,7 @@ fn a_serving_process_overhead_lies_inside_the_band() {
     let mut spec = model(r, tensors.iter().map(|(_, b)| b).sum());
     // The published depth: 32 blocks of the row's shape.
     let a = spec.arch.as_mut().unwrap();
-    let layer = a.layers[0].clone();
+    let layer = a.layers[0];
     a.layers = vec![layer; 32];
     spec.layout = Some(WeightsLayout::from_tensors(
         tensors.iter().map(|(n, b)| (n.as_str(), *b)),
