@@ -130,15 +130,7 @@ fn record_and_watch_name_the_pod_as_ps_does() {
         Some("server".to_string()),
     );
     let file = bed.path("rec.jsonl");
-    let o = bed.run(&[
-        "record",
-        "--interval",
-        "100ms",
-        "--duration",
-        "150ms",
-        file.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    bed.record(&file, "100ms", "150ms");
     let text = std::fs::read_to_string(&file).unwrap();
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     let row = first["processes"]

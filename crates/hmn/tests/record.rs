@@ -255,15 +255,7 @@ fn an_existing_file_is_refused_unless_forced() {
 fn the_interval_is_announced_as_given() {
     let bed = bed();
     let file = bed.path("fast.jsonl");
-    let o = bed.run(&[
-        "record",
-        "--interval",
-        "50ms",
-        "--duration",
-        "100ms",
-        file.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bed.record(&file, "50ms", "100ms");
     let e = stderr(&o);
     assert!(e.contains("every 50 ms"), "{e}");
     assert!(!e.contains("0.1 s"), "{e}");

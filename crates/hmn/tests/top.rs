@@ -166,15 +166,7 @@ fn record_refuses_targets_that_are_not_regular_files() {
 fn replay_refuses_malformed_recordings_with_file_and_line() {
     let bed = bed();
     let file = bed.path("rec.jsonl");
-    let o = bed.run(&[
-        "record",
-        "--interval",
-        "100ms",
-        "--duration",
-        "150ms",
-        file.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    bed.record(&file, "100ms", "150ms");
     let good = std::fs::read_to_string(&file).unwrap();
     let first = good.lines().next().unwrap();
     let bad = bed.path("bad.jsonl");
@@ -517,15 +509,7 @@ fn tmux_top_stays_responsive_when_the_driver_hangs_and_quits_within_a_second() {
 fn tmux_top_replays_a_recording_with_pause_and_seek() {
     let bed = bed();
     let file = bed.path("night.jsonl");
-    let o = bed.run(&[
-        "record",
-        "--interval",
-        "100ms",
-        "--duration",
-        "1s",
-        file.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    bed.record(&file, "100ms", "1s");
     // A crash mid-line: the last line is cut off.
     let mut f = std::fs::OpenOptions::new()
         .append(true)

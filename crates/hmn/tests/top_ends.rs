@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use crate::top::{Tmux, bed};
-use crate::util::stderr;
 
 /// The pids of the `hmn` processes below `root` (the pane's shell).
 fn hmn_below(root: u32) -> Vec<u32> {
@@ -123,15 +122,7 @@ fn top_in_a_session_of_its_own_ends_on_the_hang_up_alone() {
 fn a_replay_ends_when_its_terminal_goes_away() {
     let bed = bed();
     let file = bed.path("rec.jsonl");
-    let o = bed.run(&[
-        "record",
-        "--interval",
-        "100ms",
-        "--duration",
-        "300ms",
-        file.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    bed.record(&file, "100ms", "300ms");
     let args = ["top", "--replay", file.to_str().unwrap()];
     let Some(t) = Tmux::start_under(&bed, &["setsid"], &args, 100, 30, None) else {
         return;

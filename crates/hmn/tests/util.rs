@@ -25,6 +25,21 @@ impl Bed {
         self.cmd(args).output().unwrap()
     }
 
+    /// `hmn record --interval INTERVAL --duration DURATION FILE` to completion, asserting it
+    /// succeeded.
+    pub fn record(&self, file: &std::path::Path, interval: &str, duration: &str) -> Output {
+        let o = self.run(&[
+            "record",
+            "--interval",
+            interval,
+            "--duration",
+            duration,
+            file.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    }
+
     /// The pids of `hmn ps --json ARGS`, in its order (asserting it succeeded).
     pub fn ps_pids(&self, args: &[&str]) -> Vec<u64> {
         let mut all = vec!["ps", "--json"];
