@@ -94,10 +94,7 @@ COLUMNS = [
 
 def row_of(c: dict, m: dict, sim: dict | None, real: dict | None) -> dict:
     r = dict(c)
-    r.update(arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
-             n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"],
-             n_vocab=m["n_vocab"], n_swa=m.get("n_swa", 0), swa_period=m.get("swa_period", 0),
-             weights=m.get("wtype", "F16") + ("/" + m["out_type"] if "out_type" in m else ""))
+    r.update(g.model_columns(m))
     src = real if real and real.get("status") == "ok" else sim
     if not src or src.get("status") != "ok":
         r["status"] = "fail"
@@ -117,15 +114,9 @@ def row_of(c: dict, m: dict, sim: dict | None, real: dict | None) -> dict:
     r["model_other"] = sum(src["mem"][b][0] for b in other)
     if any(src["mem"][b][1] or src["mem"][b][2] for b in other):
         print(f"{c['id']}: KV or compute in {other}", file=sys.stderr)
-    if real and real.get("status") == "ok" and sim and sim.get("status") == "ok":
-        def kv_compute(mem):  # the simulated pass maps no weights: KV and compute only
-            return sorted((k, v[1], v[2]) for k, v in mem.items() if v[1] or v[2])
-        same = kv_compute(real["mem"]) == kv_compute(sim["mem"])
-        r["alloc"] = "both" if same else "MISMATCH"
-        if not same:
-            print(f"{c['id']}: simulated {sim['mem']} != real {real['mem']}", file=sys.stderr)
-    else:
-        r["alloc"] = "real" if real and real.get("status") == "ok" else "simulated"
+    # The simulated pass maps no weights: KV and compute per buffer type only.
+    r["alloc"] = g.alloc_of(c["id"], sim, real, lambda mem: sorted(
+        (k, v[1], v[2]) for k, v in mem.items() if v[1] or v[2]))
     return r
 
 

@@ -384,10 +384,7 @@ def row_of(cfg: dict, m: dict, sim: dict | None, real: dict | None, weights: dic
     # one where it ran; `alloc` says which: "both" (equal), "simulated", or "MISMATCH".
     src = sim if sim and sim.get("status") == "ok" else real
     r = dict(cfg)
-    r.update(arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
-             n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"],
-             n_vocab=m["n_vocab"], n_swa=m.get("n_swa", 0), swa_period=m.get("swa_period", 0),
-             weights=m.get("wtype", "F16") + ("/" + m["out_type"] if "out_type" in m else ""))
+    r.update(model_columns(m))
     if not src or src.get("status") != "ok":
         r["status"] = "fail"
         return r
@@ -406,18 +403,30 @@ def row_of(cfg: dict, m: dict, sim: dict | None, real: dict | None, weights: dic
     r["compute_bytes"] = sum(v[2] for v in mem.values())
     r["compute_mib_printed"] = src["compute_mib"].get("CPU")
     r["output_mib_printed"] = src.get("output_mib")
-    if real and real.get("status") == "ok" and sim and sim.get("status") == "ok":
-        def kv_compute(mem):
-            return (sum(v[1] for v in mem.values()), sum(v[2] for v in mem.values()))
-        same = kv_compute(real["mem"]) == kv_compute(sim["mem"])
-        r["alloc"] = "both" if same else "MISMATCH"
-        if not same:
-            print(f"{cfg['id']}: simulated {sim['mem']} != real {real['mem']}", file=sys.stderr)
-    elif real and real.get("status") == "ok":
-        r["alloc"] = "real"
-    else:
-        r["alloc"] = "simulated"
+    r["alloc"] = alloc_of(cfg["id"], sim, real, lambda mem: (
+        sum(v[1] for v in mem.values()), sum(v[2] for v in mem.values())))
     return r
+
+
+def model_columns(m: dict) -> dict:
+    """A model's columns in a table row."""
+    return dict(arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
+                n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"],
+                n_vocab=m["n_vocab"], n_swa=m.get("n_swa", 0), swa_period=m.get("swa_period", 0),
+                weights=m.get("wtype", "F16") + ("/" + m["out_type"] if "out_type" in m else ""))
+
+
+def alloc_of(rid: str, sim: dict | None, real: dict | None, kv_compute) -> str:
+    """The `alloc` column: "both" when the simulated and real passes agree on
+    `kv_compute(mem)`, "MISMATCH" (said on stderr) when they do not, else the pass that ran."""
+    def ok(p):
+        return bool(p) and p.get("status") == "ok"
+    if ok(real) and ok(sim):
+        if kv_compute(real["mem"]) == kv_compute(sim["mem"]):
+            return "both"
+        print(f"{rid}: simulated {sim['mem']} != real {real['mem']}", file=sys.stderr)
+        return "MISMATCH"
+    return "real" if ok(real) else "simulated"
 
 
 def main() -> int:
