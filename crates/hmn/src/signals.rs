@@ -105,6 +105,7 @@ impl Stop {
 /// Unix, SIGHUP and SIGQUIT (whose default action, a core dump, would leave a terminal in raw
 /// mode) — whatever the other threads are doing. For a command that must end within a bound
 /// even when its main thread is stuck (`top`: `on_stop` tells the UI, then forces the exit).
+/// [`on_each_stop`] with the later signals caught and left alone.
 /// Windows, which has no signal iterator: the stop flag of [`stop_flag`], looked at every
 /// 100 ms.
 ///
@@ -112,32 +113,12 @@ impl Stop {
 /// When a handler or the thread cannot be installed.
 #[cfg(feature = "top")]
 pub fn on_stop(on_stop: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])?;
-        std::thread::Builder::new()
-            .name("hmn-signals".to_string())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    on_stop(sig);
-                }
-            })?;
-    }
-    #[cfg(not(unix))]
-    {
-        use std::sync::atomic::Ordering;
-        let stop = stop_flag()?;
-        std::thread::Builder::new()
-            .name("hmn-signals".to_string())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                }
-                on_stop(signal_hook::consts::SIGTERM);
-            })?;
-    }
-    Ok(())
+    let mut once = Some(on_stop);
+    on_each_stop(move |sig| {
+        if let Some(f) = once.take() {
+            f(sig);
+        }
+    })
 }
 
 /// Calls `on_signal` with the signal's number, on a thread of its own, at every stop signal —
