@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use hmn_testbed::{GgufWriter, ggml};
 use serde_json::Value;
 
 use crate::util::{Bed, component, json, stderr};
@@ -36,90 +35,9 @@ fn rows() -> Vec<BTreeMap<String, String>> {
         .collect()
 }
 
-fn ty(name: &str) -> u32 {
-    match name {
-        "F32" => ggml::F32,
-        "F16" => ggml::F16,
-        "Q4_0" => ggml::Q4_0,
-        "Q8_0" => ggml::Q8_0,
-        "Q6_K" => ggml::Q6_K,
-        t => panic!("type {t}"),
-    }
-}
-
-/// The model `m` of `models.json` as `bench/llama_cpp_grid.py` writes it (its `tensors()` and
-/// metadata; llama.cpp's `{arch}.*` keys).
+/// The model `m` of `models.json` as `bench/llama_cpp_grid.py` writes it, data a hole.
 fn write_gguf(m: &Value, path: &Path) -> u64 {
-    let n = |k: &str| m[k].as_u64().unwrap();
-    let flag = |k: &str| m[k].as_bool().unwrap_or(false);
-    let arch = m["arch"].as_str().unwrap();
-    let key = |k: &str| format!("{arch}.{k}");
-    let u = |x: u64| u32::try_from(x).unwrap();
-    let (e, hd, ff, v) = (n("n_embd"), n("head_dim"), n("n_ff"), n("n_vocab"));
-    let (q, kv) = (n("n_head") * hd, n("n_head_kv") * hd);
-    let w = ty(m["wtype"].as_str().unwrap_or("F16"));
-    let out = m["out_type"].as_str().map_or(w, ty);
-    let mut g = GgufWriter::new()
-        .str("general.architecture", arch)
-        .u32(&key("context_length"), u(n("ctx_train")))
-        .u32(&key("embedding_length"), u(e))
-        .u32(&key("block_count"), u(n("n_layer")))
-        .u32(&key("feed_forward_length"), u(ff))
-        .u32(&key("attention.head_count"), u(n("n_head")))
-        .u32(&key("attention.head_count_kv"), u(n("n_head_kv")))
-        .u32(&key("attention.key_length"), u(hd))
-        .u32(&key("attention.value_length"), u(hd))
-        .u32(&key("rope.dimension_count"), u(hd))
-        .u32(&key("vocab_size"), u(v));
-    if let Some(swa) = m["n_swa"].as_u64() {
-        g = g.u32(&key("attention.sliding_window"), u(swa));
-    }
-    g = g
-        .tensor("token_embd.weight", &[e, v], w)
-        .tensor("output_norm.weight", &[e], ggml::F32);
-    if !flag("tied") {
-        g = g.tensor("output.weight", &[e, v], out);
-    }
-    for i in 0..n("n_layer") {
-        let b = |s: &str| format!("blk.{i}.{s}");
-        g = g.tensor(&b("attn_norm.weight"), &[e], ggml::F32);
-        g = if flag("fused") {
-            g.tensor(&b("attn_qkv.weight"), &[e, q + 2 * kv], w)
-        } else {
-            g.tensor(&b("attn_q.weight"), &[e, q], w)
-                .tensor(&b("attn_k.weight"), &[e, kv], w)
-                .tensor(&b("attn_v.weight"), &[e, kv], w)
-        };
-        if flag("qkv_bias") {
-            g = g
-                .tensor(&b("attn_q.bias"), &[q], ggml::F32)
-                .tensor(&b("attn_k.bias"), &[kv], ggml::F32)
-                .tensor(&b("attn_v.bias"), &[kv], ggml::F32);
-        }
-        if flag("qk_norm") {
-            g = g.tensor(&b("attn_q_norm.weight"), &[hd], ggml::F32).tensor(
-                &b("attn_k_norm.weight"),
-                &[hd],
-                ggml::F32,
-            );
-        }
-        g = g.tensor(&b("attn_output.weight"), &[q, e], w);
-        if flag("post_norms") {
-            g = g.tensor(&b("post_attention_norm.weight"), &[e], ggml::F32);
-        }
-        g = g.tensor(&b("ffn_norm.weight"), &[e], ggml::F32);
-        g = if flag("fused") {
-            g.tensor(&b("ffn_up.weight"), &[e, 2 * ff], w)
-        } else {
-            g.tensor(&b("ffn_gate.weight"), &[e, ff], w)
-                .tensor(&b("ffn_up.weight"), &[e, ff], w)
-        };
-        g = g.tensor(&b("ffn_down.weight"), &[ff, e], w);
-        if flag("post_norms") {
-            g = g.tensor(&b("post_ffw_norm.weight"), &[e], ggml::F32);
-        }
-    }
-    g.write_sparse(path).unwrap()
+    hmn_testbed::llama_grid::gguf(m).write_sparse(path).unwrap()
 }
 
 /// The row's settings as `hmn fits` flags.

@@ -14,77 +14,49 @@ use hypomnesis::estimate::{Component, Estimate, FitParams, WeightsLayout, estima
 
 use super::estimate_llama_grid::{Row, model, params_of, read_rows};
 
-/// Bytes of `n` elements of a GGML type (the synthetic models' types).
-fn bytes(ty: &str, n: u64) -> u64 {
-    match ty {
-        "F32" => 4 * n,
-        "F16" => 2 * n,
-        "Q8_0" => n / 32 * 34,
-        "Q4_0" => n / 32 * 18,
-        "Q6_K" => n / 256 * 210,
-        t => panic!("type {t}"),
-    }
+/// `(name, bytes)` of every tensor of a model of `models.json`, as `bench/llama_cpp_grid.py`
+/// writes them (the test bed's list).
+fn tensors(m: &serde_json::Value) -> Vec<(String, u64)> {
+    hmn_testbed::llama_grid::tensors(m)
+        .into_iter()
+        .map(|(name, dims, ty)| {
+            (
+                name,
+                hmn_testbed::gguf::ggml_bytes(dims.iter().product(), ty),
+            )
+        })
+        .collect()
 }
 
-/// `(name, bytes)` of every tensor of a model of `models.json`, as `bench/llama_cpp_grid.py`'s
-/// `tensors()` writes them.
-fn tensors(m: &serde_json::Value) -> Vec<(String, u64)> {
-    let n = |k: &str| m[k].as_u64().unwrap_or_else(|| panic!("{k}"));
-    let flag = |k: &str| m[k].as_bool().unwrap_or(false);
-    let (e, hd, ff, v) = (n("n_embd"), n("head_dim"), n("n_ff"), n("n_vocab"));
-    let (q, kv) = (n("n_head") * hd, n("n_head_kv") * hd);
-    let w = m["wtype"].as_str().unwrap_or("F16");
-    let out = m["out_type"].as_str().unwrap_or(w);
-    let mut t = vec![
-        ("token_embd.weight".to_string(), bytes(w, e * v)),
-        ("output_norm.weight".to_string(), bytes("F32", e)),
-    ];
-    if !flag("tied") {
-        t.push(("output.weight".to_string(), bytes(out, e * v)));
-    }
-    for i in 0..n("n_layer") {
-        let mut add =
-            |name: &str, ty: &str, n: u64| t.push((format!("blk.{i}.{name}"), bytes(ty, n)));
-        add("attn_norm.weight", "F32", e);
-        if flag("fused") {
-            add("attn_qkv.weight", w, e * (q + 2 * kv));
-        } else {
-            add("attn_q.weight", w, e * q);
-            add("attn_k.weight", w, e * kv);
-            add("attn_v.weight", w, e * kv);
-        }
-        if flag("qkv_bias") {
-            add("attn_q.bias", "F32", q);
-            add("attn_k.bias", "F32", kv);
-            add("attn_v.bias", "F32", kv);
-        }
-        if flag("qk_norm") {
-            add("attn_q_norm.weight", "F32", hd);
-            add("attn_k_norm.weight", "F32", hd);
-        }
-        add("attn_output.weight", w, q * e);
-        if flag("post_norms") {
-            add("post_attention_norm.weight", "F32", e);
-        }
-        add("ffn_norm.weight", "F32", e);
-        if flag("fused") {
-            add("ffn_up.weight", w, e * 2 * ff);
-        } else {
-            add("ffn_gate.weight", w, e * ff);
-            add("ffn_up.weight", w, e * ff);
-        }
-        add("ffn_down.weight", w, ff * e);
-        if flag("post_norms") {
-            add("post_ffw_norm.weight", "F32", e);
-        }
-    }
-    t
+/// `tests/fixtures/llama_cpp/<name>`, parsed.
+fn fixture(name: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llama_cpp")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn models() -> serde_json::Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/llama_cpp/models.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    fixture("models.json")
+}
+
+/// The row's model at `n_layer` blocks (the row's own shape repeated; a model without sliding
+/// layers where the depth differs from the row's) with its tensors' layout.
+fn spec_at(r: &Row, models: &serde_json::Value, n_layer: u64) -> hypomnesis::estimate::ModelSpec {
+    let mut m = models[r.s("model")].clone();
+    if n_layer != r.n("n_layer") {
+        assert_eq!(r.n("n_swa"), 0, "{}", r.s("model"));
+        m["n_layer"] = n_layer.into();
+    }
+    let t = tensors(&m);
+    let mut spec = model(r, t.iter().map(|(_, b)| b).sum());
+    let a = spec.arch.as_mut().unwrap();
+    let layer = a.layers[0];
+    a.layers.resize(usize::try_from(n_layer).unwrap(), layer);
+    spec.layout = Some(WeightsLayout::from_tensors(
+        t.iter().map(|(n, b)| (n.as_str(), *b)),
+    ));
+    spec
 }
 
 /// The row's model with its tensors' layout (what partial offload places) and `-ngl`.
@@ -93,17 +65,13 @@ fn spec_and_params(
     models: &serde_json::Value,
 ) -> (hypomnesis::estimate::ModelSpec, FitParams) {
     let m = &models[r.s("model")];
-    let t = tensors(m);
     assert_eq!(
-        t.len() as u64,
+        tensors(m).len() as u64,
         m["n_tensors"].as_u64().unwrap(),
         "{}",
         r.s("model")
     );
-    let mut spec = model(r, t.iter().map(|(_, b)| b).sum());
-    spec.layout = Some(WeightsLayout::from_tensors(
-        t.iter().map(|(n, b)| (n.as_str(), *b)),
-    ));
+    let spec = spec_at(r, models, r.n("n_layer"));
     let mut p = params_of(r).cpu_only(false);
     let ngl = r.n("ngl");
     if ngl < 999 {
@@ -274,10 +242,7 @@ fn every_measured_cuda_configuration() {
 /// (the buffers + the CUDA context, 523 MiB with no kernel loaded) lies inside the band.
 #[test]
 fn a_held_context_lies_inside_the_band() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/llama_cpp/cuda-totals.json");
-    let t: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let t = fixture("cuda-totals.json");
     let rows = read_rows("cuda.csv");
     // The table's row of the same model and settings gives the architecture columns.
     let r = rows
@@ -319,27 +284,14 @@ fn a_held_context_lies_inside_the_band() {
 /// old high end, 600 MiB, it exceeded).
 #[test]
 fn a_serving_process_overhead_lies_inside_the_band() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/llama_cpp/cuda-serving.json");
-    let t: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let t = fixture("cuda-serving.json");
     let rows = read_rows("cuda.csv");
     let r = rows
         .iter()
         .find(|r| r.s("model") == "llama2-7b" && r.s("flash_attn") == "1" && r.s("ngl") == "999")
         .unwrap();
-    let models = models();
-    let mut m = models[r.s("model")].clone();
-    m["n_layer"] = t["n_layer"].clone();
-    let tensors = tensors(&m);
-    let mut spec = model(r, tensors.iter().map(|(_, b)| b).sum());
-    // The published depth: 32 blocks of the row's shape.
-    let a = spec.arch.as_mut().unwrap();
-    let layer = a.layers[0];
-    a.layers = vec![layer; 32];
-    spec.layout = Some(WeightsLayout::from_tensors(
-        tensors.iter().map(|(n, b)| (n.as_str(), *b)),
-    ));
+    // The published depth: the row's 4 blocks' shape at 32.
+    let spec = spec_at(r, &models(), t["n_layer"].as_u64().unwrap());
     let p = super::estimate_llama_grid::params_of(r)
         .context(t["n_ctx"].as_u64().unwrap())
         .cpu_only(false);

@@ -18,6 +18,7 @@ pub mod env;
 pub mod gguf;
 pub mod hostile_models;
 pub mod hub;
+pub mod llama_grid;
 pub mod nvml;
 mod nvml_conf;
 mod nvml_mig;
