@@ -161,13 +161,17 @@ fn serve_exports_memory_health() {
 
 /// A device whose XID events are counted says so even before one arrives (1, and no
 /// `hmn_device_xid_events_total` series: none arrived); one whose events cannot be counted
-/// says 0 — so an alert on the counter can tell "none" from "not counted".
+/// says 0 — so an alert on the counter can tell "none" from "not counted" (and while the counter
+/// starts, neither is claimed).
 #[test]
 fn serve_says_which_devices_xid_events_are_counted() {
     let fake = FakeNvml::new()
         .device(FakeDevice::h100(0).healthy_ecc())
         .device(FakeDevice::h100(1));
-    let body = crate::serve::scrape_lint_clean(&Bed::with_nvml(&fake));
+    // The gauge appears once the XID counter has its event set (none while it starts).
+    let body = crate::serve::scrape_lint_clean_once(&Bed::with_nvml(&fake), |b| {
+        b.contains("hmn_device_xid_counting{")
+    });
     let uuid = |i: u32| format!("GPU-3a1f7c2e-5b9d-4e61-8f0a-9c2d4b7e000{i}");
     for (i, v) in [(0, 1), (1, 0)] {
         let want = format!(

@@ -96,6 +96,12 @@ pub fn start(extra: &[&str], env: &[(&str, &str)]) -> Server {
 /// Starts `hmn serve` over `bed`, takes one scrape of `/metrics` once it answers, stops it, and
 /// returns the exposition after checking it with `promtool`.
 pub fn scrape_lint_clean(bed: &Bed) -> String {
+    scrape_lint_clean_once(bed, |_| true)
+}
+
+/// [`scrape_lint_clean`] of the first exposition `ready` accepts (within 10 s): for series that
+/// appear only once a background thread is up.
+pub fn scrape_lint_clean_once(bed: &Bed, ready: impl Fn(&str) -> bool) -> String {
     let mut child = bed
         .cmd(&["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .stdout(Stdio::null())
@@ -106,10 +112,10 @@ pub fn scrape_lint_clean(bed: &Bed) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     let body = loop {
         let (status, _, body) = get(&addr, "/metrics", &[]);
-        if status == 200 {
+        if status == 200 && ready(&body) {
             break body;
         }
-        assert!(Instant::now() < deadline, "no metrics");
+        assert!(Instant::now() < deadline, "no metrics (ready)");
         std::thread::sleep(Duration::from_millis(50));
     };
     let _ = child.kill();

@@ -148,9 +148,12 @@ impl Series {
             self.unattributed.get_or_create(l).set(b as f64);
         }
         if let Some(t) = xid.filter(|_| d.vendor == Vendor::Nvidia) {
-            self.xid_counting
-                .get_or_create(l)
-                .set(flag(t.total_on(d.index).is_some()));
+            // While the counter is starting neither is known yet: no sample.
+            if t.unavailable.as_deref() != Some(crate::health::STARTING) {
+                self.xid_counting
+                    .get_or_create(l)
+                    .set(flag(t.total_on(d.index).is_some()));
+            }
             if t.total_on(d.index).is_some() {
                 for (x, n) in t.counts.get(&d.index).into_iter().flatten() {
                     self.xid_events
