@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hypomnesis::types::{Bound, xid_meaning};
-use hypomnesis::{Probe, ProbeOptions, Unattributed, XidTally};
+use hypomnesis::{Probe, ProbeOptions, Unattributed, XidTally, XidUncounted};
 
 use crate::format::{bytes, sanitize};
 
@@ -61,9 +61,6 @@ pub fn xid_words(xid: u64) -> String {
     }
 }
 
-/// Why a tally has no count yet: the counter thread is still making its event set.
-pub const STARTING: &str = "the XID counter is starting";
-
 /// A shared tally the counter thread writes and a command reads.
 pub type SharedTally = Arc<Mutex<XidTally>>;
 
@@ -74,8 +71,8 @@ pub const XID_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts the thread that counts XID events from now on (NVML keeps no record of earlier
 /// ones), on a probe of its own, until `stop(&owner)` is set (noticed within [`XID_WAIT`]).
-/// Until the thread has made its event set the tally is unavailable ([`STARTING`]), never a
-/// count of 0.
+/// Until the thread has made its event set the tally is unavailable
+/// ([`XidUncounted::Starting`]), never a count of 0.
 ///
 /// # Errors
 /// When the thread cannot be started.
@@ -102,7 +99,7 @@ pub fn spawn_xid_counter<T: Send + Sync + 'static>(
 /// The tally before the thread has its event set: nothing known, not a count of 0.
 fn starting() -> XidTally {
     let mut t = XidTally::new(now_ms());
-    t.unavailable = Some(STARTING.to_string());
+    t.unavailable = Some(XidUncounted::Starting);
     t
 }
 
@@ -160,7 +157,11 @@ mod tests {
     fn a_counter_that_has_not_started_knows_no_count() {
         let t = starting();
         assert_eq!(t.total_on(0), None, "not 0");
-        assert_eq!(t.unavailable.as_deref(), Some(STARTING));
+        assert_eq!(t.unavailable, Some(XidUncounted::Starting));
+        assert_eq!(
+            t.count_on(0).map_err(ToString::to_string),
+            Err("the XID counter is starting".to_string())
+        );
     }
 
     #[test]

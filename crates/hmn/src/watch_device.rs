@@ -87,7 +87,7 @@ impl DeviceWatch {
         let Some(t) = self.xid.as_ref().and_then(|t| t.lock().ok()) else {
             return Err("the XID counter is not running".to_string());
         };
-        t.count_on(index).map_err(str::to_string)
+        t.count_on(index).map_err(ToString::to_string)
     }
 
     /// One sample's device figures: JSON records on `out` (with `json`), stderr lines when a

@@ -239,5 +239,5 @@ pub use types::{
     Engines, Field, GpuProcess, MemoryHealth, MemoryPool, MigDevice, MigMode, MigPlacement,
     MigState, PoolKind, PoolSource, ProcessKind, ProcessList, ProcessName, ProcessRegions,
     ProcessUtilization, RegionUsage, RuntimeStatus, Source, Telemetry, Unattributed, Unknown,
-    UnknownReason, Vendor, VramSum, Warning, XidTally,
+    UnknownReason, Vendor, VramSum, Warning, XidTally, XidUncounted,
 };

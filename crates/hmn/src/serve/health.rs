@@ -6,7 +6,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use hypomnesis::{Device, MemoryHealth, Unattributed, Vendor, XidTally};
+use hypomnesis::{Device, MemoryHealth, Unattributed, Vendor, XidTally, XidUncounted};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -149,7 +149,7 @@ impl Series {
         }
         if let Some(t) = xid.filter(|_| d.vendor == Vendor::Nvidia) {
             // While the counter is starting neither is known yet: no sample.
-            if t.unavailable.as_deref() != Some(crate::health::STARTING) {
+            if t.unavailable != Some(XidUncounted::Starting) {
                 self.xid_counting
                     .get_or_create(l)
                     .set(flag(t.total_on(d.index).is_some()));

@@ -99,9 +99,11 @@ fn the_detail_pane_shows_health_unattributed_memory_and_xid_counts() {
     assert!(s.contains("XID events since ") && s.contains(": 0"), "{s}");
     // Events that cannot be counted say why; a replay has none.
     let mut none = XidTally::new(now_ms());
-    none.unavailable = Some("NVML is not loaded".into());
+    none.unavailable = Some(hypomnesis::XidUncounted::NotLinux);
     app.xid = Some(Arc::new(Mutex::new(none)));
-    assert!(text(&mut app, 128, 70).contains("XID events: unavailable: NVML is not loaded"));
+    assert!(
+        text(&mut app, 128, 70).contains("XID events: unavailable: NVML events are Linux-only")
+    );
     app.xid = None;
     assert!(text(&mut app, 128, 70).contains("XID events: not counted (a replay)"));
 }

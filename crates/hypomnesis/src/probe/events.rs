@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Probe;
-use crate::types::{QueryError, XidEvent, XidTally};
+use crate::types::{QueryError, XidEvent, XidTally, XidUncounted};
 
 /// The longest a [`XidEvents::wait`] sleeps: a stop flag is noticed within this.
 pub const XID_WAIT: Duration = Duration::from_millis(250);
@@ -30,7 +30,7 @@ pub const XID_WAIT: Duration = Duration::from_millis(250);
 enum Inner<'p> {
     #[cfg(feature = "nvml")]
     Nvml(crate::backends::nvml::health::Events<'p>),
-    Unavailable(String, std::marker::PhantomData<&'p ()>),
+    Unavailable(XidUncounted, std::marker::PhantomData<&'p ()>),
 }
 
 /// XID events of every NVIDIA device (see the [module docs](self)). `Send`, not `Sync`: one
@@ -50,7 +50,7 @@ impl std::fmt::Debug for XidEvents<'_> {
 
 impl XidEvents<'_> {
     /// Why no event can be counted at all (no NVML, not Linux, the set could not be made).
-    pub fn unavailable(&self) -> Option<&str> {
+    pub fn unavailable(&self) -> Option<&XidUncounted> {
         match &self.inner {
             #[cfg(feature = "nvml")]
             Inner::Nvml(_) => None,
@@ -59,7 +59,7 @@ impl XidEvents<'_> {
     }
 
     /// Devices whose events cannot be counted, with the reason.
-    pub fn unsupported(&self) -> BTreeMap<u32, String> {
+    pub fn unsupported(&self) -> BTreeMap<u32, XidUncounted> {
         match &self.inner {
             #[cfg(feature = "nvml")]
             Inner::Nvml(e) => e.unsupported.clone(),
@@ -70,7 +70,7 @@ impl XidEvents<'_> {
     /// An empty tally starting now, with what cannot be counted already said.
     pub fn tally(&self) -> XidTally {
         let mut t = XidTally::new(now_ms());
-        t.unavailable = self.unavailable().map(str::to_string);
+        t.unavailable = self.unavailable().cloned();
         t.unknown = self.unsupported();
         t
     }
@@ -125,7 +125,7 @@ impl Probe {
     /// XID events of every NVIDIA device ([`XidEvents`]). Without NVML (or off Linux) every
     /// wait times out and [`XidEvents::unavailable`] says why.
     pub fn xid_events(&self) -> XidEvents<'_> {
-        let unavailable = |why: String| XidEvents {
+        let unavailable = |why: XidUncounted| XidEvents {
             inner: Inner::Unavailable(why, std::marker::PhantomData),
         };
         match self.nvml_slot() {
@@ -138,7 +138,10 @@ impl Probe {
             },
             #[cfg(not(feature = "nvml"))]
             Ok(never) => match *never {},
-            Err(e) => unavailable(format!("no NVML: {e}")),
+            Err(e) => unavailable(XidUncounted::NoNvml {
+                cause: e.cause(),
+                reason: e.to_string(),
+            }),
         }
     }
 }

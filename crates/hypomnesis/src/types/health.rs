@@ -465,6 +465,45 @@ impl XidEvent {
     }
 }
 
+/// Why XID events cannot be counted, on one device or on every one ([`XidTally::count_on`]),
+/// as a value callers can match; `Display` is the text `hmn` shows, and JSON carries it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum XidUncounted {
+    /// The counter has not registered its event set yet: nothing is known, not 0.
+    #[error("the XID counter is starting")]
+    Starting,
+    /// NVML is absent or failed to start.
+    #[error("no NVML: {reason}")]
+    NoNvml {
+        /// Why, as a value.
+        cause: super::BackendCause,
+        /// Why, in words.
+        reason: String,
+    },
+    /// NVML delivers events on Linux only.
+    #[error("NVML events are Linux-only")]
+    NotLinux,
+    /// The device's supported event types do not include XID errors.
+    #[error("this device reports no XID events")]
+    NoXidEvents,
+    /// An NVML call that events need failed: which, and why.
+    #[error("{call}: {error}")]
+    Refused {
+        /// The NVML function.
+        call: &'static str,
+        /// Its error.
+        error: super::QueryError,
+    },
+}
+
+#[cfg(feature = "serde")]
+impl Serialize for XidUncounted {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// XID events counted since a watcher started (never "since boot": NVML does not record
 /// events that happened before a set was registered).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -477,12 +516,13 @@ pub struct XidTally {
     pub counts: BTreeMap<u32, BTreeMap<u64, u64>>,
     /// The latest event per device.
     pub last: BTreeMap<u32, XidEvent>,
-    /// Devices whose events cannot be counted, with the reason (an unsupported device, no
-    /// NVML, not Linux).
-    pub unknown: BTreeMap<u32, String>,
-    /// Why no device's events can be counted (no NVML, events unsupported everywhere).
+    /// Devices whose events cannot be counted, with the reason (a device that reports no XID
+    /// events, an NVML call that refused). In JSON, the reason's text.
+    pub unknown: BTreeMap<u32, XidUncounted>,
+    /// Why no device's events can be counted (no NVML, not Linux, the counter still starting).
+    /// In JSON, the reason's text.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
-    pub unavailable: Option<String>,
+    pub unavailable: Option<XidUncounted>,
     /// The latest error a wait returned (a GPU lost): counting goes on after a pause.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub last_error: Option<String>,
@@ -519,11 +559,11 @@ impl XidTally {
     ///
     /// # Errors
     /// The reason, when the events on `index` cannot be counted.
-    pub fn count_on(&self, index: u32) -> Result<u64, &str> {
+    pub fn count_on(&self, index: u32) -> Result<u64, &XidUncounted> {
         if let Some(why) = self
             .unavailable
-            .as_deref()
-            .or_else(|| self.unknown.get(&index).map(String::as_str))
+            .as_ref()
+            .or_else(|| self.unknown.get(&index))
         {
             return Err(why);
         }

@@ -41,7 +41,7 @@ pub use field::Field;
 pub use health::{
     BadPages, EccErrors, EccMode, HealthFinding, MemoryHealth, REMEDY_REBOOT_AMD, REMEDY_RESET,
     REMEDY_SERVICE, REMEDY_WATCH, RasCount, RemappedRows, RetiredPages, Severity, XidClass,
-    XidEvent, XidTally, xid_meaning,
+    XidEvent, XidTally, XidUncounted, xid_meaning,
 };
 pub use kind::{EngineClass, EngineClasses, ProcessKind};
 pub use lists::{DeviceList, ProcessList, Warning, absent_reasons, failed_reasons};

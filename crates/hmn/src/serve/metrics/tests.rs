@@ -68,7 +68,10 @@ fn health_xid_and_unattributed_series() {
     assert!(!body.contains("corrected\",scope=\"aggregate"), "{body}");
     assert!(!body.contains("hmn_device_retired_pages"), "{body}");
     // XIDs that cannot be counted on a device: no series for it.
-    c.xid.as_mut().unwrap().unavailable = Some("no NVML".into());
+    c.xid.as_mut().unwrap().unavailable = Some(hypomnesis::XidUncounted::NoNvml {
+        cause: hypomnesis::BackendCause::LibraryMissing,
+        reason: "libnvidia-ml.so.1 not found".into(),
+    });
     let body = to_prometheus_text(&render_fresh(&c));
     assert!(!body.contains("hmn_device_xid_events_total{"), "{body}");
 }

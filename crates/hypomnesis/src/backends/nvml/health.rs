@@ -22,8 +22,16 @@ use super::convert::{describe, query_error, reason_of};
 use super::ffi_health::{self, RawDevice, RawSet};
 use crate::types::{
     EccMode, Field, MemoryHealth, QueryError, RemappedRows, RetiredPages, Unknown, UnknownReason,
-    XidEvent, XidTally,
+    XidEvent, XidTally, XidUncounted,
 };
+
+/// An NVML call for events that failed.
+fn refused(call: &'static str, e: &NvmlError) -> XidUncounted {
+    XidUncounted::Refused {
+        call,
+        error: query_error(e),
+    }
+}
 
 /// `nvmlEventTypeXidCriticalError`.
 const XID_CRITICAL_ERROR: u64 = 0x8;
@@ -153,7 +161,7 @@ pub(crate) struct Events<'n> {
     set: Option<RawSet>,
     devices: Vec<(u32, RawDevice)>,
     /// Devices whose events cannot be counted, and why.
-    pub(crate) unsupported: BTreeMap<u32, String>,
+    pub(crate) unsupported: BTreeMap<u32, XidUncounted>,
 }
 
 impl std::fmt::Debug for Events<'_> {
@@ -168,13 +176,13 @@ impl std::fmt::Debug for Events<'_> {
 impl<'n> Events<'n> {
     /// Creates the set and registers every device that supports XID events. `Err`: no set
     /// could be made (the reason).
-    pub(crate) fn new(nvml: &'n Nvml, count: u32) -> Result<Events<'n>, String> {
+    pub(crate) fn new(nvml: &'n Nvml, count: u32) -> Result<Events<'n>, XidUncounted> {
         if cfg!(not(target_os = "linux")) {
-            return Err("NVML events are Linux-only".to_string());
+            return Err(XidUncounted::NotLinux);
         }
         let lib = nvml.lib();
-        let set = ffi_health::event_set_create(lib)
-            .map_err(|e| format!("nvmlEventSetCreate: {}", describe(&e)))?;
+        let set =
+            ffi_health::event_set_create(lib).map_err(|e| refused("nvmlEventSetCreate", &e))?;
         let mut ev = Events {
             nvml,
             set: Some(set),
@@ -185,22 +193,20 @@ impl<'n> Events<'n> {
             let handle = match nvml.device_by_index(index) {
                 Ok(h) => RawDevice::of(&h),
                 Err(e) => {
-                    ev.unsupported.insert(index, describe(&e));
+                    ev.unsupported
+                        .insert(index, refused("nvmlDeviceGetHandleByIndex", &e));
                     continue;
                 }
             };
             let supported = ffi_health::supported_event_types(lib, handle);
             match supported {
                 Ok(mask) if mask & XID_CRITICAL_ERROR == 0 => {
-                    ev.unsupported
-                        .insert(index, "this device reports no XID events".to_string());
+                    ev.unsupported.insert(index, XidUncounted::NoXidEvents);
                     continue;
                 }
                 Err(e) => {
-                    ev.unsupported.insert(
-                        index,
-                        format!("nvmlDeviceGetSupportedEventTypes: {}", describe(&e)),
-                    );
+                    ev.unsupported
+                        .insert(index, refused("nvmlDeviceGetSupportedEventTypes", &e));
                     continue;
                 }
                 Ok(_) => {}
@@ -216,11 +222,11 @@ impl<'n> Events<'n> {
                     if let Some(set) = ev.set.take() {
                         ffi_health::event_set_free(lib, set);
                     }
-                    return Err("nvmlDeviceRegisterEvents failed (NVML_ERROR_UNKNOWN)".into());
+                    return Err(refused("nvmlDeviceRegisterEvents", &NvmlError::Unknown));
                 }
                 Err(e) => {
                     ev.unsupported
-                        .insert(index, format!("nvmlDeviceRegisterEvents: {}", describe(&e)));
+                        .insert(index, refused("nvmlDeviceRegisterEvents", &e));
                 }
             }
         }

@@ -84,16 +84,35 @@ fn xid_tallies_count_per_device_and_class() {
     assert_eq!(t.total_on(1), Some(0));
     assert_eq!(t.memory_events_on(0), 2);
     assert_eq!(t.last[&0].unix_ms, 12);
-    t.unknown.insert(1, "events unsupported".into());
+    t.unknown.insert(1, XidUncounted::NoXidEvents);
     assert_eq!(t.total_on(1), None, "unknown is not 0");
-    assert_eq!(t.count_on(1), Err("events unsupported"));
+    assert_eq!(t.count_on(1), Err(&XidUncounted::NoXidEvents));
     assert_eq!(t.count_on(0), Ok(3));
-    t.unavailable = Some("no NVML".into());
+    t.unavailable = Some(XidUncounted::NotLinux);
     assert_eq!(
         t.count_on(0),
-        Err("no NVML"),
+        Err(&XidUncounted::NotLinux),
         "the whole tally's reason first"
     );
     assert_eq!(xid_meaning(79).1, XidClass::DeviceLost);
     assert_eq!(xid_meaning(12345).1, XidClass::Other);
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn xid_reasons_are_values_shown_and_serialized_as_their_text() {
+    let refused = XidUncounted::Refused {
+        call: "nvmlDeviceRegisterEvents",
+        error: crate::types::QueryError::NoPermission,
+    };
+    assert_eq!(
+        refused.to_string(),
+        "nvmlDeviceRegisterEvents: no permission"
+    );
+    let mut t = XidTally::new(5);
+    t.unknown.insert(1, refused);
+    t.unavailable = Some(XidUncounted::Starting);
+    let v = serde_json::to_value(&t).unwrap();
+    assert_eq!(v["unknown"]["1"], "nvmlDeviceRegisterEvents: no permission");
+    assert_eq!(v["unavailable"], "the XID counter is starting");
 }
