@@ -134,16 +134,9 @@ pub fn device_label(c: &Candidate) -> String {
 
 /// One candidate's line: free memory, others' reservations, and why it does not fit.
 pub fn candidate_line(c: &Candidate) -> String {
-    let mut line = format!(
-        "{}: {} free",
-        device_label(c),
-        opt_bytes(c.device.memory.free_bytes)
-    );
-    if c.reserved_bytes > 0 {
-        line.push_str(&format!(
-            ", {} reserved by other picks",
-            bytes(c.reserved_bytes)
-        ));
+    let mut line = format!("{}: {} free", device_label(c), opt_bytes(c.free_bytes));
+    if let Some(r) = c.reserved_bytes.filter(|r| *r > 0) {
+        line.push_str(&format!(", {} reserved by other picks", bytes(r)));
     }
     if let Some(why) = &c.why_not {
         line.push_str(&format!(" — {}", sanitize(why)));
@@ -161,7 +154,7 @@ struct CandidateJson<'a> {
     name: Option<&'a str>,
     vendor: &'a str,
     free_bytes: Option<u64>,
-    reserved_bytes: u64,
+    reserved_bytes: Option<u64>,
     effective_free_bytes: Option<u64>,
     fits: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,7 +169,7 @@ impl<'a> CandidateJson<'a> {
             mig_index: c.mig_index,
             name: c.device.name.as_deref(),
             vendor: c.device.vendor.as_str(),
-            free_bytes: c.device.memory.free_bytes,
+            free_bytes: c.free_bytes,
             reserved_bytes: c.reserved_bytes,
             effective_free_bytes: c.effective_free_bytes,
             fits: c.fits,

@@ -264,6 +264,11 @@ fn an_unusable_lock_dir_means_uncoordinated_picks_said_once() {
     assert_eq!(err.matches("picks are not coordinated").count(), 1, "{err}");
     let v: Value = json(&o);
     assert!(v["lock"].is_null() && v["lock_reason"].is_string(), "{v}");
+    // Others' reservations were not read: unknown, not 0; judged on free memory alone.
+    for c in v["considered"].as_array().unwrap() {
+        assert!(c["reserved_bytes"].is_null(), "{c}");
+        assert_eq!(c["effective_free_bytes"], c["free_bytes"], "{c}");
+    }
 }
 
 /// GPU 0 is the tightest fit but prohibited; GPU 1 is exclusive and held; GPU 2 is exclusive

@@ -462,3 +462,37 @@ fn run_says_the_gpu_memory_is_host_ram() {
         stderr(&o)
     );
 }
+
+#[test]
+fn pick_judges_a_pool_as_fits_does_and_counts_reservations_in_it() {
+    // A GB10: NVML has no free figure; a process can allocate the host's available RAM.
+    let bed = gb10();
+    let o = bed.run(&["pick", "--json", "--need", "10GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["considered"][0]["effective_free_bytes"], SPARK.1 * KIB);
+    assert_eq!(v["picked"][0]["device_index"], 0, "{v}");
+    // The first pick's 10 GiB come out of the same pool: 113.1 − 10 GiB is less than 105 GiB.
+    let o = bed.run(&["pick", "--json", "--need", "105GiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let c = &json(&o)["considered"][0];
+    assert_eq!(c["effective_free_bytes"], SPARK.1 * KIB - 10 * GIB, "{c}");
+    assert_eq!(c["why_not"], "not enough free memory");
+    // An APU: the larger pool (GTT, 59.3 GiB free), not the carve-out's 364 MiB.
+    let bed = strix_halo(120_000_000);
+    let o = bed.run(&["pick", "--json", "--need", "20GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = &json(&o)["considered"][0];
+    assert_eq!(c["effective_free_bytes"], 65_867_993_088 - 2 * GIB, "{c}");
+    // … bounded by MemAvailable, as in fits: 40 GiB available, less the 20 GiB reserved.
+    let bed = strix_halo(40 * GIB / KIB);
+    let first = bed.run(&["pick", "--need", "20GiB"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let o = bed.run(&["pick", "--json", "--need", "21GiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let c = &json(&o)["considered"][0];
+    assert_eq!(c["effective_free_bytes"], 20 * GIB, "{c}");
+    // What is left still takes a smaller need.
+    let o = bed.run(&["pick", "--json", "--need", "15GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
 //! | what can take a context at all: not a GPU whose compute mode is `prohibited`, nor an `exclusive_process` one whose context a process holds (an MPS server's is shared), whose process list could not be read, or that another pick has reserved | [`mode_refusal`], [`rank`] |
-//! | what fits: effective free (the device's free memory less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) against the effective free | [`rank`] |
+//! | what fits: effective free (what a process can allocate on the device as `fits` reckons it — an APU's larger pool, a unified GPU's share of the host's available RAM, else the device's free memory — less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) on the device as the reservations leave it | [`rank`] |
 //! | the order: fitting first; the smallest effective free that fits (keeps big devices for big jobs); then the least busy; then the higher index (GPU 0 stays free for desktops) | [`rank`] |
 //! | the claim: each device's lock taken in turn, its reservations re-read and re-judged under the lock, ours appended (a lease: `--lease`), released if `count` cannot be met | [`pick`] |
 //! | the child's variables ([`visible`]): `CUDA_VISIBLE_DEVICES` = full UUIDs (never indices: CUDA's order is not NVML's); `ROCR_VISIBLE_DEVICES` = `GPU-<KFD unique_id>` or the index among KFD compute nodes, and `HIP_VISIBLE_DEVICES` unset; `ZE_AFFINITY_MASK` = the rank by PCI address among Intel GPUs, with `ZE_ENABLE_PCI_ID_DEVICE_ORDER=1` | [`visible::visible_env_for`] |
@@ -16,9 +16,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::budget::Budget;
 use super::fit::{Estimate, FitParams, ModelSpec};
 use super::judge::Fit;
 use super::plan::{Target, plan};
+use super::pool_budget::{allocatable_free, with_allocatable_free};
 use crate::probe::Probe;
 use crate::probe::select::Selected;
 use crate::system::lease::{LeaseError, LockDir, Reservation};
@@ -114,8 +116,13 @@ pub struct Candidate {
     pub selector: String,
     /// The MIG device's index on its GPU.
     pub mig_index: Option<u32>,
-    /// Live reservations of others on it, bytes.
-    pub reserved_bytes: u64,
+    /// What a process can allocate there before reservations (as `fits` reckons it: an APU's
+    /// larger pool, a unified GPU's share of the host's available RAM, else the device's free
+    /// memory); `None` when a figure it needs is unknown ([`Candidate::why_not`] says which).
+    pub free_bytes: Option<u64>,
+    /// Live reservations of others on it, bytes; `None` when they could not be read (picks
+    /// are not coordinated, or its lock was busy): it is then judged on free memory alone.
+    pub reserved_bytes: Option<u64>,
     /// Free memory less those reservations; `None` when free memory is unknown.
     pub effective_free_bytes: Option<u64>,
     /// Whether the need fits.
@@ -134,7 +141,8 @@ impl Candidate {
             device,
             selector,
             mig_index,
-            reserved_bytes: 0,
+            free_bytes: None,
+            reserved_bytes: None,
             effective_free_bytes: None,
             fits: false,
             why_not: None,
@@ -185,29 +193,30 @@ pub fn candidates(devices: &[Device], req: &Request<'_>) -> (Vec<Candidate>, Vec
     (out, notes)
 }
 
-/// Sets each candidate's effective free memory from `reserved` (by selector), judges the need
-/// with `judge` (the device with its effective free memory → fits, or why not) — an exclusive
-/// GPU another pick has reserved does not fit at all — and sorts (pure; see the
+/// Sets each candidate's effective free memory from `reserved` (by selector) — what a process
+/// can allocate there as `fits` reckons it (an APU's larger pool, a unified GPU's share of the
+/// host's available RAM `host_available`), less the reservations — judges the need with
+/// `judge` (the device as the reservations leave it → fits, or why not) — an exclusive GPU
+/// another pick has reserved does not fit at all — and sorts (pure; see the
 /// [module docs](self)).
 pub fn rank(
     cands: &mut [Candidate],
     reserved: &BTreeMap<String, u64>,
+    host_available: Option<u64>,
     judge: &dyn Fn(&Device) -> Result<bool, JudgeError>,
 ) {
     for c in cands.iter_mut() {
-        c.reserved_bytes = reserved.get(&c.selector).copied().unwrap_or(0);
-        c.effective_free_bytes = c
-            .device
-            .memory
-            .free_bytes
-            .map(|f| f.saturating_sub(c.reserved_bytes));
-        let refused = modes::reserved_refusal(&c.device, c.reserved_bytes);
-        (c.fits, c.why_not) = match (refused, c.effective_free_bytes) {
+        c.reserved_bytes = reserved.get(&c.selector).copied();
+        let others = c.reserved_bytes.unwrap_or(0);
+        let free = allocatable_free(&c.device, host_available);
+        c.free_bytes = free.as_ref().ok().copied();
+        c.effective_free_bytes = c.free_bytes.map(|f| f.saturating_sub(others));
+        let refused = modes::reserved_refusal(&c.device, others);
+        (c.fits, c.why_not) = match (refused, free) {
             (Some(why), _) => (false, Some(why)),
-            (None, None) => (false, Some("its free memory is unknown".to_string())),
-            (None, Some(free)) => {
-                let mut d = c.device.clone();
-                d.memory.free_bytes = Some(free);
+            (None, Err(why)) => (false, Some(why)),
+            (None, Ok(free)) => {
+                let d = with_allocatable_free(&c.device, free.saturating_sub(others));
                 match judge(&d) {
                     Ok(true) => (true, None),
                     Ok(false) => (false, Some("not enough free memory".to_string())),
@@ -236,14 +245,15 @@ pub fn rank(
     });
 }
 
-/// Whether `need` fits on `d` (its free memory as given): the size against free memory, or
-/// the model's `fits` verdict.
+/// Whether `need` fits on `d` (its figures as given): the size against what a process can
+/// allocate there (the pool's budget where it has one, as `fits` reckons it), or the model's
+/// `fits` verdict.
 ///
 /// # Errors
 /// The model's plan has no verdict on `d` ([`JudgeError::NoAnswer`], [`JudgeError::NoVerdict`]).
 pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result<bool, JudgeError> {
     match need {
-        Need::Bytes(b) => Ok(d.memory.free_bytes.is_some_and(|f| f >= *b)),
+        Need::Bytes(b) => Ok(allocatable_free(d, host_available).is_ok_and(|f| f >= *b)),
         Need::Model {
             spec,
             params,
@@ -330,12 +340,15 @@ pub fn pick(
     let roots = probe.roots();
     let list = probe.devices();
     let (mut cands, notes) = candidates(&list.devices, req);
-    let host = match req.need {
-        Need::Model { estimate, .. } if estimate.host_high_bytes.is_some() => {
-            probe.host_memory().ok().map(|h| h.memory_available_bytes)
-        }
-        _ => None,
-    };
+    // The host's available RAM, where a verdict needs it: a model partly on the host, a
+    // device whose memory is (partly) host RAM.
+    let needs_host = matches!(req.need, Need::Model { estimate, .. } if estimate.host_high_bytes.is_some())
+        || cands
+            .iter()
+            .any(|c| Budget::needs_host_available(&c.device));
+    let host = needs_host
+        .then(|| probe.host_memory().ok().map(|h| h.memory_available_bytes))
+        .flatten();
     let boot = boot_id(roots);
     // A first ranking on the reservations as they stand (read under each lock, briefly).
     let mut reserved = BTreeMap::new();
@@ -362,7 +375,7 @@ pub fn pick(
         Some(reason) => Err(JudgeError::Refused { reason }),
         None => judge(&req.need, d, host),
     };
-    rank(&mut cands, &reserved, &judge_fn);
+    rank(&mut cands, &reserved, host, &judge_fn);
     let mut picked: Vec<Candidate> = Vec::new();
     let mut tokens: Vec<(String, u64)> = Vec::new();
     let base = now_ms();
@@ -385,7 +398,7 @@ pub fn pick(
             .fold(0u64, |a, r| a.saturating_add(r.need_bytes));
         let mut again = [c.clone()];
         let one = BTreeMap::from([(c.selector.clone(), others)]);
-        rank(&mut again, &one, &judge_fn);
+        rank(&mut again, &one, host, &judge_fn);
         if !again[0].fits {
             continue;
         }
@@ -404,7 +417,7 @@ pub fn pick(
         if l.write(&records).is_ok() {
             tokens.push((c.selector.clone(), token));
             let [mut got] = again;
-            got.reserved_bytes = others;
+            got.reserved_bytes = Some(others);
             picked.push(got);
         }
     }

@@ -96,6 +96,55 @@ pub(super) fn pool_free(
     })
 }
 
+/// What one process can allocate on `device` before a runtime's rule: the pool budget where
+/// the device has one ([`pool_free`]), else its own free memory (the host's available RAM for
+/// an integrated GPU that reports none). `Err(why)` when a figure it needs is unknown — never 0.
+pub(super) fn allocatable_free(
+    device: &Device,
+    host_available: Option<u64>,
+) -> Result<u64, String> {
+    match pool_free(device, host_available) {
+        Some(r) => r.map(|f| f.bytes),
+        None => match (device.memory.free_bytes, host_available) {
+            (Some(free), _) => Ok(free),
+            (None, Some(host)) if device.integrated == Some(true) => Ok(host),
+            (None, None) if device.integrated == Some(true) => {
+                Err("the host's available RAM is unknown".to_string())
+            }
+            _ => Err("its free memory is unknown".to_string()),
+        },
+    }
+}
+
+/// `device` with its figures moved so that [`allocatable_free`] (with the same
+/// `host_available`) is `free`, at most what it was: the device as another pick's reservation
+/// leaves it, judged by every budget rule — an APU's pool note and a pool's total stay.
+pub(super) fn with_allocatable_free(device: &Device, free: u64) -> Device {
+    let mut d = device.clone();
+    let pool_decides = d.pool.as_ref().is_some_and(|p| match p.kind {
+        PoolKind::CarveOutPlusGtt => true,
+        PoolKind::UnifiedHost => true,
+        PoolKind::Dedicated => device.memory.free_bytes.is_none() && p.free_bytes.is_some(),
+    });
+    match d.pool.as_mut() {
+        Some(p) if pool_decides && p.kind == PoolKind::CarveOutPlusGtt => {
+            // The larger region is the pool: its used figure grows by what the reservation takes.
+            let larger = match (d.regions.get("vram"), d.regions.get("gtt")) {
+                (Some(v), Some(g)) if g.total_bytes > v.total_bytes => "gtt",
+                _ => "vram",
+            };
+            if let Some(r) = d.regions.get_mut(larger) {
+                if let Some(total) = r.total_bytes {
+                    r.used_bytes = Some(total.saturating_sub(free));
+                }
+            }
+        }
+        Some(p) if pool_decides => p.free_bytes = Some(free),
+        _ => d.memory.free_bytes = Some(free),
+    }
+    d
+}
+
 /// An AMD APU: the larger pool's free memory (GTT's at most `MemAvailable`). `None` when a
 /// figure it needs is unknown.
 fn carve_out_plus_gtt(device: &Device, host_available: Option<u64>) -> Option<PoolFree> {
@@ -256,5 +305,54 @@ mod tests {
         d.memory.free_bytes = Some(GIB);
         assert!(pool_free(&d, None).is_none());
         assert!(pool_free(&Device::new(0, Vendor::Amd, Source::Sysfs), None).is_none());
+    }
+
+    #[test]
+    fn a_reservation_comes_out_of_the_pool_a_budget_is_drawn_from() {
+        // An APU whose GTT budget is bounded by MemAvailable (40 GiB): 10 GiB reserved leave 30.
+        let d = apu((512 * MIB, 148 * MIB), (65_867_993_088, 2 * GIB));
+        let host = Some(40 * GIB);
+        assert_eq!(allocatable_free(&d, host), Ok(40 * GIB));
+        let left = with_allocatable_free(&d, 30 * GIB);
+        assert_eq!(allocatable_free(&left, host), Ok(30 * GIB));
+        let f = pool_free(&left, host).unwrap().unwrap();
+        assert_eq!(
+            (f.from, f.total),
+            (Origin::GttPool, Some(65_867_993_088)),
+            "still the GTT pool, its total kept"
+        );
+        assert_eq!(
+            left.regions["vram"], d.regions["vram"],
+            "the carve-out untouched"
+        );
+        // The carve-out the larger: its own figures move.
+        let big = apu((8 * GIB, GIB), (4 * GIB, 0));
+        let left = with_allocatable_free(&big, 5 * GIB);
+        assert_eq!(allocatable_free(&left, None), Ok(5 * GIB));
+        // Unified memory: the pool's free figure.
+        let mut gb10 = Device::new(0, Vendor::Nvidia, Source::Nvml);
+        gb10.pool = Some(MemoryPool::host_ram(
+            PoolSource::ProcessSum,
+            "NOT_SUPPORTED",
+        ));
+        assert!(
+            allocatable_free(&gb10, None)
+                .unwrap_err()
+                .contains("available RAM")
+        );
+        assert_eq!(allocatable_free(&gb10, Some(100 * GIB)), Ok(100 * GIB));
+        let left = with_allocatable_free(&gb10, 90 * GIB);
+        assert_eq!(allocatable_free(&left, Some(100 * GIB)), Ok(90 * GIB));
+        // No pool: the device's own free memory; unknown stays unknown, never 0.
+        let mut h100 = Device::new(1, Vendor::Nvidia, Source::Nvml);
+        assert!(allocatable_free(&h100, Some(GIB)).is_err());
+        h100.memory.free_bytes = Some(70 * GIB);
+        let left = with_allocatable_free(&h100, 60 * GIB);
+        assert_eq!(allocatable_free(&left, None), Ok(60 * GIB));
+        // An integrated GPU without a pool or a free figure: the host's available RAM.
+        let mut igpu = Device::new(2, Vendor::Intel, Source::Sysfs);
+        igpu.integrated = Some(true);
+        assert_eq!(allocatable_free(&igpu, Some(8 * GIB)), Ok(8 * GIB));
+        assert!(allocatable_free(&igpu, None).is_err());
     }
 }

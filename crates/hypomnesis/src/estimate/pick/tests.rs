@@ -38,7 +38,7 @@ fn best_fit_first_then_the_least_busy_then_the_higher_index() {
     let req = Request::new(Need::Bytes(20 * GIB));
     let (mut c, notes) = candidates(&devices, &req);
     assert!(notes.is_empty());
-    rank(&mut c, &BTreeMap::new(), &by_bytes(20 * GIB));
+    rank(&mut c, &BTreeMap::new(), None, &by_bytes(20 * GIB));
     assert_eq!(
         order(&c),
         ["GPU-5", "GPU-2", "GPU-1", "GPU-0", "GPU-3", "GPU-4"],
@@ -56,13 +56,13 @@ fn reservations_of_others_take_their_share() {
     let (mut c, _) = candidates(&devices, &req);
     // A first pick reserved 40 GiB on GPU 1 (the better fit): the second goes to GPU 0.
     let reserved = BTreeMap::from([("GPU-1".to_string(), 40 * GIB)]);
-    rank(&mut c, &reserved, &by_bytes(40 * GIB));
+    rank(&mut c, &reserved, None, &by_bytes(40 * GIB));
     assert_eq!(order(&c), ["GPU-0", "GPU-1"]);
     assert_eq!(c[1].effective_free_bytes, Some(20 * GIB));
     assert!(!c[1].fits);
     // Two small jobs still share a big GPU.
     let (mut c, _) = candidates(&devices, &Request::new(Need::Bytes(10 * GIB)));
-    rank(&mut c, &reserved, &by_bytes(10 * GIB));
+    rank(&mut c, &reserved, None, &by_bytes(10 * GIB));
     assert!(c.iter().all(|x| x.fits));
 }
 
@@ -80,7 +80,7 @@ fn mig_devices_are_candidates_alone_and_left_out_for_several() {
     let devices = [parent, gpu(1, Some(40 * GIB), None)];
     let mut req = Request::new(Need::Bytes(8 * GIB));
     let (mut c, _) = candidates(&devices, &req);
-    rank(&mut c, &BTreeMap::new(), &by_bytes(8 * GIB));
+    rank(&mut c, &BTreeMap::new(), None, &by_bytes(8 * GIB));
     assert_eq!(
         order(&c),
         ["MIG-0", "MIG-1", "GPU-1"],
@@ -195,7 +195,7 @@ fn a_refused_or_unjudged_device_says_why_as_a_value_and_in_words() {
         }),
         _ => Err(JudgeError::NoVerdict),
     };
-    rank(&mut c, &BTreeMap::new(), &judge);
+    rank(&mut c, &BTreeMap::new(), None, &judge);
     assert!(c.iter().all(|x| !x.fits));
     let why = |sel: &str| {
         c.iter()
