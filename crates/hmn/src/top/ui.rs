@@ -37,16 +37,31 @@ use crate::args::TopArgs;
 use crate::health::now_ms;
 
 /// Puts the terminal back: raw mode off, main screen, cursor shown, mouse released. Safe to
-/// call more than once.
+/// call more than once. Returns within [`RESTORE_WAIT`] whatever the terminal does: raw mode
+/// needs no write and goes first; the sequences are written by a thread of their own, which a
+/// terminal that stopped reading (a stalled ssh session, a flow-controlled tty) keeps waiting —
+/// as it keeps any thread holding stdout's lock mid-frame, which that write would wait for too.
 fn restore() {
     let _ = terminal::disable_raw_mode();
-    let _ = execute!(
-        io::stdout(),
-        ratatui::crossterm::event::DisableMouseCapture,
-        terminal::LeaveAlternateScreen,
-        cursor::Show
-    );
+    let (done, wait) = mpsc::channel();
+    let writer = std::thread::Builder::new()
+        .name("hmn-restore".to_string())
+        .spawn(move || {
+            let _ = execute!(
+                io::stdout(),
+                ratatui::crossterm::event::DisableMouseCapture,
+                terminal::LeaveAlternateScreen,
+                cursor::Show
+            );
+            let _ = done.send(());
+        });
+    if writer.is_ok() {
+        let _ = wait.recv_timeout(RESTORE_WAIT);
+    }
 }
+
+/// The longest [`restore`] waits for the terminal to take its sequences.
+const RESTORE_WAIT: Duration = Duration::from_millis(200);
 
 /// Restores the terminal when dropped (an early return, an error, an unwinding panic).
 struct Guard;
