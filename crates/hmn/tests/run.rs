@@ -197,9 +197,25 @@ fn a_command_that_exits_at_once_is_measured_not_hmns_helper() {
                     assert!(b <= bound, "{key} {b} > cat's own peak {own}: {v}");
                 }
             }
-            let peak = v["peak_ram"]["bytes"].as_u64().unwrap();
-            assert!(peak <= bound, "peak RAM {peak} > cat's own peak {own}: {v}");
+            // Unknown where no sample found it alive and no kernel peak is its own: never 0.
+            for key in ["peak_rss_sum_bytes", "rusage_max_rss_bytes"] {
+                assert_ne!(v[key], 0, "{key}: {v}");
+            }
+            assert_ne!(v["peak_ram"]["bytes"], 0, "{v}");
+            if let Some(peak) = v["peak_ram"]["bytes"].as_u64() {
+                assert!(peak <= bound, "peak RAM {peak} > cat's own peak {own}: {v}");
+            }
         }
+    }
+    // `true` ends before the first sample almost always: no sampled figure is 0, in JSON or text.
+    for _ in 0..3 {
+        let o = bed.run(&["run", "--json", "--no-cgroup", "--", "true"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_ne!(v["peak_rss_sum_bytes"], 0, "{v}");
+        assert_ne!(v["peak_ram"]["bytes"], 0, "{v}");
+        let o = bed.run(&["run", "--no-cgroup", "--", "true"]);
+        assert!(!stderr(&o).contains(" 0 B"), "{}", stderr(&o));
     }
 }
 

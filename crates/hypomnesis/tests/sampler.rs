@@ -308,3 +308,25 @@ fn a_stopped_sampler_takes_a_final_sample() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_zombie_is_no_member_and_a_tree_never_found_alive_is_not_measured() {
+    let bed = Bed::new().real_proc();
+    let mut child = Command::new("true").spawn().unwrap();
+    let id = id_of(&child);
+    // Ended, not yet reaped: a zombie, its RSS read as 0.
+    while read_stat(&Roots::system(), child.id()).unwrap().state != 'Z' {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut sampler = Sampler::new(bed.probe(), Target::Tree(id), SamplerOptions::default());
+    let s = sampler.sample();
+    assert!(s.processes.is_empty(), "{:?}", s.processes);
+    let r = sampler.report();
+    assert_eq!((r.samples, r.measured_samples), (1, 0), "{r:?}");
+    assert!(
+        r.processes.is_empty(),
+        "no peak of 0 for it: {:?}",
+        r.processes
+    );
+    child.wait().unwrap();
+}

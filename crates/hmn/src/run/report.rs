@@ -104,7 +104,7 @@ impl RunReport {
             interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
             samples: s.samples,
             peak_ram,
-            peak_rss_sum_bytes: (s.samples > 0).then_some(s.peak_rss_bytes),
+            peak_rss_sum_bytes: (s.measured_samples > 0).then_some(s.peak_rss_bytes),
             peak_pss_sum_bytes: s.peak_pss_sum_bytes,
             largest_process_peak_rss_bytes,
             rusage_max_rss_bytes: rusage_max_rss,
@@ -153,17 +153,22 @@ impl RunReport {
                 self.samples, self.interval_ms
             ),
         };
-        t.push_str(&format!(
-            "  peak RAM      {} ({how})\n",
-            bytes(self.peak_ram.bytes)
-        ));
+        match self.peak_ram.bytes {
+            Some(b) => t.push_str(&format!("  peak RAM      {} ({how})\n", bytes(b))),
+            None => t.push_str(
+                "  peak RAM      unknown (the command ended before a sample found it, and no kernel \
+                 or per-process peak is its own)\n",
+            ),
+        }
         match self.peak_rss_sum_bytes {
             _ if self.peak_ram.source == PeakRamSource::SamplesRss => {}
             Some(b) => t.push_str(&format!(
                 "                {} largest RSS sum of the tree (sampled)\n",
                 bytes(b)
             )),
-            None => t.push_str("                no sample taken: no RSS sum of the tree\n"),
+            None => t.push_str(
+                "                no sample found the command running: no RSS sum of the tree\n",
+            ),
         }
         if let Some(m) = self.rusage_max_rss_bytes {
             t.push_str(&format!(
@@ -369,7 +374,7 @@ hmn: warning: w
             Some(500 * MIB),
             Some((400 * MIB, CgroupVersion::V1)),
         );
-        assert_eq!(r.peak_ram.bytes, 500 * MIB);
+        assert_eq!(r.peak_ram.bytes, Some(500 * MIB));
         assert_eq!(r.peak_ram.source, PeakRamSource::CgroupV1MaxUsage);
         assert_eq!(r.cgroup_peak_bytes, Some(400 * MIB), "its own figure kept");
     }
@@ -382,7 +387,7 @@ hmn: warning: w
             Some(500 * MIB),
             Some(KernelPeak::job(400 * MIB)),
         );
-        assert_eq!(r.peak_ram.bytes, 500 * MIB);
+        assert_eq!(r.peak_ram.bytes, Some(500 * MIB));
         assert_eq!(r.peak_ram.source, PeakRamSource::JobPeakMemoryUsed);
         let j = json(&r);
         assert!(

@@ -110,8 +110,10 @@ impl From<CgroupVersion> for PeakRamSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PeakRam {
-    /// The figure.
-    pub bytes: u64,
+    /// The figure; `None` when nothing measured the tree: no kernel peak, no sample that
+    /// found a live process of it, no per-process peak (a command that ended before its first
+    /// sample, too small for its `ru_maxrss` to be its own).
+    pub bytes: Option<u64>,
     /// Where it comes from.
     pub source: PeakRamSource,
 }
@@ -119,7 +121,18 @@ pub struct PeakRam {
 impl PeakRam {
     /// A peak of `bytes` from `source`.
     pub const fn new(bytes: u64, source: PeakRamSource) -> Self {
-        PeakRam { bytes, source }
+        PeakRam {
+            bytes: Some(bytes),
+            source,
+        }
+    }
+
+    /// No figure: nothing measured the tree (see [`PeakRam::bytes`]).
+    pub const fn unknown(source: PeakRamSource) -> Self {
+        PeakRam {
+            bytes: None,
+            source,
+        }
     }
 
     /// The method: the kernel's cgroup peak, or sampled.
@@ -333,12 +346,19 @@ pub fn peak_ram(
     kernel: Option<KernelPeak>,
 ) -> PeakRam {
     let (bytes, source) = match (kernel, report.peak_pss_sum_bytes) {
-        (Some(k), _) => (k.bytes(), k.source()),
-        (None, Some(pss)) => (pss, PeakRamSource::SamplesPss),
-        (None, None) => (report.peak_rss_bytes, PeakRamSource::SamplesRss),
+        (Some(k), _) => (Some(k.bytes()), k.source()),
+        (None, Some(pss)) => (Some(pss), PeakRamSource::SamplesPss),
+        // No sample found a live process: the sum is unknown, not 0.
+        (None, None) => (
+            (report.measured_samples > 0).then_some(report.peak_rss_bytes),
+            PeakRamSource::SamplesRss,
+        ),
     };
     let floor = largest_process_peak_rss(report, rusage_max_rss).filter(|_| source.floored());
-    PeakRam::new(floored(bytes, floor), source)
+    match bytes.into_iter().chain(floor).max() {
+        Some(b) => PeakRam::new(b, source),
+        None => PeakRam::unknown(source),
+    }
 }
 
 /// Per device the sampler saw the tree's device memory on (every device it sampled), in index

@@ -171,7 +171,12 @@ pub struct SamplerReport {
     pub samples: u64,
     /// Time from the first sample to the last.
     pub elapsed_ms: u64,
-    /// Highest sum of the members' RSS in one sample.
+    /// Samples that found a live member: with none, the target was never measured and the
+    /// sampled sums (`peak_rss_bytes`) say nothing — unknown, not 0 (a command that ended
+    /// before its first sample).
+    pub measured_samples: u64,
+    /// Highest sum of the members' RSS in one sample (meaningful only with
+    /// `measured_samples` > 0).
     pub peak_rss_bytes: u64,
     /// When it was seen (ms since start).
     pub peak_rss_t_ms: u64,
@@ -265,11 +270,15 @@ impl Sampler {
     }
 
     /// The members now: one readdir of the proc root; `stat` read for new pids and members.
+    /// A zombie (ended, not yet reaped) is none: it holds no memory, and a sample of it is not
+    /// a measurement of the process (its RSS reads 0).
     fn members(&mut self) -> Vec<Stat> {
         if self.table.refresh(&self.roots).is_err() {
             return Vec::new();
         }
-        self.table.members(&self.roots, &self.target)
+        let mut members = self.table.members(&self.roots, &self.target);
+        members.retain(|m| !matches!(m.state, 'Z' | 'X' | 'x'));
+        members
     }
 
     /// Takes one sample and updates the peaks.
@@ -391,6 +400,9 @@ impl Sampler {
             r.peak_rss_t_ms = s.t_ms;
         }
         r.samples += 1;
+        if !s.processes.is_empty() {
+            r.measured_samples += 1;
+        }
         r.elapsed_ms = s.t_ms;
         for d in &s.devices {
             let v = r.peak_vram_bytes.entry(d.index).or_default();

@@ -7,6 +7,7 @@ const MIB: u64 = 1 << 20;
 fn rss_only() -> SamplerReport {
     SamplerReport {
         samples: 3,
+        measured_samples: 3,
         peak_rss_bytes: 100 * MIB,
         ..SamplerReport::default()
     }
@@ -50,7 +51,7 @@ fn the_cgroup_peak_is_the_headline_floored_by_the_largest_process() {
         None,
         Some(KernelPeak::cgroup(50 * MIB, CgroupVersion::V2)),
     );
-    assert_eq!(hwm.bytes, 400 * MIB, "VmHWM floors it too");
+    assert_eq!(hwm.bytes, Some(400 * MIB), "VmHWM floors it too");
 }
 
 #[test]
@@ -66,16 +67,45 @@ fn without_a_cgroup_the_pss_sum_comes_before_the_rss_sum() {
 }
 
 #[test]
+fn a_tree_no_sample_found_alive_has_no_sampled_peak_but_its_floor() {
+    // Two samples, both after the command had ended (a zombie is no member): unknown, not 0.
+    let mut r = SamplerReport {
+        samples: 2,
+        ..SamplerReport::default()
+    };
+    let p = peak_ram(&r, None, None);
+    assert_eq!(p, PeakRam::unknown(PeakRamSource::SamplesRss));
+    #[cfg(feature = "serde")]
+    assert_eq!(
+        serde_json::to_string(&p).unwrap(),
+        r#"{"bytes":null,"method":"sampled","source":"samples_rss"}"#
+    );
+    // Its own ru_maxrss, where known, is the figure.
+    assert_eq!(peak_ram(&r, Some(3 * MIB), None).bytes, Some(3 * MIB));
+    // A kernel peak needs no sample.
+    assert_eq!(
+        peak_ram(&r, None, Some(KernelPeak::cgroup(MIB, CgroupVersion::V2))).bytes,
+        Some(MIB)
+    );
+    r.measured_samples = 1;
+    assert_eq!(
+        peak_ram(&r, None, None).bytes,
+        Some(0),
+        "one live sample at 0 is 0"
+    );
+}
+
+#[test]
 fn sampled_sums_are_floored_by_the_largest_process_peak() {
     let mut r = rss_only();
     r.peak_pss_sum_bytes = Some(60 * MIB);
     // VmHWM above the PSS sum: a spike between reads.
     r.max_process_peak_rss_bytes = Some(80 * MIB);
-    assert_eq!(peak_ram(&r, None, None).bytes, 80 * MIB);
+    assert_eq!(peak_ram(&r, None, None).bytes, Some(80 * MIB));
     // ru_maxrss above both.
-    assert_eq!(peak_ram(&r, Some(120 * MIB), None).bytes, 120 * MIB);
+    assert_eq!(peak_ram(&r, Some(120 * MIB), None).bytes, Some(120 * MIB));
     // A floor below the sum changes nothing.
-    assert_eq!(peak_ram(&r, Some(10 * MIB), None).bytes, 80 * MIB);
+    assert_eq!(peak_ram(&r, Some(10 * MIB), None).bytes, Some(80 * MIB));
     // The RSS sum is floored too.
     r.peak_pss_sum_bytes = None;
     r.max_process_peak_rss_bytes = None;
