@@ -271,6 +271,7 @@ mod tests {
     fn sampled() -> SamplerReport {
         let mut s = SamplerReport::default();
         s.samples = 12;
+        s.measured_samples = 12;
         s.peak_rss_bytes = 300 * MIB;
         s.peak_pss_sum_bytes = Some(200 * MIB);
         s.max_process_peak_rss_bytes = Some(250 * MIB);
@@ -410,6 +411,7 @@ hmn: warning: w
     #[test]
     fn an_rss_headline_does_not_repeat_itself() {
         let mut s = SamplerReport::default();
+        (s.samples, s.measured_samples) = (2, 2);
         s.peak_rss_bytes = 300 * MIB;
         let r = report(&s, None, None);
         assert!(json(&r).contains(
@@ -417,7 +419,7 @@ hmn: warning: w
         ));
         let t = r.text();
         assert!(
-            t.contains("  peak RAM      300 MiB (largest RSS sum over 0 samples every 100 ms; pages shared between processes count in each)\n  samples       0\n"),
+            t.contains("  peak RAM      300 MiB (largest RSS sum over 2 samples every 100 ms; pages shared between processes count in each)\n  samples       2\n"),
             "{t}"
         );
     }
@@ -433,8 +435,21 @@ hmn: warning: w
         assert!(j.contains(r#""samples":0,"#), "{j}");
         assert!(j.contains(r#""peak_rss_sum_bytes":null,"#), "{j}");
         assert!(
+            r.text().contains(
+                "\n                no sample found the command running: no RSS sum of the tree\n"
+            ),
+            "{}",
             r.text()
-                .contains("\n                no sample taken: no RSS sum of the tree\n"),
+        );
+        // Two samples, neither found it alive; no kernel peak, no ru_maxrss of its own.
+        let mut s = SamplerReport::default();
+        s.samples = 2;
+        let r = report(&s, None, None);
+        let j = json(&r);
+        assert!(j.contains(r#""peak_ram":{"bytes":null,"#), "{j}");
+        assert!(j.contains(r#""peak_rss_sum_bytes":null,"#), "{j}");
+        assert!(
+            r.text().contains("  peak RAM      unknown ("),
             "{}",
             r.text()
         );
