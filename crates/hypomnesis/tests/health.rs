@@ -290,7 +290,25 @@ fn amdgpu_ras_counts_and_bad_pages() {
     );
     let h = list.devices[2].health.clone().unwrap();
     assert!(!h.any_reading());
-    assert!(h.unknown[0].detail.contains("no ras/"), "{h:?}");
+    let ras = h
+        .unknown
+        .iter()
+        .find(|u| u.field == Field::HealthRas)
+        .unwrap();
+    assert!(ras.detail.contains("no ras/"), "{h:?}");
+    // NVIDIA's ECC readings are null on every amdgpu device, and one entry says why.
+    for d in &list.devices {
+        let h = d.health.as_ref().unwrap();
+        assert_eq!(h.ecc, None);
+        assert!(!h.ecc_errors.any_known());
+        let ecc: Vec<_> = h
+            .unknown
+            .iter()
+            .filter(|u| u.field == Field::HealthEcc)
+            .collect();
+        assert_eq!(ecc.len(), 1, "{h:?}");
+        assert_eq!(ecc[0].reason, UnknownReason::Unsupported);
+    }
 }
 
 #[test]

@@ -7,7 +7,11 @@
 use super::facts::{DeviceMemoryFacts, Facts};
 use super::model::Check;
 use crate::system::pidns::ProcRootNamespace;
-use crate::types::{Cause, MemoryHealth, Severity};
+use crate::types::{Cause, MemoryHealth, Severity, Unknown, UnknownReason};
+
+/// What to do when a counter could not be read.
+const REMEDY_UNREAD: &str = "run hmn doctor again in a minute (amdgpu answers once RAS is ready); \
+     until a counter is read, that memory's health is unknown";
 
 /// Unattributed memory above this share of a device's total is worth a warning…
 const SHARE: f64 = 0.10;
@@ -16,6 +20,30 @@ const FLOOR: u64 = 1 << 30;
 
 fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30))
+}
+
+/// The readings a device has but could not read (the driver refused, a file unreadable, RAS
+/// not ready): not "unsupported", which is no reading to have.
+fn unread(h: &MemoryHealth) -> Vec<&Unknown> {
+    h.unknown
+        .iter()
+        .filter(|u| {
+            !matches!(
+                u.reason,
+                UnknownReason::Unsupported | UnknownReason::Suspended | UnknownReason::NotRequested
+            )
+        })
+        .collect()
+}
+
+/// What could not be read, in words (`not read: gfx: the driver says: …`); empty when all was.
+fn unread_words(h: &MemoryHealth) -> String {
+    let u = unread(h);
+    if u.is_empty() {
+        return String::new();
+    }
+    let words: Vec<&str> = u.iter().map(|u| u.detail.as_str()).collect();
+    format!("not read: {}", words.join("; "))
 }
 
 /// One device's health in a few words.
@@ -50,9 +78,17 @@ fn describe(d: &DeviceMemoryFacts, h: &MemoryHealth) -> String {
     }
     if !h.ras.is_empty() {
         let ce: u64 = h.ras.iter().map(|r| r.correctable).sum();
-        parts.push(format!("RAS: no uncorrectable error, {ce} corrected"));
+        let blocks = h.ras.len();
+        parts.push(format!(
+            "RAS: no uncorrectable error in the {blocks} block{} read, {ce} corrected",
+            if blocks == 1 { "" } else { "s" }
+        ));
     }
-    if !h.counters_meaningful() {
+    let missing = unread_words(h);
+    if !missing.is_empty() {
+        parts.push(missing);
+    }
+    if !h.counters_meaningful() && unread(h).is_empty() {
         // A GPU without ECC may answer zeros for remapped rows: they say nothing.
         return format!("{name}: no memory error counters (no ECC)");
     }
@@ -64,11 +100,12 @@ pub(super) fn health(f: &Facts) -> Check {
     let Some(m) = &f.memory else {
         return Check::ok("memory-health", "not checked");
     };
+    // A device counts when it has a reading, or one it could not read (unknown is not clean).
     let read: Vec<(&DeviceMemoryFacts, &MemoryHealth)> = m
         .devices
         .iter()
         .filter_map(|d| d.health.as_ref().map(|h| (d, h)))
-        .filter(|(_, h)| h.any_reading())
+        .filter(|(_, h)| h.any_reading() || !unread(h).is_empty())
         .collect();
     if read.is_empty() {
         return Check::ok(
@@ -85,11 +122,15 @@ pub(super) fn health(f: &Facts) -> Check {
         .map(|(d, h)| describe(d, h))
         .collect::<Vec<_>>()
         .join("; ");
+    // The heaviest finding (severity, then the remedy's urgency); the first of equals.
     let worst = read
         .iter()
         .flat_map(|(_, h)| h.findings())
-        .max_by_key(|x| x.severity);
+        .min_by_key(|x| std::cmp::Reverse(x.weight()));
     match worst {
+        None if read.iter().any(|(_, h)| !unread(h).is_empty()) => {
+            Check::warn("memory-health", saw, Some(REMEDY_UNREAD.to_string()))
+        }
         None => Check::ok("memory-health", saw),
         Some(x) if x.severity == Severity::Fail => {
             Check::fail("memory-health", saw, Some(x.remedy.to_string()))
@@ -163,8 +204,8 @@ mod tests {
     use crate::system::pidns::{self, NamespaceFacts};
     use crate::system::roots::Roots;
     use crate::types::{
-        Device, EccMode, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows, Source,
-        Vendor,
+        Device, EccMode, Field, ProcessList, REMEDY_RESET, REMEDY_SERVICE, RasCount, RemappedRows,
+        Source, Vendor,
     };
 
     fn facts(devices: Vec<Device>) -> Facts {
@@ -227,6 +268,18 @@ mod tests {
                 .saw
                 .contains("GPU 1 (NVIDIA H200): a row remapping is pending")
         );
+        // A pending remap beside rows remapped after uncorrectable errors (both warn): the
+        // reset that applies the remap, not "watch the counts".
+        let both = health(&facts(vec![gpu(
+            0,
+            hopper(RemappedRows::new(0, 2, true, false)),
+        )]));
+        assert_eq!(both.status, Status::Warn);
+        assert_eq!(both.remedy.as_deref(), Some(REMEDY_RESET), "{both:?}");
+        let mut lifetime = hopper(RemappedRows::new(0, 0, true, false));
+        lifetime.ecc_errors.uncorrected_aggregate = Some(4);
+        let both = health(&facts(vec![gpu(0, lifetime)]));
+        assert_eq!(both.remedy.as_deref(), Some(REMEDY_RESET), "{both:?}");
         let mut sick = hopper(RemappedRows::new(0, 0, false, false));
         sick.ecc_errors.uncorrected_volatile = Some(3);
         let failed = health(&facts(vec![gpu(0, sick)]));
@@ -257,6 +310,39 @@ mod tests {
             "no device reports memory error counters (no ECC, no amdgpu RAS)"
         );
         assert_eq!(health(&facts(vec![])).saw, "no GPU");
+        // A block RAS could not answer is unknown, not clean: said, and a warning.
+        let inaccessible = Unknown::new(
+            Field::HealthRas,
+            UnknownReason::DeviceError,
+            "gfx: the driver says: Query currently inaccessible (RAS not ready)",
+        );
+        let mut partial = MemoryHealth {
+            ras: vec![RasCount::new("umc", 0, 3)],
+            ..MemoryHealth::default()
+        };
+        partial.unknown.push(inaccessible.clone());
+        let c = health(&facts(vec![gpu(0, partial)]));
+        assert_eq!(c.status, Status::Warn);
+        assert_eq!(
+            c.saw,
+            "GPU 0 (NVIDIA H200): RAS: no uncorrectable error in the 1 block read, 3 corrected, \
+             not read: gfx: the driver says: Query currently inaccessible (RAS not ready)"
+        );
+        assert_eq!(c.remedy.as_deref(), Some(REMEDY_UNREAD));
+        // Every block unreadable: not "no device reports counters".
+        let mut none_read = MemoryHealth::default();
+        none_read.unknown.push(inaccessible);
+        let c = health(&facts(vec![gpu(0, none_read)]));
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.saw.contains("not read: gfx"), "{}", c.saw);
+        // "Unsupported" is no reading to have: still ok.
+        let mut off = MemoryHealth::default();
+        off.unknown.push(Unknown::new(
+            Field::HealthRas,
+            UnknownReason::Unsupported,
+            "no ras/ directory",
+        ));
+        assert_eq!(health(&facts(vec![gpu(0, off)])).status, Status::Ok);
         let none = Facts::empty(Roots::system(), facts(vec![]).pid);
         assert_eq!(health(&none).saw, "not checked");
     }

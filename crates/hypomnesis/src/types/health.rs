@@ -223,6 +223,20 @@ pub struct HealthFinding {
     pub remedy: &'static str,
 }
 
+impl HealthFinding {
+    /// How much it weighs against another finding: its severity, then how urgent its remedy
+    /// is — service, then a reset or reboot that applies something pending, then watching. The
+    /// heaviest decides a device's (and `hmn doctor`'s) remedy.
+    pub fn weight(&self) -> (Severity, u8) {
+        let remedy = match self.remedy {
+            REMEDY_SERVICE => 3,
+            REMEDY_RESET | REMEDY_REBOOT_AMD => 2,
+            _ => 1,
+        };
+        (self.severity, remedy)
+    }
+}
+
 /// Remedy for a pending remap, retirement or bad page.
 pub const REMEDY_RESET: &str =
     "reset the GPU (nvidia-smi -r, with nothing running on it) or reboot to apply it";
@@ -255,7 +269,8 @@ impl MemoryHealth {
         self.ecc.is_some() || !self.ras.is_empty() || self.bad_pages.is_some()
     }
 
-    /// The readings that need attention, most serious first (the rule in `types::health`):
+    /// The readings that need attention, heaviest first ([`HealthFinding::weight`]: severity,
+    /// then the remedy's urgency; the rule in `types::health`):
     ///
     /// | Reading | Severity | Remedy |
     /// |---|---|---|
@@ -374,7 +389,7 @@ impl MemoryHealth {
                 );
             }
         }
-        out.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        out.sort_by_key(|f| std::cmp::Reverse(f.weight()));
         out
     }
 

@@ -108,6 +108,13 @@ pub(crate) fn parse_bad_pages(text: &str) -> Result<BadPages, ParseError> {
 /// The RAS readings of the amdgpu device whose sysfs directory is `dir`.
 pub(crate) fn read(dir: &Path) -> MemoryHealth {
     let mut h = MemoryHealth::default();
+    // `ecc` and `ecc_errors` are NVIDIA's readings: null here, and one entry says why for all.
+    h.unknown.push(Unknown::new(
+        Field::HealthEcc,
+        UnknownReason::Unsupported,
+        "amdgpu has no ECC mode or ECC counters of this kind (ecc_errors too): its memory errors \
+         are the RAS counts (health.ras)",
+    ));
     let ras = dir.join("ras");
     let Ok(entries) = fsread::list_dir(&ras) else {
         h.unknown.push(Unknown::new(
@@ -162,7 +169,7 @@ pub(crate) fn read(dir: &Path) -> MemoryHealth {
             )),
         }
     }
-    if h.ras.is_empty() && h.bad_pages.is_none() && h.unknown.is_empty() {
+    if h.ras.is_empty() && h.bad_pages.is_none() && h.unknown.len() == 1 {
         h.unknown.push(Unknown::new(
             Field::HealthRas,
             UnknownReason::Unsupported,
