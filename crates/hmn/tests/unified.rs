@@ -223,9 +223,14 @@ fn nvidia_smi_placeholders_on_a_gb10_and_on_a_lost_discrete_gpu() {
 /// NixOS config) with `available_kib` available, a HIP process holding a 24 GB model in GTT
 /// (nvtop #492's fdinfo) that KFD also reports, and another client.
 fn strix_halo(available_kib: u64) -> Bed {
+    strix_halo_with_gtt(available_kib, 2 * GIB)
+}
+
+/// [`strix_halo`] with `gtt_used` bytes of GTT in use device-wide.
+fn strix_halo_with_gtt(available_kib: u64, gtt_used: u64) -> Bed {
     let bed = Bed::new();
     bed.fixture().meminfo(131_161_644, available_kib).unwrap();
-    bed.gpu(FakeGpu::strix_halo("0000:c4:00.0", 0, 128, 2 * GIB));
+    bed.gpu(FakeGpu::strix_halo("0000:c4:00.0", 0, 128, gtt_used));
     bed.client(
         500,
         "llama-server",
@@ -495,4 +500,28 @@ fn pick_judges_a_pool_as_fits_does_and_counts_reservations_in_it() {
     // What is left still takes a smaller need.
     let o = bed.run(&["pick", "--json", "--need", "15GiB"]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn unattributed_memory_on_an_apu_is_of_its_pool() {
+    // 30 GiB of GTT in use, 24.1 GiB of it the HIP process's (fdinfo's VRAM + GTT, above KFD's).
+    let bed = strix_halo_with_gtt(120_000_000, 30 * GIB);
+    let v = json(&bed.run(&["ps", "--json"]));
+    let u = &v["unattributed"][0];
+    let held = (5_348 + 25_258_000) * KIB;
+    assert_eq!(u["processes_bytes"], held, "{u}");
+    assert_eq!(u["bytes"], 155_189_248 + 30 * GIB - held, "{u}");
+    assert_eq!(u["bound"], "exact");
+    // The device says 2 GiB of GTT while the process holds 24 GiB: the figures disagree, and
+    // what nobody holds is unknown — never an exact 0.
+    let bed = strix_halo(120_000_000);
+    let v = json(&bed.run(&["ps", "--json"]));
+    let u = &v["unattributed"][0];
+    assert!(u["bytes"].is_null(), "{u}");
+    assert!(u["reason"].as_str().unwrap().contains("more than"), "{u}");
+    assert_eq!(
+        u["processes_exceed_used_by"],
+        held - (155_189_248 + 2 * GIB),
+        "{u}"
+    );
 }

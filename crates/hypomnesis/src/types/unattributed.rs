@@ -4,7 +4,7 @@
 //!
 //! | Rule | Where |
 //! |---|---|
-//! | the figure: device used (NVIDIA R510+: the driver's reservation already excluded) − Σ rows; `null` with the reason where used, or the reservation inside it, is unknown, or the process list failed | [`Unattributed::of`] |
+//! | the figure: device used (NVIDIA R510+: the driver's reservation already excluded) − Σ rows; on an AMD APU the pool's used (carve-out + GTT) − Σ each row's share of it ([`GpuProcess::pool_bytes`]); `null` with the reason where used, or the reservation inside it, is unknown, the process list failed, or the rows add up to more than used (`processes_exceed_used_by`: the figures disagree, so no remainder is known) | [`Unattributed::of`] |
 //! | exact, or an upper bound (`at_most`) when a row's figure is unknown: the rows not summed hold some of the rest | [`Bound`] |
 //! | the causes the listing shows (hidden processes, rows whose pid this `/proc` cannot show, MIG, an MPS server left out of sums, the driver's own allocations) | [`Unattributed::of`] |
 //! | every device of a listing | [`ProcessList::unattributed`] |
@@ -19,6 +19,7 @@
 use super::device::Device;
 use super::field::Field;
 use super::lists::ProcessList;
+use super::pool::PoolKind;
 use super::process::GpuProcess;
 use super::source::{Source, UnknownReason};
 use super::spelling::spelled;
@@ -118,7 +119,7 @@ pub struct Unattributed {
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub reason: Option<String>,
     /// The listed processes' sum is larger than the device's used figure by this much (the
-    /// driver's per-process figures and its device figure disagree); `bytes` is then 0.
+    /// driver's per-process figures and its device figure disagree); `bytes` is then `None`.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub processes_exceed_used_by: Option<u64>,
     /// Causes this listing shows.
@@ -149,7 +150,14 @@ impl Unattributed {
         hidden: u32,
     ) -> Unattributed {
         let rows: Vec<&GpuProcess> = rows.into_iter().collect();
-        let sum = VramSum::of(rows.iter().copied());
+        // An AMD APU's pool is its carve-out plus GTT: the device's and each row's figures are
+        // of the pool (a model in GTT is the process's, not memory nobody holds).
+        let apu = device.pool_kind() == Some(PoolKind::CarveOutPlusGtt);
+        let sum = if apu {
+            VramSum::of_pools(rows.iter().copied(), |_| Some(PoolKind::CarveOutPlusGtt))
+        } else {
+            VramSum::of(rows.iter().copied())
+        };
         let index = device.index;
         if failed || device.error.is_some() {
             return Unattributed::unknown(
@@ -165,9 +173,18 @@ impl Unattributed {
                 .find(|u| u.field == field)
                 .map(|u| u.detail.clone())
         };
-        let Some(used) = device.memory.used_bytes else {
-            let why = memory_unknown(Field::MemoryUsedBytes)
-                .unwrap_or_else(|| "no used figure".to_string());
+        let used = if apu {
+            device.pool_used_bytes()
+        } else {
+            device.memory.used_bytes
+        };
+        let Some(used) = used else {
+            let field = if apu {
+                Field::PoolUsedBytes
+            } else {
+                Field::MemoryUsedBytes
+            };
+            let why = memory_unknown(field).unwrap_or_else(|| "no used figure".to_string());
             return Unattributed::unknown(
                 index,
                 sum.known_bytes,
@@ -220,7 +237,17 @@ impl Unattributed {
             });
         }
         causes.push(Cause::Driver);
-        let exceed = sum.known_bytes.checked_sub(used).filter(|e| *e > 0);
+        if let Some(exceed) = sum.known_bytes.checked_sub(used).filter(|e| *e > 0) {
+            // The figures disagree (read at different instants, or counted differently): what
+            // nobody holds is not known to be 0.
+            let mut u = Unattributed::unknown(
+                index,
+                sum.known_bytes,
+                "the processes' figures add up to more than the device's used memory",
+            );
+            u.processes_exceed_used_by = Some(exceed);
+            return u;
+        }
         Unattributed {
             device_index: index,
             bytes: Some(used.saturating_sub(sum.known_bytes)),
@@ -231,7 +258,7 @@ impl Unattributed {
             }),
             processes_bytes: sum.known_bytes,
             reason: None,
-            processes_exceed_used_by: exceed,
+            processes_exceed_used_by: None,
             causes,
         }
     }
@@ -355,9 +382,13 @@ mod tests {
         amd.memory.used_bytes = Some(2 * GIB);
         let mut r = row(3, Some(3 * GIB));
         r.device_index = 1;
-        let u = Unattributed::of(&amd, &[r], false, 2);
-        assert_eq!(u.bytes, Some(0));
+        let u = Unattributed::of(&amd, std::slice::from_ref(&r), false, 2);
+        assert_eq!(u.bytes, None, "the figures disagree: not an exact 0");
         assert_eq!(u.processes_exceed_used_by, Some(GIB));
+        assert!(u.reason.as_deref().unwrap().contains("more than"), "{u:?}");
+        amd.memory.used_bytes = Some(4 * GIB);
+        let u = Unattributed::of(&amd, &[r], false, 2);
+        assert_eq!((u.bytes, u.processes_exceed_used_by), (Some(GIB), None));
         assert_eq!(u.causes[0], Cause::HiddenProcesses { count: 2 });
         assert_eq!(u.causes[0].describe(), "2 processes hidden from this user");
     }
