@@ -492,7 +492,7 @@ pub enum XidUncounted {
     #[error("no NVML: {reason}")]
     NoNvml {
         /// Why, as a value.
-        cause: super::BackendCause,
+        cause: super::backend::BackendCause,
         /// Why, in words.
         reason: String,
     },
@@ -508,7 +508,7 @@ pub enum XidUncounted {
         /// The NVML function.
         call: &'static str,
         /// Its error.
-        error: super::QueryError,
+        error: super::backend::QueryError,
     },
 }
 
