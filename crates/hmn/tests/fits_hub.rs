@@ -1,7 +1,8 @@
 //! `hmn fits hf:ORG/REPO[@REVISION][:FILE]` and `https://…` (issue 27) against a Hub-shaped
 //! server in the test process (`hmn_testbed::hub`): headers read with range requests only —
-//! the bytes the server sent are counted — the same estimate as the local files, 401 for a
-//! gated repository without `HF_TOKEN`, 404, offline, and hostile answers (a huge length, a
+//! the bytes the server sent are counted — the same estimate as the local files, the Hub's
+//! errors told apart by their `X-Error-Code` (a gated repository, an unknown repository,
+//! revision or file), offline, and hostile answers (a huge length, a
 //! range ignored or wrong, a truncated body, a silent server): one line naming the input,
 //! exit 2. No test needs the internet.
 
@@ -87,7 +88,7 @@ fn hub() -> HubServer {
             files: vec![
                 HubFile::text("config.json", &fixture("llama-3.1-8b.json")),
                 HubFile::text("model.safetensors.index.json", index),
-                HubFile::lfs("model-00001-of-00002.safetensors", s1, n1),
+                HubFile::lfs("model-00001-of-00002.safetensors", s1.clone(), n1),
                 HubFile::lfs("model-00002-of-00002.safetensors", s2, n2),
                 HubFile::text("README.md", "# Llama"),
             ],
@@ -116,6 +117,15 @@ fn hub() -> HubServer {
             files: vec![
                 HubFile::text("config.json", &fixture("llama-3.1-8b.json")),
                 HubFile::lfs("model.safetensors", safetensors(&[("w", 8)]).0, 8 * 2 + 64),
+            ],
+        },
+        HubRepo {
+            id: "org/missing-shard".into(),
+            revision: "main".into(),
+            token: None,
+            files: vec![
+                HubFile::text("model.safetensors.index.json", index),
+                HubFile::lfs("model-00001-of-00002.safetensors", s1, n1),
             ],
         },
         HubRepo {
@@ -324,34 +334,50 @@ fn gguf_from_the_hub_and_a_url() {
     );
     // Headers only: a few hundred KiB at most for 4 GGUF reads of ~4 GB files.
     assert!(server.bytes_sent() < 1 << 20, "{}", server.bytes_sent());
-    // The default revision `main` does not exist there.
+    // The default revision `main` does not exist there: the Hub's RevisionNotFound.
     let o = run(&bed, &server, None, &["hf:org/llama-gguf:llama-Q4.gguf"]);
     refused(
         &o,
         &[
             "hf:org/llama-gguf:llama-Q4.gguf",
-            "HTTP 404",
-            "no such repository, revision or file",
+            "HTTP 404 Not Found (RevisionNotFound)",
+            "org/llama-gguf has no revision main",
         ],
     );
     let o = run(&bed, &server, None, &["hf:org/llama-gguf@v2:nope.gguf"]);
     refused(&o, &["nope.gguf is not in org/llama-gguf at v2"]);
 }
 
-/// A gated repository: 401 without `HF_TOKEN` (and with a wrong one), the model with it.
+/// A gated repository: 401 `GatedRepo` without `HF_TOKEN` (accept the licence, set the
+/// token), 403 with a token that has no access (refused: never "set HF_TOKEN" when one was
+/// sent), the model with the right one.
 #[test]
 fn gated_repositories_need_the_token() {
     let server = hub();
     let bed = Bed::new();
     let o = run(&bed, &server, None, &["hf:org/gated", "--free", "80GiB"]);
-    refused(&o, &["hf:org/gated", "HTTP 401", "HF_TOKEN"]);
+    refused(
+        &o,
+        &[
+            "hf:org/gated: model.gguf: HTTP 401 Unauthorized (GatedRepo)",
+            "a gated repository: accept its licence on the Hub, then set HF_TOKEN",
+        ],
+    );
     let o = run(
         &bed,
         &server,
         Some("hf_wrong"),
         &["hf:org/gated", "--free", "80GiB"],
     );
-    refused(&o, &["HTTP 401"]);
+    refused(
+        &o,
+        &[
+            "HTTP 403 Forbidden (GatedRepo)",
+            "HF_TOKEN was refused",
+            "accept its licence on the Hub with the token's account",
+        ],
+    );
+    assert!(!stderr(&o).contains("set HF_TOKEN"), "{}", stderr(&o));
     let o = run(
         &bed,
         &server,
@@ -397,6 +423,55 @@ fn gated_repositories_need_the_token() {
     refused(&o, &[bare.as_str(), "HTTP 403"]);
 }
 
+/// The Hub's `X-Error-Code` tells apart what the status does not: a repository that does not
+/// exist is a 401 without a token (as a private one is) and a 404 with one — never "gated";
+/// an unknown file of a known revision is `EntryNotFound`, named.
+#[test]
+fn unknown_repositories_revisions_and_files() {
+    let server = hub();
+    let bed = Bed::new();
+    let o = run(&bed, &server, None, &["hf:nobody/nothing"]);
+    refused(
+        &o,
+        &[
+            "hf:nobody/nothing: the repository's file list: HTTP 401 Unauthorized (RepoNotFound)",
+            "no repository nobody/nothing (check the name; if it is private, set HF_TOKEN)",
+        ],
+    );
+    assert!(!stderr(&o).contains("gated"), "{}", stderr(&o));
+    let o = run(&bed, &server, Some("hf_secret"), &["hf:nobody/nothing"]);
+    refused(
+        &o,
+        &[
+            "HTTP 404 Not Found (RepoNotFound)",
+            "no repository nobody/nothing, or HF_TOKEN may not see it (check the name)",
+        ],
+    );
+    assert!(!stderr(&o).contains("set HF_TOKEN"), "{}", stderr(&o));
+    let o = run(&bed, &server, None, &["hf:org/gated@v9"]);
+    refused(
+        &o,
+        &[
+            "HTTP 404 Not Found (RevisionNotFound)",
+            "org/gated has no revision v9",
+        ],
+    );
+    // The index names a shard the repository lacks.
+    let o = run(
+        &bed,
+        &server,
+        None,
+        &["hf:org/missing-shard", "--free", "80GiB"],
+    );
+    refused(
+        &o,
+        &[
+            "hf:org/missing-shard: model-00002-of-00002.safetensors: HTTP 404 Not Found (EntryNotFound)",
+            "org/missing-shard has no file model-00002-of-00002.safetensors at main",
+        ],
+    );
+}
+
 /// A repository with both formats needs a file named.
 #[test]
 fn both_formats_need_a_name() {
@@ -428,8 +503,6 @@ fn both_formats_need_a_name() {
 fn unreachable_and_unknown() {
     let server = hub();
     let bed = Bed::new();
-    let o = run(&bed, &server, None, &["hf:nobody/nothing"]);
-    refused(&o, &["hf:nobody/nothing", "HTTP 404"]);
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
@@ -511,6 +584,14 @@ fn pick_takes_a_hub_model_as_its_need() {
         None,
         &["pick", "--need", "hf:nobody/nothing"],
     );
-    refused(&o, &["--need: ", "hf:nobody/nothing", "HTTP 404"]);
+    refused(
+        &o,
+        &[
+            "--need: ",
+            "hf:nobody/nothing",
+            "HTTP 401",
+            "no repository nobody/nothing",
+        ],
+    );
     assert!(!stderr(&o).contains("--need: hf:nobody/nothing: hf:nobody/nothing"));
 }

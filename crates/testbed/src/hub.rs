@@ -1,8 +1,11 @@
 //! A Hub-shaped HTTP server in the test process (`127.0.0.1:0`, one thread per connection):
 //! `/api/models/{repo}/revision/{rev}` lists a repository's files, `/{repo}/resolve/{rev}/{path}`
 //! serves them — large ("LFS") files through a redirect to `/cdn/…`, as the Hub redirects to
-//! its CDN — honouring `Range`, answering 401 for a gated repository without the token and
-//! 404 for anything unknown. Files are virtual: a prefix (a header) followed by zeros up to
+//! its CDN — honouring `Range`. Errors are the Hub's, with its `X-Error-Code` and
+//! `X-Error-Message` headers: an unknown repository is 401 `RepoNotFound` without a token (as
+//! for a private one) and 404 with one, an unknown revision 404 `RevisionNotFound`, an unknown
+//! file 404 `EntryNotFound`, a gated repository's file 401 `GatedRepo` without the token and
+//! 403 with another. Files are virtual: a prefix (a header) followed by zeros up to
 //! their size, so a 16 GB model costs nothing. The server counts the body bytes it sends and
 //! records each request, so a test can assert that only headers were read; [`Misbehave`]
 //! makes a file's answers hostile.
@@ -303,12 +306,25 @@ fn serve(s: &State, stream: TcpStream) -> std::io::Result<()> {
     let decoded = path.replace("%2F", "/").replace("%20", " ");
     let not_found =
         |out: &mut TcpStream| respond(out, "404 Not Found", &[], b"{\"error\":\"not found\"}");
+    // What the Hub answers for a repository it does not have (or will not show): 401 without
+    // a token, 404 with one, `RepoNotFound` either way.
+    let no_repo = |out: &mut TcpStream| {
+        let status = if auth.is_some() {
+            "404 Not Found"
+        } else {
+            "401 Unauthorized"
+        };
+        hub_error(out, status, "RepoNotFound", "Repository not found")
+    };
     if let Some(rest) = decoded.strip_prefix("/api/models/") {
         let Some((id, rev)) = rest.split_once("/revision/") else {
             return not_found(&mut out);
         };
+        if !s.repos.iter().any(|x| x.id == id) {
+            return no_repo(&mut out);
+        }
         let Some(repo) = s.repos.iter().find(|x| x.id == id && x.revision == rev) else {
-            return not_found(&mut out);
+            return no_revision(&mut out, rev);
         };
         let siblings: Vec<String> = repo
             .files
@@ -349,32 +365,83 @@ fn serve(s: &State, stream: TcpStream) -> std::io::Result<()> {
         }
         return not_found(&mut out);
     }
-    for repo in &s.repos {
-        let prefix = format!("/{}/resolve/{}/", repo.id, repo.revision);
-        let Some(file) = decoded.strip_prefix(&prefix) else {
-            continue;
+    // `/{org}/{name}/resolve/{rev}/{path}`.
+    let Some(id) = s
+        .repos
+        .iter()
+        .map(|r| r.id.as_str())
+        .find(|id| decoded.starts_with(&format!("/{id}/resolve/")))
+    else {
+        return if decoded.contains("/resolve/") {
+            no_repo(&mut out)
+        } else {
+            not_found(&mut out)
         };
-        if let Some(t) = &repo.token {
-            if auth.as_deref() != Some(format!("Bearer {t}").as_str()) {
-                return respond(
-                    &mut out,
-                    "401 Unauthorized",
-                    &[],
-                    b"{\"error\":\"Access to this model is restricted\"}",
-                );
-            }
-        }
-        let Some(f) = repo.files.iter().find(|f| f.path == file) else {
-            return not_found(&mut out);
+    };
+    let Some((repo, file)) = s.repos.iter().filter(|r| r.id == id).find_map(|r| {
+        decoded
+            .strip_prefix(&format!("/{id}/resolve/{}/", r.revision))
+            .map(|f| (r, f))
+    }) else {
+        let rev = decoded
+            .strip_prefix(&format!("/{id}/resolve/"))
+            .and_then(|r| r.split('/').next())
+            .unwrap_or("");
+        return no_revision(&mut out, rev);
+    };
+    // A gated repository: 401 without a token, 403 with one that has no access.
+    if let Some(t) = &repo.token {
+        let gated = |out: &mut TcpStream, status: &str| {
+            hub_error(
+                out,
+                status,
+                "GatedRepo",
+                &format!("Access to model {id} is restricted."),
+            )
         };
-        if f.lfs {
-            let mut to = format!("/cdn/{}/{}/{}", repo.id, repo.revision, f.path);
-            if repo.token.is_some() {
-                to = format!("{to}?{SIGNED}");
-            }
-            return respond(&mut out, "302 Found", &[("Location", to)], b"");
+        match auth.as_deref() {
+            None => return gated(&mut out, "401 Unauthorized"),
+            Some(a) if a != format!("Bearer {t}") => return gated(&mut out, "403 Forbidden"),
+            Some(_) => {}
         }
-        return send_file(s, &mut out, f, range.as_deref());
     }
-    not_found(&mut out)
+    let Some(f) = repo.files.iter().find(|f| f.path == file) else {
+        return hub_error(
+            &mut out,
+            "404 Not Found",
+            "EntryNotFound",
+            &format!("{file} does not exist on \"{}\"", repo.revision),
+        );
+    };
+    if f.lfs {
+        let mut to = format!("/cdn/{}/{}/{}", repo.id, repo.revision, f.path);
+        if repo.token.is_some() {
+            to = format!("{to}?{SIGNED}");
+        }
+        return respond(&mut out, "302 Found", &[("Location", to)], b"");
+    }
+    send_file(s, &mut out, f, range.as_deref())
+}
+
+/// An error as the Hub sends it: the status, `X-Error-Code`, `X-Error-Message`, a JSON body.
+fn hub_error(out: &mut TcpStream, status: &str, code: &str, message: &str) -> std::io::Result<()> {
+    respond(
+        out,
+        status,
+        &[
+            ("X-Error-Code", code.to_string()),
+            ("X-Error-Message", message.to_string()),
+            ("Content-Type", "application/json".to_string()),
+        ],
+        format!("{{\"error\":{message:?}}}").as_bytes(),
+    )
+}
+
+fn no_revision(out: &mut TcpStream, rev: &str) -> std::io::Result<()> {
+    hub_error(
+        out,
+        "404 Not Found",
+        "RevisionNotFound",
+        &format!("Invalid rev id: {rev}"),
+    )
 }

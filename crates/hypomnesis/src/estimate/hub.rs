@@ -13,8 +13,12 @@
 //! `resolve` URLs redirect large files to a CDN; redirects are followed (at most 10) and
 //! `Authorization: Bearer $HF_TOKEN` is sent to the Hub's host only. `HF_ENDPOINT` replaces
 //! `https://huggingface.co` (mirrors, a local test server). An error status is one line
-//! naming the input: 401/403 (a gated or private repository: set `HF_TOKEN`), 404 (no such
-//! repository, revision or file), an unreachable server (offline), a timeout.
+//! naming the input, and what it means from the Hub's `X-Error-Code` header when it sends one
+//! (as `huggingface_hub` reads it): `RepoNotFound` (without a token the Hub answers 401 for a
+//! repository that does not exist, as for a private one), `GatedRepo` (accept the licence, set
+//! `HF_TOKEN`), `RevisionNotFound`, `EntryNotFound`; without a code, 401/403 (a gated or private
+//! repository: set `HF_TOKEN`, or the token was refused when one was sent) and 404; an
+//! unreachable server (offline), a timeout.
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +30,7 @@ use super::model::{
     MAX_CONFIG, OpenedModel, assemble_gguf, assemble_safetensors, shard_name, split_gguf,
 };
 use super::safetensors;
-use crate::system::http::{Client, HttpError, RemoteFile};
+use crate::system::http::{Client, HttpError, HubCode, RemoteFile};
 use crate::types::error::Error;
 
 /// The longest an API listing may be.
@@ -49,26 +53,88 @@ struct Fetch<'a> {
     /// A URL given directly: a `config.json` beside it that cannot be read (401, 403 — a
     /// presigned URL signs one file — or 404) is absent, not an error.
     lenient: bool,
+    /// The repository and revision of a `hf:` spec, which a Hub's refusal names.
+    repo: Option<(String, String)>,
+    /// Whether `HF_TOKEN` was sent (then a refusal never says to set it).
+    token: bool,
 }
 
 impl Fetch<'_> {
     fn err(&self, what: &str, e: &HttpError) -> Error {
         let hint = match e {
-            HttpError::Status { code: 401 | 403 } => {
-                ": a gated or private repository, or a token without access — set HF_TOKEN"
+            HttpError::Status { code, hub, message } => {
+                self.refusal(what, *code, hub.as_ref(), message.as_deref())
             }
-            HttpError::Status { code: 404 } => ": no such repository, revision or file",
-            HttpError::Unreachable(_) => " (offline? HF_ENDPOINT names another server)",
-            _ => "",
+            HttpError::Unreachable(_) => " (offline? HF_ENDPOINT names another server)".into(),
+            _ => String::new(),
         };
         Error::parse(Path::new(&self.label), None, format!("{what}: {e}{hint}"))
+    }
+
+    /// What an error status means, from the Hub's `X-Error-Code` when it sent one (without a
+    /// token, the Hub answers 401 for a repository that does not exist as for a private one).
+    fn refusal(
+        &self,
+        what: &str,
+        code: u16,
+        hub: Option<&HubCode>,
+        message: Option<&str>,
+    ) -> String {
+        let (repo, rev) = match &self.repo {
+            Some((r, v)) => (Some(r.as_str()), v.as_str()),
+            None => (None, ""),
+        };
+        let said = |m: Option<&str>| m.map(|m| format!(" ({m})")).unwrap_or_default();
+        match (hub, repo) {
+            (Some(HubCode::RepoNotFound), Some(r)) if self.token => {
+                format!(": no repository {r}, or HF_TOKEN may not see it (check the name)")
+            }
+            (Some(HubCode::RepoNotFound), Some(r)) => {
+                format!(": no repository {r} (check the name; if it is private, set HF_TOKEN)")
+            }
+            (Some(HubCode::RepoNotFound), None) if self.token => {
+                ": no such repository, or HF_TOKEN may not see it (check the URL)".into()
+            }
+            (Some(HubCode::RepoNotFound), None) => {
+                ": no such repository (check the URL; if it is private, set HF_TOKEN)".into()
+            }
+            (Some(HubCode::GatedRepo), _) if self.token => {
+                ": a gated repository, and HF_TOKEN was refused: accept its licence on the Hub \
+                 with the token's account"
+                    .into()
+            }
+            (Some(HubCode::GatedRepo), _) => {
+                ": a gated repository: accept its licence on the Hub, then set HF_TOKEN".into()
+            }
+            (Some(HubCode::RevisionNotFound), Some(r)) => format!(": {r} has no revision {rev}"),
+            (Some(HubCode::RevisionNotFound), None) => ": no such revision".into(),
+            (Some(HubCode::EntryNotFound), Some(r)) => {
+                format!(": {r} has no file {what} at {rev}")
+            }
+            (Some(HubCode::EntryNotFound), None) => ": no such file".into(),
+            _ => match code {
+                401 | 403 if self.token => format!(": HF_TOKEN was refused{}", said(message)),
+                401 | 403 => format!(
+                    ": a gated or private repository — set HF_TOKEN{}",
+                    said(message)
+                ),
+                404 => format!(": no such repository, revision or file{}", said(message)),
+                _ => said(message),
+            },
+        }
     }
 
     fn get(&self, file: &str, cap: u64) -> Result<Option<Vec<u8>>, Error> {
         match self.client.get(&(self.url_of)(file), cap) {
             Ok(b) => Ok(Some(b)),
-            Err(HttpError::Status { code: 404 }) => Ok(None),
-            Err(HttpError::Status { code: 401 | 403 }) if self.lenient => Ok(None),
+            Err(HttpError::Status {
+                code: 404,
+                hub: None | Some(HubCode::EntryNotFound),
+                ..
+            }) => Ok(None),
+            Err(HttpError::Status {
+                code: 401 | 403, ..
+            }) if self.lenient => Ok(None),
             Err(e) => Err(self.err(file, &e)),
         }
     }
@@ -121,7 +187,7 @@ impl Fetch<'_> {
     fn index(&self, index: &str, dir: &str) -> Result<OpenedModel, Error> {
         let text = self
             .get(index, safetensors::MAX_HEADER)?
-            .ok_or_else(|| self.err(index, &HttpError::Status { code: 404 }))?;
+            .ok_or_else(|| self.err(index, &HttpError::status(404)))?;
         let shards = safetensors::index_shards(&text).map_err(|e| e.at(self.at(index)))?;
         let files: Vec<String> = shards.iter().map(|s| format!("{dir}{s}")).collect();
         self.safetensors(&files, dir)
@@ -272,24 +338,19 @@ fn pick(fetch: &Fetch<'_>, files: &[String]) -> Result<OpenedModel, Error> {
 
 /// The files of `repo` at `revision`, from the Hub's API.
 fn listing(
-    client: &Client,
+    fetch: &Fetch<'_>,
     o: &HubOptions,
-    label: &str,
     repo: &str,
     revision: &str,
 ) -> Result<Vec<String>, Error> {
+    let label = fetch.label.as_str();
     let url = format!(
         "{}/api/models/{repo}/revision/{}",
         o.endpoint,
         encode(revision, false)
     );
-    let fetch = Fetch {
-        client: client.clone(),
-        label: label.to_string(),
-        url_of: Box::new(|_| String::new()),
-        lenient: false,
-    };
-    let bytes = client
+    let bytes = fetch
+        .client
         .get(&url, MAX_LISTING)
         .map_err(|e| fetch.err("the repository's file list", &e))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -339,8 +400,10 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                 label: label.clone(),
                 url_of: Box::new(move |f: &str| format!("{base}{}", encode(f, true))),
                 lenient: false,
+                repo: Some((repo.clone(), revision.clone())),
+                token: o.token.is_some(),
             };
-            let files = listing(&client, o, &label, repo, revision)?;
+            let files = listing(&fetch, o, repo, revision)?;
             let m = match file {
                 Some(f) => {
                     if !files.iter().any(|x| x == f) {
@@ -375,6 +438,8 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                     }
                 }),
                 lenient: true,
+                repo: None,
+                token: false,
             };
             (plan_file(&fetch, name, None)?, client)
         }

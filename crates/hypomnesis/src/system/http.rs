@@ -2,8 +2,8 @@
 //! place the library opens a network connection. Model headers are read from a server this
 //! way — a few bytes or megabytes at known offsets, never a whole weights file.
 //!
-//! Every response is checked before its body is read: the status (401/403, 404, other
-//! errors are [`HttpError::Status`]), for a ranged request a `206 Partial Content` whose
+//! Every response is checked before its body is read: the status (an error status is
+//! [`HttpError::Status`], with a Hub's `X-Error-Code` and `X-Error-Message`), for a ranged request a `206 Partial Content` whose
 //! `Content-Range` starts where asked and names the file's size (a server that ignores the
 //! range and answers `200` with the whole file is refused unless the whole file is no longer
 //! than what was asked), and the body is read up to the requested length only — a hostile
@@ -20,10 +20,15 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum HttpError {
     /// The server answered with an error status.
-    #[error("HTTP {code}{}", reason(*.code))]
+    #[error("HTTP {code}{}{}", reason(*.code), hub.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Status {
         /// The status code.
         code: u16,
+        /// What a Hugging Face Hub says it means (`X-Error-Code`), when it says.
+        hub: Option<HubCode>,
+        /// The Hub's words for it (`X-Error-Message`, one line of printable text, at most 200
+        /// characters), when it says.
+        message: Option<String>,
     },
     /// No connection, a DNS failure, a timeout, a TLS error.
     #[error("cannot reach the server: {0}")]
@@ -31,6 +36,71 @@ pub enum HttpError {
     /// A response that breaks the protocol or its promises (a wrong range, a short body).
     #[error("{0}")]
     Protocol(String),
+}
+
+impl HttpError {
+    /// An error status without a Hub's explanation.
+    pub fn status(code: u16) -> HttpError {
+        HttpError::Status {
+            code,
+            hub: None,
+            message: None,
+        }
+    }
+}
+
+/// Why a Hugging Face Hub refused a request: its `X-Error-Code` header, which tells apart what
+/// the status does not (without a token, a repository that does not exist is a 401, as a
+/// private one is). The codes `huggingface_hub` reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HubCode {
+    /// No such repository, or a private one the request may not see.
+    #[error("RepoNotFound")]
+    RepoNotFound,
+    /// A gated repository: its licence must be accepted, and a token sent.
+    #[error("GatedRepo")]
+    GatedRepo,
+    /// The repository has no such branch, tag or commit.
+    #[error("RevisionNotFound")]
+    RevisionNotFound,
+    /// The revision has no such file.
+    #[error("EntryNotFound")]
+    EntryNotFound,
+    /// Another code (printable text, at most 64 characters).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl HubCode {
+    /// Reads an `X-Error-Code` value; `None` when it is empty.
+    pub fn parse(v: &str) -> Option<HubCode> {
+        Some(match v.trim() {
+            "" => return None,
+            "RepoNotFound" => HubCode::RepoNotFound,
+            "GatedRepo" => HubCode::GatedRepo,
+            "RevisionNotFound" => HubCode::RevisionNotFound,
+            "EntryNotFound" => HubCode::EntryNotFound,
+            other => HubCode::Other(printable(other, 64)?),
+        })
+    }
+}
+
+/// A header's text as one line: printable ASCII, trimmed, at most `max` characters (a hostile
+/// server's value cannot break the error's line or fill the terminal); `None` when nothing is
+/// left.
+fn printable(v: &str, max: usize) -> Option<String> {
+    let kept: String = v
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { ' ' })
+        .collect();
+    let words: Vec<&str> = kept.split_whitespace().collect();
+    let mut out = words.join(" ");
+    if out.len() > max {
+        out.truncate(max);
+        out.push('…');
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn reason(code: u16) -> &'static str {
@@ -42,6 +112,16 @@ fn reason(code: u16) -> &'static str {
         429 => " Too Many Requests",
         500..=599 => " (server error)",
         _ => "",
+    }
+}
+
+/// An error status with what a Hub says of it (`X-Error-Code`, `X-Error-Message`).
+fn status_error(resp: &ureq::http::Response<ureq::Body>) -> HttpError {
+    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+    HttpError::Status {
+        code: resp.status().as_u16(),
+        hub: header("x-error-code").and_then(HubCode::parse),
+        message: header("x-error-message").and_then(|m| printable(m, 200)),
     }
 }
 
@@ -160,7 +240,7 @@ impl Client {
                     "the file ends before byte {start}"
                 )));
             }
-            code => return Err(HttpError::Status { code }),
+            _ => return Err(status_error(&resp)),
         };
         // Read what the range promised, never more.
         let mut bytes = Vec::with_capacity(usize::try_from(want.min(1 << 20)).unwrap_or(0));
@@ -196,9 +276,8 @@ impl Client {
             req = req.header("Authorization", &format!("Bearer {t}"));
         }
         let mut resp = req.call().map_err(unreachable)?;
-        let code = resp.status().as_u16();
-        if code != 200 {
-            return Err(HttpError::Status { code });
+        if resp.status().as_u16() != 200 {
+            return Err(status_error(&resp));
         }
         let mut bytes = Vec::new();
         let got = resp
@@ -364,5 +443,33 @@ mod tests {
         assert_eq!(parse_content_range("bytes */100"), None);
         assert_eq!(parse_content_range("bytes 0-7/*"), None);
         assert_eq!(parse_content_range("items 0-7/100"), None);
+    }
+
+    #[test]
+    fn hub_error_codes() {
+        assert_eq!(HubCode::parse("RepoNotFound"), Some(HubCode::RepoNotFound));
+        assert_eq!(HubCode::parse(" GatedRepo "), Some(HubCode::GatedRepo));
+        assert_eq!(
+            HubCode::parse("RevisionNotFound"),
+            Some(HubCode::RevisionNotFound)
+        );
+        assert_eq!(
+            HubCode::parse("EntryNotFound"),
+            Some(HubCode::EntryNotFound)
+        );
+        assert_eq!(HubCode::parse(""), None);
+        assert_eq!(
+            HubCode::parse("Disabled\r\nX: y"),
+            Some(HubCode::Other("Disabled X: y".into()))
+        );
+        assert_eq!(printable(&"a".repeat(300), 200).map(|s| s.len()), Some(203));
+        assert_eq!(printable(" \u{1b}[2J ", 10), Some("[2J".into()));
+        let e = HttpError::Status {
+            code: 401,
+            hub: Some(HubCode::RepoNotFound),
+            message: None,
+        };
+        assert_eq!(e.to_string(), "HTTP 401 Unauthorized (RepoNotFound)");
+        assert_eq!(HttpError::status(404).to_string(), "HTTP 404 Not Found");
     }
 }
