@@ -166,8 +166,13 @@ fn run(bed: &Bed, server: &HubServer, token: Option<&str>, args: &[&str]) -> Out
 
 /// `hmn ARGS` against `server`, with no token or proxy from the environment.
 fn run_hmn(bed: &Bed, server: &HubServer, token: Option<&str>, all: &[&str]) -> Output {
+    run_at(bed, &server.endpoint, token, all)
+}
+
+/// `hmn ARGS` with `HF_ENDPOINT` at `endpoint`, with no token or proxy from the environment.
+fn run_at(bed: &Bed, endpoint: &str, token: Option<&str>, all: &[&str]) -> Output {
     let mut c = bed.cmd(all);
-    c.env("HF_ENDPOINT", &server.endpoint)
+    c.env("HF_ENDPOINT", endpoint)
         .env("HMN_HUB_TIMEOUT", "2")
         .env_remove("HF_TOKEN")
         .env_remove("HTTPS_PROXY")
@@ -470,6 +475,71 @@ fn unknown_repositories_revisions_and_files() {
             "org/missing-shard has no file model-00002-of-00002.safetensors at main",
         ],
     );
+}
+
+/// A URL on the Hub's origin (`HF_ENDPOINT`'s scheme, host and port) gets `HF_TOKEN` as a `hf:`
+/// spec does: a gated repository's `resolve` URL, or the `blob` page a browser shows, reads
+/// with the token; without it the message says to set it, with a wrong one that it was
+/// refused; a URL on another origin never gets the token, and its refusal says so.
+#[test]
+fn urls_on_the_hub_get_the_token() {
+    let server = hub();
+    let bed = Bed::new();
+    let resolve = format!("{}/org/gated/resolve/main/model.gguf", server.endpoint);
+    let blob = format!("{}/org/gated/blob/main/model.gguf", server.endpoint);
+    for url in [&resolve, &blob] {
+        let o = run(
+            &bed,
+            &server,
+            Some("hf_secret"),
+            &[url, "--free", "80GiB", "--json"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{url}: {}", stderr(&o));
+        assert_eq!(json(&o)["input"]["format"], "gguf");
+    }
+    let seen = server.requests();
+    let reads: Vec<_> = seen
+        .iter()
+        .filter(|r| r.path == "/org/gated/resolve/main/model.gguf")
+        .collect();
+    assert!(reads.len() >= 2 && reads.iter().all(|r| r.auth), "{seen:?}");
+    let o = run(&bed, &server, None, &[&resolve]);
+    refused(
+        &o,
+        &[
+            resolve.as_str(),
+            "HTTP 401 Unauthorized (GatedRepo)",
+            "accept its licence on the Hub, then set HF_TOKEN",
+        ],
+    );
+    let o = run(&bed, &server, Some("hf_wrong"), &[&resolve]);
+    refused(
+        &o,
+        &[
+            resolve.as_str(),
+            "HTTP 403 Forbidden (GatedRepo)",
+            "HF_TOKEN was refused",
+        ],
+    );
+    assert!(!stderr(&o).contains("set HF_TOKEN"), "{}", stderr(&o));
+    // The Hub elsewhere (another port): the token stays home.
+    let before = server.requests().len();
+    let o = run_at(
+        &bed,
+        "http://127.0.0.1:1",
+        Some("hf_secret"),
+        &["fits", &resolve],
+    );
+    refused(
+        &o,
+        &[
+            "HTTP 401 Unauthorized (GatedRepo)",
+            "HF_TOKEN is sent to HF_ENDPOINT's server only",
+        ],
+    );
+    assert!(!stderr(&o).contains("set HF_TOKEN"), "{}", stderr(&o));
+    let after = server.requests();
+    assert!(after.len() > before && after[before..].iter().all(|r| !r.auth));
 }
 
 /// A repository with both formats needs a file named.

@@ -11,7 +11,9 @@
 //! | a GGUF header | ranges read on demand (64 KiB chunks doubling to 4 MiB; skipped arrays not fetched) | the GGUF reader's budget (256 MiB read, 16 MiB kept) over the split set, as local files |
 //!
 //! `resolve` URLs redirect large files to a CDN; redirects are followed (at most 10) and
-//! `Authorization: Bearer $HF_TOKEN` is sent to the Hub's host only. `HF_ENDPOINT` replaces
+//! `Authorization: Bearer $HF_TOKEN` is sent to the Hub's origin only (a `hf:` spec, or a URL
+//! whose scheme, host and port are `HF_ENDPOINT`'s), and not across a redirect to another host;
+//! a refusal after a token was sent says it was refused, never to set it. `HF_ENDPOINT` replaces
 //! `https://huggingface.co` (mirrors, a local test server). An error status is one line
 //! naming the input, and what it means from the Hub's `X-Error-Code` header when it sends one
 //! (as `huggingface_hub` reads it): `RepoNotFound` (without a token the Hub answers 401 for a
@@ -25,7 +27,7 @@ use std::path::{Path, PathBuf};
 use super::config;
 use super::gguf;
 pub use super::hub_spec::{DEFAULT_ENDPOINT, DEFAULT_TIMEOUT, HubOptions, Remote};
-use super::hub_spec::{encode, path_ok};
+use super::hub_spec::{blob_to_resolve, encode, on_hub, path_ok};
 use super::model::{
     MAX_CONFIG, OpenedModel, assemble_gguf, assemble_safetensors, shard_name, split_gguf,
 };
@@ -57,6 +59,8 @@ struct Fetch<'a> {
     repo: Option<(String, String)>,
     /// Whether `HF_TOKEN` was sent (then a refusal never says to set it).
     token: bool,
+    /// Whether the server is the Hub (`HF_ENDPOINT`'s origin), the only one `HF_TOKEN` goes to.
+    hub: bool,
 }
 
 impl Fetch<'_> {
@@ -85,26 +89,35 @@ impl Fetch<'_> {
             None => (None, ""),
         };
         let said = |m: Option<&str>| m.map(|m| format!(" ({m})")).unwrap_or_default();
+        // What to do about a token that was not sent.
+        let set = if self.hub {
+            "set HF_TOKEN"
+        } else {
+            "HF_TOKEN is sent to HF_ENDPOINT's server only"
+        };
         match (hub, repo) {
             (Some(HubCode::RepoNotFound), Some(r)) if self.token => {
                 format!(": no repository {r}, or HF_TOKEN may not see it (check the name)")
             }
             (Some(HubCode::RepoNotFound), Some(r)) => {
-                format!(": no repository {r} (check the name; if it is private, set HF_TOKEN)")
+                format!(": no repository {r} (check the name; if it is private, {set})")
             }
             (Some(HubCode::RepoNotFound), None) if self.token => {
                 ": no such repository, or HF_TOKEN may not see it (check the URL)".into()
             }
             (Some(HubCode::RepoNotFound), None) => {
-                ": no such repository (check the URL; if it is private, set HF_TOKEN)".into()
+                format!(": no such repository (check the URL; if it is private, {set})")
             }
             (Some(HubCode::GatedRepo), _) if self.token => {
                 ": a gated repository, and HF_TOKEN was refused: accept its licence on the Hub \
                  with the token's account"
                     .into()
             }
-            (Some(HubCode::GatedRepo), _) => {
+            (Some(HubCode::GatedRepo), _) if self.hub => {
                 ": a gated repository: accept its licence on the Hub, then set HF_TOKEN".into()
+            }
+            (Some(HubCode::GatedRepo), _) => {
+                format!(": a gated repository: accept its licence on the Hub ({set})")
             }
             (Some(HubCode::RevisionNotFound), Some(r)) => format!(": {r} has no revision {rev}"),
             (Some(HubCode::RevisionNotFound), None) => ": no such revision".into(),
@@ -114,10 +127,11 @@ impl Fetch<'_> {
             (Some(HubCode::EntryNotFound), None) => ": no such file".into(),
             _ => match code {
                 401 | 403 if self.token => format!(": HF_TOKEN was refused{}", said(message)),
-                401 | 403 => format!(
+                401 | 403 if self.hub => format!(
                     ": a gated or private repository — set HF_TOKEN{}",
                     said(message)
                 ),
+                401 | 403 => format!(": access denied ({set}){}", said(message)),
                 404 => format!(": no such repository, revision or file{}", said(message)),
                 _ => said(message),
             },
@@ -402,6 +416,7 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                 lenient: false,
                 repo: Some((repo.clone(), revision.clone())),
                 token: o.token.is_some(),
+                hub: true,
             };
             let files = listing(&fetch, o, repo, revision)?;
             let m = match file {
@@ -419,9 +434,18 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
             };
             (m, client)
         }
-        Remote::Url(url) => {
-            // No token for an arbitrary server.
-            let client = Client::new(o.timeout, None);
+        Remote::Url(given) => {
+            // The token goes to the Hub's origin only, never to another server; a Hub's page
+            // for a file (`/blob/`) is read as the file (`/resolve/`).
+            let hub = on_hub(given, &o.endpoint);
+            let token = o.token.clone().filter(|_| hub);
+            let sent = token.is_some();
+            let url = &if hub {
+                blob_to_resolve(given)
+            } else {
+                given.clone()
+            };
+            let client = Client::new(o.timeout, token);
             let clean = url.split(['?', '#']).next().unwrap_or(url);
             let (base, name) = clean.rsplit_once('/').unwrap_or(("", clean));
             let base = base.to_string();
@@ -439,7 +463,8 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
                 }),
                 lenient: true,
                 repo: None,
-                token: false,
+                token: sent,
+                hub,
             };
             (plan_file(&fetch, name, None)?, client)
         }

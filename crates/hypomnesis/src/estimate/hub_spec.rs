@@ -162,6 +162,66 @@ impl Remote {
     }
 }
 
+/// A URL's origin: its scheme, host (lowercase, after any `user@`) and port (the scheme's
+/// default when absent); `None` for anything but `http`/`https` or a malformed authority.
+pub(crate) fn origin(url: &str) -> Option<(String, String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default = match scheme.as_str() {
+        "https" => 443,
+        "http" => 80,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(v6) => {
+            let (h, after) = v6.split_once(']')?;
+            if !after.is_empty() && !after.starts_with(':') {
+                return None;
+            }
+            (format!("[{h}]"), after.strip_prefix(':'))
+        }
+        None => match host_port.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (host_port.to_string(), None),
+        },
+    };
+    let port = match port {
+        None | Some("") => default,
+        Some(p) => p.parse().ok()?,
+    };
+    if host.is_empty() || host == "[]" {
+        return None;
+    }
+    Some((scheme, host.to_ascii_lowercase(), port))
+}
+
+/// Whether `url` is on the Hub: its origin is `endpoint`'s (then `HF_TOKEN` may go to it).
+pub(crate) fn on_hub(url: &str, endpoint: &str) -> bool {
+    matches!((origin(url), origin(endpoint)), (Some(a), Some(b)) if a == b)
+}
+
+/// A Hub's page for a file (`…/ORG/REPO/blob/REV/FILE`, what a browser shows) as the file
+/// itself (`…/resolve/…`); any other URL as it is.
+pub(crate) fn blob_to_resolve(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((authority, path)) = rest.split_once('/') else {
+        return url.to_string();
+    };
+    let mut parts = path.splitn(4, '/');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(org), Some(repo), Some("blob"), Some(rest))
+            if !org.is_empty() && !repo.is_empty() =>
+        {
+            format!("{scheme}://{authority}/{org}/{repo}/resolve/{rest}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Percent-encodes a path segment's reserved characters (`/` in a revision, spaces).
 pub(crate) fn encode(s: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(s.len());
@@ -229,5 +289,50 @@ mod tests {
         assert_eq!(r.label(), "hf:o/r@dev:m.gguf");
         assert_eq!(encode("refs/pr/1", false), "refs%2Fpr%2F1");
         assert_eq!(encode("sub/a b.gguf", true), "sub/a%20b.gguf");
+    }
+
+    #[test]
+    fn origins() {
+        let hub = "https://huggingface.co";
+        for same in [
+            "https://huggingface.co/org/repo/resolve/main/model.gguf",
+            "https://HuggingFace.co:443/org/repo/blob/main/m.gguf?download=true",
+            "HTTPS://huggingface.co",
+            "https://user@huggingface.co/x",
+        ] {
+            assert!(on_hub(same, hub), "{same}");
+        }
+        for other in [
+            "http://huggingface.co/org/repo/resolve/main/model.gguf",
+            "https://huggingface.co:8443/x",
+            "https://cdn-lfs.huggingface.co/x",
+            "https://huggingface.co.evil.org/x",
+            "https://huggingface.co@evil.org/x",
+            "https://evil.org/huggingface.co/x",
+            "https://evil.org?huggingface.co",
+            "ftp://huggingface.co/x",
+            "https://huggingface.co:x/",
+            "https:///x",
+        ] {
+            assert!(!on_hub(other, hub), "{other}");
+        }
+        assert!(on_hub(
+            "http://127.0.0.1:8080/o/r/resolve/main/m.gguf",
+            "http://127.0.0.1:8080"
+        ));
+        assert!(!on_hub("http://127.0.0.1:8081/x", "http://127.0.0.1:8080"));
+        assert!(on_hub("http://[::1]:80/x", "http://[::1]"));
+        assert!(!on_hub("http://[::1]x/", "http://[::1]"));
+        assert_eq!(
+            blob_to_resolve("https://huggingface.co/org/repo/blob/main/sub/m.gguf"),
+            "https://huggingface.co/org/repo/resolve/main/sub/m.gguf"
+        );
+        for kept in [
+            "https://huggingface.co/org/repo/resolve/main/blob/m.gguf",
+            "https://huggingface.co/org/blob/main/m.gguf",
+            "https://huggingface.co/blob",
+        ] {
+            assert_eq!(blob_to_resolve(kept), kept);
+        }
     }
 }
