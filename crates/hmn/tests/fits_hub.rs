@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use hmn_testbed::hub::{HubFile, HubRepo, HubServer, Misbehave};
+use hmn_testbed::hub::{HubFile, HubRepo, HubServer, Misbehave, UntrustedTls};
 use hmn_testbed::{GgufWriter, ggml};
 use serde_json::Value;
 
@@ -597,6 +597,32 @@ fn unreachable_and_unknown() {
     ] {
         let o = run(&bed, &server, None, &[bad]);
         refused(&o, &["invalid model spec"]);
+    }
+}
+
+/// A certificate no one trusts (a TLS-inspecting proxy's, a mirror's own) is said to be one,
+/// naming the host — not "cannot reach the server (offline?)" — for a URL and for a Hub at
+/// `HF_ENDPOINT`.
+#[test]
+fn untrusted_certificates_are_named() {
+    let tls = UntrustedTls::start();
+    let bed = Bed::new();
+    let host = tls.endpoint.trim_start_matches("https://");
+    let url = format!("{}/org/repo/resolve/main/model.gguf", tls.endpoint);
+    let o = run_at(&bed, "https://huggingface.co", None, &["fits", &url]);
+    let hub = run_at(&bed, &tls.endpoint, None, &["fits", "hf:org/repo"]);
+    for (o, first) in [(&o, url.as_str()), (&hub, "hf:org/repo")] {
+        refused(
+            o,
+            &[
+                first,
+                &format!("TLS certificate not trusted, fetching from {host}"),
+                "UnknownIssuer",
+                "hmn trusts the Mozilla roots built into it",
+            ],
+        );
+        let e = stderr(o);
+        assert!(!e.contains("cannot reach") && !e.contains("offline"), "{e}");
     }
 }
 

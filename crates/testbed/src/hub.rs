@@ -171,6 +171,63 @@ impl HubServer {
     }
 }
 
+/// A TLS server whose certificate no one trusts (self-signed, for `127.0.0.1` and
+/// `localhost`, valid 2000-2100): what a TLS-inspecting proxy or a mirror with its own
+/// authority looks like to a client with the webpki roots. It completes handshakes a client
+/// accepts and answers 404 to anything; a client that refuses the certificate gets no answer.
+pub struct UntrustedTls {
+    /// `https://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+impl UntrustedTls {
+    /// Listens on `127.0.0.1:0`.
+    ///
+    /// # Panics
+    /// When no local port can be bound or the certificate is refused (a test bed failure).
+    #[allow(clippy::expect_used)]
+    pub fn start() -> UntrustedTls {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let cert = CertificateDer::from(include_bytes!("tls/cert.der").to_vec());
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            include_bytes!("tls/key.der").to_vec(),
+        ));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .expect("the test bed's certificate");
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local address").port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let config = Arc::clone(&config);
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                    let Ok(conn) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let mut tls = rustls::StreamOwned::new(conn, stream);
+                    let mut buf = [0u8; 4096];
+                    if tls.read(&mut buf).is_ok() {
+                        let _ = tls.write_all(
+                            b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                        );
+                        let _ = tls.flush();
+                    }
+                });
+            }
+        });
+        UntrustedTls {
+            endpoint: format!("https://127.0.0.1:{port}"),
+        }
+    }
+}
+
 fn respond(
     out: &mut TcpStream,
     status: &str,

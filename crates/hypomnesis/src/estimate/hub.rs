@@ -20,7 +20,7 @@
 //! repository that does not exist, as for a private one), `GatedRepo` (accept the licence, set
 //! `HF_TOKEN`), `RevisionNotFound`, `EntryNotFound`; without a code, 401/403 (a gated or private
 //! repository: set `HF_TOKEN`, or the token was refused when one was sent) and 404; an
-//! unreachable server (offline), a timeout.
+//! unreachable server (offline), a timeout, a TLS certificate not trusted (named as such).
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +70,10 @@ impl Fetch<'_> {
                 self.refusal(what, *code, hub.as_ref(), message.as_deref())
             }
             HttpError::Unreachable(_) => " (offline? HF_ENDPOINT names another server)".into(),
+            HttpError::Certificate { .. } => " (hmn trusts the Mozilla roots built into it, not \
+                 the system's: a TLS-inspecting proxy or a mirror with its own authority is \
+                 refused)"
+                .into(),
             _ => String::new(),
         };
         Error::parse(Path::new(&self.label), None, format!("{what}: {e}{hint}"))

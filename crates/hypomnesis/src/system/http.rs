@@ -8,7 +8,9 @@
 //! range and answers `200` with the whole file is refused unless the whole file is no longer
 //! than what was asked), and the body is read up to the requested length only — a hostile
 //! `Content-Length` costs nothing. Redirects (a Hub's CDN) are followed, at most 10; the
-//! `Authorization` header only to the same host. A slow or silent server hits the timeout.
+//! `Authorization` header only to the same host. A slow or silent server hits the timeout. A
+//! certificate rustls refuses (the webpki roots) is [`HttpError::Certificate`], naming the
+//! host, not an unreachable server.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -30,9 +32,19 @@ pub enum HttpError {
         /// characters), when it says.
         message: Option<String>,
     },
-    /// No connection, a DNS failure, a timeout, a TLS error.
+    /// No connection, a DNS failure, a timeout, a TLS error other than a certificate's.
     #[error("cannot reach the server: {0}")]
     Unreachable(String),
+    /// The server's TLS certificate is not trusted (an unknown authority — a proxy's or a
+    /// mirror's own —, expired, for another name). `host` is the one asked; after a redirect
+    /// the certificate may be the next server's.
+    #[error("TLS certificate not trusted, fetching from {host}: {reason}")]
+    Certificate {
+        /// The URL's host (and port, when it names one).
+        host: String,
+        /// What rustls found wrong with it.
+        reason: String,
+    },
     /// A response that breaks the protocol or its promises (a wrong range, a short body).
     #[error("{0}")]
     Protocol(String),
@@ -193,7 +205,7 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.header("Authorization", &format!("Bearer {t}"));
         }
-        let mut resp = req.call().map_err(unreachable)?;
+        let mut resp = req.call().map_err(|e| transport_error(&e, url))?;
         let status = resp.status().as_u16();
         let header = |name: &str| {
             resp.headers()
@@ -275,7 +287,7 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.header("Authorization", &format!("Bearer {t}"));
         }
-        let mut resp = req.call().map_err(unreachable)?;
+        let mut resp = req.call().map_err(|e| transport_error(&e, url))?;
         if resp.status().as_u16() != 200 {
             return Err(status_error(&resp));
         }
@@ -418,9 +430,45 @@ impl std::io::Seek for RemoteFile {
     }
 }
 
-fn unreachable(e: ureq::Error) -> HttpError {
+/// A request that got no response: a certificate rustls refused, or an unreachable server.
+fn transport_error(e: &ureq::Error, url: &str) -> HttpError {
+    if let Some(reason) = certificate_error(e) {
+        return HttpError::Certificate {
+            host: host_of(url),
+            reason,
+        };
+    }
     let text = e.to_string();
     HttpError::Unreachable(text.lines().next().unwrap_or("").to_string())
+}
+
+/// What was wrong with the server's certificate, when that is what failed: rustls's
+/// `InvalidCertificate`, as ureq returns it or inside the I/O error of the handshake.
+fn certificate_error(e: &ureq::Error) -> Option<String> {
+    let tls = match e {
+        ureq::Error::Rustls(r) => r,
+        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>()?,
+        _ => return None,
+    };
+    match tls {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+            Some("issued by an authority hmn does not trust (UnknownIssuer)".to_string())
+        }
+        rustls::Error::InvalidCertificate(c) => printable(&c.to_string(), 200),
+        _ => None,
+    }
+}
+
+/// `url`'s host, and its port when it names one (`huggingface.co`, `127.0.0.1:8443`).
+fn host_of(url: &str) -> String {
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return "?".to_string();
+    };
+    match (uri.host(), uri.port_u16()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        (None, _) => "?".to_string(),
+    }
 }
 
 /// `bytes FROM-TO/TOTAL` (pure).
@@ -471,5 +519,43 @@ mod tests {
         };
         assert_eq!(e.to_string(), "HTTP 401 Unauthorized (RepoNotFound)");
         assert_eq!(HttpError::status(404).to_string(), "HTTP 404 Not Found");
+    }
+
+    #[test]
+    fn certificate_failures_are_told_apart() {
+        let bad = |e: rustls::CertificateError| {
+            ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                rustls::Error::InvalidCertificate(e),
+            ))
+        };
+        let url = "https://mirror.example:8443/o/r/resolve/main/m.gguf";
+        assert_eq!(
+            transport_error(&bad(rustls::CertificateError::UnknownIssuer), url),
+            HttpError::Certificate {
+                host: "mirror.example:8443".into(),
+                reason: "issued by an authority hmn does not trust (UnknownIssuer)".into()
+            }
+        );
+        let e = transport_error(
+            &ureq::Error::Rustls(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Expired,
+            )),
+            "https://huggingface.co/x",
+        );
+        assert_eq!(
+            e.to_string(),
+            "TLS certificate not trusted, fetching from huggingface.co: Expired"
+        );
+        // Other failures stay unreachable.
+        assert!(matches!(
+            transport_error(&ureq::Error::HostNotFound, url),
+            HttpError::Unreachable(_)
+        ));
+        let alert = ureq::Error::Rustls(rustls::Error::General("handshake".into()));
+        assert!(matches!(
+            transport_error(&alert, url),
+            HttpError::Unreachable(_)
+        ));
     }
 }
