@@ -1,7 +1,8 @@
 //! `hmn serve` under hostile clients and a hung driver (issue 17): scrapes still succeed with
 //! 500 slowloris sockets and with 64 idle keep-alive clients; a collector stuck in the driver
 //! is reported stale (success 0, its age in a timestamp) and does not delay SIGTERM; SIGHUP
-//! does not stop the server; a textfile target that is not a regular file is refused.
+//! does not stop the server; a textfile target that is not a regular file is refused, and the
+//! textfile never reads fresh before the first collection or after the server has stopped.
 
 // The measured rates are printed for the record (`cargo test -- --nocapture`).
 #![allow(clippy::print_stderr)]
@@ -377,4 +378,75 @@ fn the_textfile_goes_stale_while_the_driver_hangs() {
     std::fs::remove_file(&flag).unwrap();
     wait_for(true);
     drop(s);
+}
+
+#[test]
+fn a_textfile_never_reads_fresh_before_the_first_collection_or_after_the_server() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let bed = Bed::with_nvml(&hmn_testbed::FakeNvml::h100s(1));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hmn.prom");
+    // An earlier run's file, fresh when it was written; the driver hangs from the start.
+    std::fs::write(
+        &file,
+        "# an earlier run\nhmn_collector_success{collector=\"nvml\"} 1\n",
+    )
+    .unwrap();
+    let flag = hmn_testbed::nvml_hang_flag(&bed.env.nvml);
+    std::fs::write(&flag, "").unwrap();
+    let mut child = bed
+        .cmd(&["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .arg("--textfile")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read().contains("an earlier run") {
+        assert!(
+            Instant::now() < deadline,
+            "the earlier file stays: {}",
+            read()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Three intervals and more: no collection has completed, and the file says so.
+    std::thread::sleep(Duration::from_millis(800));
+    let starting = read();
+    assert!(
+        starting.contains("hmn_collector_success{collector=\"processes\"} 0")
+            && !starting.contains("} 1")
+            && !starting.contains("hmn_device_memory"),
+        "{starting}"
+    );
+    let (ok, problems) = crate::serve::promtool(&starting);
+    assert!(ok && problems.trim().is_empty(), "{problems}");
+    // The driver answers: fresh figures; then SIGTERM: the file is left stale, not fresh.
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !read().contains("hmn_collector_success{collector=\"nvml\"} 1") {
+        assert!(Instant::now() < deadline, "never fresh: {}", read());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(child.wait().unwrap().success());
+    let left = read();
+    let successes: Vec<&str> = left
+        .lines()
+        .filter(|l| l.starts_with("hmn_collector_success{"))
+        .collect();
+    assert!(
+        !successes.is_empty()
+            && successes
+                .iter()
+                .all(|l| l.ends_with(" 0") || l.ends_with(" 0.0")),
+        "{left}"
+    );
+    assert!(
+        left.contains("hmn_device_memory_total_bytes"),
+        "the last figures kept: {left}"
+    );
 }

@@ -302,6 +302,32 @@ pub fn render(c: &Collection, stale: bool) -> String {
     out
 }
 
+/// The rendering before any collection has completed (and after the server has stopped with
+/// none): every collector's `hmn_collector_success` at 0 and no figure — what `--textfile`
+/// holds until the first collection, so a file left by an earlier run never reads as fresh.
+pub fn render_starting() -> String {
+    let mut fam = Families {
+        reg: Registry::default(),
+    };
+    let success = fam.gauge(
+        "hmn_collector_success",
+        "1 when the collector answered in the last collection, 0 when it failed or is absent, \
+         or when that collection is stale (older than 3 intervals and 2 s)",
+        None,
+    );
+    for collector in ["host", "processes"] {
+        set(
+            &success,
+            vec![("collector", collector.to_string())],
+            Some(0.0),
+        );
+    }
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &fam.reg);
+    out
+}
+
 /// Per-process (top N + other) and per-workload series of one device; which figures get a
 /// series and what the rest sums to is `series`'.
 fn processes(

@@ -7,7 +7,8 @@
 //! answers 503; once the last completed collection is older than [`STALE_INTERVALS`]
 //! intervals and [`STALE_MIN`] (a collector stuck in a hung driver), scrapes get the stale rendering and
 //! `/healthz` answers 503; `--textfile` follows the same rule (a watchdog thread rewrites it
-//! with the stale rendering). The HTTP side (hyper, one tokio thread) bounds everything a client
+//! with the stale rendering), holds no figure before the first collection, and is left stale
+//! when the server stops. The HTTP side (hyper, one tokio thread) bounds everything a client
 //! controls: request head size, header count, time to send the head, connection lifetime, and
 //! connection slots. SIGTERM or SIGINT ends the server within a second whatever the collector
 //! is doing (a stuck collector thread is left behind, not joined). See `docs/serve.md`.
@@ -112,6 +113,10 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
         // file can be created. Later failures are warnings (the exporter keeps serving).
         crate::outfile::AtomicFile::create(&dir.join("hmn.prom"))
             .with_context(|| format!("--textfile {}", dir.join("hmn.prom").display()))?;
+        // Until the first collection: no figure, every collector unsuccessful — never what an
+        // earlier run left (a driver that hangs now would otherwise leave it "fresh").
+        write_textfile(dir, &starting_text())
+            .with_context(|| format!("--textfile {}", dir.join("hmn.prom").display()))?;
     }
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("--listen {addr}"))?;
     listener.set_nonblocking(true)?;
@@ -154,9 +159,10 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     };
     if let Some(dir) = args.textfile.clone() {
         let (latest, stop) = (Arc::clone(&latest), Arc::clone(&stop));
+        let lock = Arc::clone(&textfile_lock);
         std::thread::Builder::new()
             .name("hmn-textfile".into())
-            .spawn(move || textfile_watchdog(&dir, &latest, &stop, &textfile_lock))?;
+            .spawn(move || textfile_watchdog(&dir, &latest, &stop, &lock))?;
     }
     crate::output::note(&format!(
         "serve: listening on http://{local}/metrics (collecting every {}{})",
@@ -169,11 +175,28 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     ))?;
     let result = http::serve(listener, Arc::clone(&latest), timeout);
     stop.store(true, Ordering::SeqCst);
+    if let Some(dir) = &args.textfile {
+        // Nothing collects any more: the file must not read as fresh after hmn has gone.
+        let _guard = textfile_lock.lock();
+        let last = latest.read().ok().and_then(|l| l.clone());
+        let text = last.map_or_else(starting_text, |r| r.stale_prometheus.clone());
+        if let Err(e) = write_textfile(dir, &text) {
+            let _ = crate::output::note(&format!(
+                "serve: warning: --textfile {}: {e}",
+                dir.display()
+            ));
+        }
+    }
     // A collector between collections stops at once; one stuck in the driver is not waited
     // for (it ends with the process).
     let _ = done_rx.recv_timeout(COLLECTOR_JOIN_WAIT);
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The textfile before the first collection (Prometheus text format).
+fn starting_text() -> String {
+    metrics::to_prometheus_text(&metrics::render_starting())
 }
 
 /// How often the textfile watchdog looks at the last collection's age.
