@@ -636,3 +636,34 @@ fn drm_names_from_the_systems_databases() {
     assert!(list.devices[2].is_suspended());
     assert_eq!(list.devices[2].memory.total_bytes, None, "still not read");
 }
+
+#[test]
+fn a_cards_identity_is_read_once_per_discovery_and_its_sleep_every_query() {
+    let w = Bed::new();
+    w.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 128));
+    let dev = w.world.sys.root().join("devices/0000:03:00.0");
+    let p =
+        hypomnesis::Probe::with_options(w.options().drm_index_max_age(Duration::from_secs(3600)));
+    let first = p.devices().devices;
+    assert_eq!(first[0].vendor, Vendor::Amd);
+    // Its identity files gone: a query within the discovery's age does not read them again…
+    for f in ["uevent", "vendor", "device", "revision", "product_name"] {
+        let _ = std::fs::remove_file(dev.join(f));
+    }
+    let again = p.devices().devices;
+    assert_eq!(
+        (&again[0].vendor, &again[0].name, &again[0].driver_version),
+        (&first[0].vendor, &first[0].name, &first[0].driver_version)
+    );
+    // …but the figures that move, and whether it sleeps, are read each time.
+    std::fs::write(dev.join("mem_info_vram_used"), "1048576\n").unwrap();
+    std::fs::write(dev.join("power/runtime_status"), "suspended\n").unwrap();
+    let asleep = p.devices().devices;
+    assert_eq!(asleep[0].runtime_status, Some(RuntimeStatus::Suspended));
+    std::fs::write(dev.join("power/runtime_status"), "active\n").unwrap();
+    assert_eq!(p.devices().devices[0].memory.used_bytes, Some(1 << 20));
+    // A fresh discovery (age 0) reads the identity again: the vendor is now unknown.
+    let fresh = hypomnesis::Probe::with_options(w.options().drm_index_max_age(Duration::ZERO));
+    let d = fresh.devices().devices;
+    assert!(d.is_empty() || d[0].vendor != Vendor::Amd, "{d:?}");
+}

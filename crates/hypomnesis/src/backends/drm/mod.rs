@@ -7,10 +7,14 @@
 //!   that polls often reads only the few fdinfo files of known DRM fds per tick;
 //! - the previous engine counters of each client, so every query after the first reports
 //!   engine utilization over the interval since the one before;
-//! - when the last discovery found no DRM GPU, when it ran: that finding is reused for the
-//!   same [`ProbeOptions::drm_index_max_age`](crate::ProbeOptions::drm_index_max_age) (the
-//!   period in which a new client of a known card can go unseen anyway), so a machine with no
-//!   DRM GPU lists `/sys/class/drm` and `/sys/class/accel` once per period, not per query.
+//! - the last discovery of DRM devices, reused for the same
+//!   [`ProbeOptions::drm_index_max_age`](crate::ProbeOptions::drm_index_max_age) (the period in
+//!   which a new client of a known card can go unseen anyway; a new card likewise) with only
+//!   each device's runtime status read again (a device whose directory is gone makes it
+//!   discover again), and each found device's unchanging facts ([`statics`]: driver version,
+//!   product name, hwmon directory, voltage channels), kept until the next discovery — so a
+//!   query lists `/sys/class/drm` and `/sys/class/accel` and reads a card's identity once per
+//!   period, not per query.
 //!
 //! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
@@ -29,6 +33,8 @@ pub(crate) mod ras;
 // A device's memory pool as far as sysfs gives it.
 pub(crate) mod pool;
 pub(crate) mod scan;
+// A device's unchanging sysfs facts, kept between queries.
+pub(crate) mod statics;
 // The spill readings of a DRM device (`hmn spill`, upstream's `SpillTracker`).
 pub(crate) mod spill;
 pub(crate) mod sysfs;
@@ -83,8 +89,10 @@ pub(crate) struct DrmBackend {
     index: Mutex<Option<(Instant, FdIndex)>>,
     previous: Mutex<HashMap<ClientKey, EngineSample>>,
     names: Mutex<HashMap<crate::system::pci_ids::PciIdentity, Option<String>>>,
-    /// When a discovery last found no DRM GPU (`None`: the last one found some, or none ran).
-    none_since: Mutex<Option<Instant>>,
+    /// The last discovery: when, and what it found.
+    found: Mutex<Option<(Instant, Vec<Found>)>>,
+    /// Each found device's unchanging facts, by sysfs directory (cleared at each discovery).
+    statics: Mutex<HashMap<std::path::PathBuf, statics::Statics>>,
     /// Whether a device listing reads hwmon, busy and clock files (`ProbeOptions::telemetry`).
     telemetry: bool,
 }
@@ -104,7 +112,8 @@ impl DrmBackend {
             index: Mutex::new(None),
             previous: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
-            none_since: Mutex::new(None),
+            found: Mutex::new(None),
+            statics: Mutex::new(HashMap::new()),
             telemetry: true,
         }
     }
@@ -135,7 +144,23 @@ impl DrmBackend {
                 map.merged.push((f, d.index));
                 continue;
             }
-            let mut dev = sysfs::read(&self.roots, &f, next, nvml_reason, self.telemetry);
+            let mut kept = lock(&self.statics);
+            let mut statics = || {
+                kept.entry(f.dir.clone())
+                    .or_insert_with(|| {
+                        statics::Statics::read(&self.roots, &f.dir, f.driver.as_deref())
+                    })
+                    .clone()
+            };
+            let mut dev = sysfs::read(
+                &self.roots,
+                &f,
+                next,
+                nvml_reason,
+                self.telemetry,
+                &mut statics,
+            );
+            drop(kept);
             if dev.name.is_none() {
                 if let Some(name) = f.pci_identity().and_then(|id| self.name_of(&id)) {
                     dev.name = Some(name);
@@ -149,17 +174,18 @@ impl DrmBackend {
         (out, map)
     }
 
-    /// The DRM devices in sysfs; an empty finding younger than the index age is reused.
+    /// The DRM devices in sysfs: a finding younger than the index age is reused, its devices'
+    /// runtime status read again (see the [module docs](self)).
     fn discover(&self) -> Vec<Found> {
-        let mut none_since = match self.none_since.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if none_since.is_some_and(|t| t.elapsed() < self.max_index_age) {
-            return Vec::new();
+        let mut last = lock(&self.found);
+        if let Some((at, found)) = last.as_mut() {
+            if at.elapsed() < self.max_index_age && found.iter_mut().all(sysfs::refresh) {
+                return found.clone();
+            }
         }
         let found = sysfs::discover(&self.roots);
-        *none_since = found.is_empty().then(Instant::now);
+        *last = Some((Instant::now(), found.clone()));
+        lock(&self.statics).clear();
         found
     }
 
@@ -363,6 +389,14 @@ impl DrmBackend {
     }
 }
 
+/// Locks `m`, whatever a thread that panicked while holding it left (the state is a cache).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +430,7 @@ mod tests {
             "within the age: not listed again"
         );
         assert_eq!(fresh.devices(0, &[], None).0.len(), 1, "past the age");
-        // A finding with a GPU is never reused: the card stays listed at each query.
+        // Past the age, a finding with a GPU is discovered again: the card stays listed.
         assert_eq!(fresh.devices(0, &[], None).0.len(), 1);
     }
 }

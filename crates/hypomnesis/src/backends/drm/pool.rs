@@ -15,11 +15,11 @@ use crate::types::{Device, Field, MemoryPool, PoolKind, PoolSource, Unknown, Unk
 /// amdgpu (its device directory `dir`): decides whether the device is an APU (`integrated`,
 /// with the reason when it cannot be told) and, for an APU, its carve-out + GTT pool from the `vram` and `gtt` regions the
 /// device's files gave.
-pub(crate) fn amdgpu(dir: &std::path::Path, d: &mut Device) {
+pub(crate) fn amdgpu(voltages: &HwmonVoltages, d: &mut Device) {
     let region = |name: &str| d.regions.get(name).copied();
     let (vram, gtt) = (region("vram"), region("gtt"));
     let total = |r: Option<crate::types::DeviceRegion>| r.and_then(|r| r.total_bytes);
-    match decide(&HwmonVoltages::read(dir), total(vram), total(gtt)) {
+    match decide(voltages, total(vram), total(gtt)) {
         Apu::No(_) => d.integrated = Some(false),
         Apu::Unknown(why) => d.unknown.push(Unknown::new(
             Field::Integrated,

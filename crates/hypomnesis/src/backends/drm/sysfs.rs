@@ -19,6 +19,7 @@ use super::driver::{
     no_vram_use,
 };
 use super::pool;
+use super::statics::Statics;
 use crate::system::fsread;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
@@ -141,6 +142,21 @@ pub(crate) fn discover(roots: &Roots) -> Vec<Found> {
     found
 }
 
+/// Re-reads a found device's runtime status (whether it sleeps); `false` when its directory is
+/// gone (the finding is stale: discover again).
+pub(crate) fn refresh(f: &mut Found) -> bool {
+    match fsread::read_trimmed(&f.dir.join("power").join("runtime_status")) {
+        Ok(s) => {
+            f.runtime_status = Some(RuntimeStatus::parse(&s));
+            true
+        }
+        Err(_) => {
+            f.runtime_status = None;
+            f.dir.exists()
+        }
+    }
+}
+
 fn probe_device(dir: PathBuf) -> Found {
     let uevent = fsread::read_trimmed(&dir.join("uevent"))
         .ok()
@@ -175,22 +191,16 @@ fn probe_device(dir: PathBuf) -> Found {
     }
 }
 
-/// The driver's version: an out-of-tree module's own version, else the kernel release (an
-/// in-tree DRM driver is versioned with the kernel).
-fn driver_version(roots: &Roots, driver: &str) -> Option<String> {
-    fsread::read_trimmed(&roots.sys.join("module").join(driver).join("version"))
-        .ok()
-        .or_else(|| fsread::read_trimmed(&roots.proc.join("sys/kernel/osrelease")).ok())
-}
-
 /// Reads a found device into a [`Device`] with the given index: the figures its driver's
-/// entry in the table ([`driver`]) names.
+/// entry in the table ([`driver`]) names. `statics`: the device's unchanging facts, read now
+/// or kept from an earlier query (asked for only when the device is awake).
 pub(crate) fn read(
     roots: &Roots,
     f: &Found,
     index: u32,
     nvml_reason: Option<&str>,
     telemetry: bool,
+    statics: &mut dyn FnMut() -> Statics,
 ) -> Device {
     let mut d = Device::new(index, f.vendor(), Source::Sysfs);
     d.pci_bus_id = f.pci;
@@ -210,13 +220,9 @@ pub(crate) fn read(
         }
         return d;
     }
-    d.driver_version = f
-        .driver
-        .as_deref()
-        .and_then(|drv| driver_version(roots, drv));
-    d.name = fsread::read_trimmed(&f.dir.join("product_name"))
-        .ok()
-        .filter(|n| !n.is_empty());
+    let statics = statics();
+    d.driver_version.clone_from(&statics.driver_version);
+    d.name.clone_from(&statics.name);
     if d.name.is_none() {
         d.unknown.push(Unknown::new(
             Field::Name,
@@ -230,10 +236,10 @@ pub(crate) fn read(
         DeviceMemory::Nvml | DeviceMemory::None => other_memory(roots, f, nvml_reason, &mut d),
     }
     if drv.integrated == Integrated::Vddnb {
-        pool::amdgpu(&f.dir, &mut d);
+        pool::amdgpu(&statics.voltages, &mut d);
     }
     if telemetry {
-        d.telemetry = read_telemetry(roots, f, drv, &mut d.unknown);
+        d.telemetry = read_telemetry(roots, f, drv, statics.hwmon.as_deref(), &mut d.unknown);
     } else {
         d.unknown.push(Unknown::new(
             Field::Telemetry,
@@ -249,10 +255,10 @@ fn read_telemetry(
     roots: &Roots,
     f: &Found,
     drv: &DrmDriver,
+    hwmon: Option<&Path>,
     unknown: &mut Vec<Unknown>,
 ) -> Telemetry {
-    let hwmon = hwmon_dir(&f.dir);
-    let mut t = hwmon_telemetry(hwmon.as_deref(), unknown);
+    let mut t = hwmon_telemetry(hwmon, unknown);
     let get = |name: &str| fsread::read_u64(&f.dir.join(name)).ok();
     match drv.utilization {
         Utilization::Files { gpu, memory } => {
@@ -310,7 +316,16 @@ const MEMORY_FIELDS: [Field; 4] = [
 
 /// Device memory from the driver's sysfs files (amdgpu).
 fn sysfs_memory(f: &Found, files: &SysfsMemory, d: &mut Device) {
-    let get = |file: Bytes| fsread::read_u64(&f.dir.join(file.0)).ok();
+    // Each file once per query: a region's files may be the device's own (amdgpu's VRAM).
+    let mut read: Vec<(&str, Option<u64>)> = Vec::new();
+    let mut get = |file: Bytes| {
+        if let Some((_, v)) = read.iter().find(|(name, _)| *name == file.0) {
+            return *v;
+        }
+        let v = fsread::read_u64(&f.dir.join(file.0)).ok();
+        read.push((file.0, v));
+        v
+    };
     let (total, used) = (get(files.total), get(files.used));
     let free = total.zip(used).map(|(t, u)| t.saturating_sub(u));
     d.memory = Memory::new(total, used, free, None);
@@ -455,13 +470,6 @@ pub(crate) fn read_vram_size(files: &[PathBuf]) -> Option<u64> {
     files.iter().try_fold(0u64, |sum, file| {
         Some(sum.saturating_add(fsread::read_u64(file).ok()?))
     })
-}
-
-/// The first `hwmon/hwmonN` directory of a device (the number is not stable).
-fn hwmon_dir(dev: &Path) -> Option<PathBuf> {
-    let mut dirs = fsread::list_dir(&dev.join("hwmon")).ok()?;
-    dirs.sort();
-    dirs.into_iter().next()
 }
 
 /// Temperature, power, energy and clocks from hwmon; milli-°C, µW, µJ and Hz are converted.
