@@ -139,5 +139,5 @@ for name, ns, rss, hwm in rows:
     print(f"{name:8s} {cpu[name]:15.3f}% {int(rss)/1024:8.1f} MiB {int(hwm)/1024:8.1f} MiB")
 for other in ("nvtop", "nvitop"):
     if cpu.get(other):
-        print(f"hmn / {other}: {cpu['hmn'] / cpu[other]:.3f}x CPU (goal <= 0.5x)")
+        print(f"hmn / {other}: {cpu['hmn'] / cpu[other]:.3f}x CPU (goal <= 1x nvtop, aim 0.5x)")
 PY

@@ -1,5 +1,5 @@
-//! `watch`'s growth trends: one [`GrowthTracker`] per followed process for its RAM and one per
-//! device for its VRAM (the library's steady-growth rule, `hypomnesis::growth`), the line said
+//! `watch`'s growth trends: per followed process, one [`GrowthTracker`] for its RAM and one per
+//! device for its VRAM there (the library's steady-growth rule, `hypomnesis::growth`), the line said
 //! when a flag is raised or cleared (`↑ 1.2 GiB/h for 35 min`), the JSON `growth` field, and
 //! `--exit-on-growth RATE`.
 
