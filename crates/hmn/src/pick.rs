@@ -185,6 +185,8 @@ struct PickJson<'a> {
     need_bytes: u64,
     picked: Vec<CandidateJson<'a>>,
     env: std::collections::BTreeMap<&'a str, Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_reason: Option<String>,
     lock: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lock_reason: Option<String>,
@@ -260,6 +262,7 @@ pub fn run(
                 need_bytes: req.need.reserve_bytes(),
                 picked: picked.iter().map(CandidateJson::of).collect(),
                 env: env_map,
+                env_reason: env.as_ref().err().map(ToString::to_string),
                 lock: locks.as_ref().ok().map(|d| d.path.display().to_string()),
                 lock_reason: locks.as_ref().err().map(ToString::to_string),
                 lease_seconds: args.lease.as_secs_f64(),

@@ -397,3 +397,17 @@ fn an_exclusive_gpu_goes_to_one_pick_and_an_unreadable_one_to_none() {
         "unknown holder, not free: {why}"
     );
 }
+
+#[test]
+fn a_picked_device_its_runtime_cannot_name_says_why_in_json_too() {
+    // An amdgpu card without a KFD node: picked, but ROCm has no name for it.
+    let bed = Bed::new();
+    bed.gpu(hmn_testbed::FakeGpu::amdgpu("0000:03:00.0", 1, 128));
+    let o = bed.run(&["pick", "--json", "--need", "1MiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["picked"][0]["selector"], "0000:03:00.0", "{v}");
+    assert_eq!(v["env"], serde_json::json!({}), "{v}");
+    let why = v["env_reason"].as_str().unwrap();
+    assert!(stderr(&o).contains(why), "{why}\n{}", stderr(&o));
+}
