@@ -278,8 +278,21 @@ mod tests {
             .spawn()
             .unwrap();
         let st = read_stat(&Roots::system(), child.id()).unwrap();
+        #[cfg(target_os = "linux")]
+        let (before, pidfds) = (
+            super::super::pidfd::SENT.with(std::cell::Cell::get),
+            super::super::pidfd::PidFd::open(std::process::id()).is_ok(),
+        );
         let msg = send(&confirm(child.id(), Some(st.start_time)), &Roots::system());
         assert_eq!(msg, format!("SIGTERM sent to {} (python3)", child.id()));
+        // Where the kernel has pidfds (5.3+), the signal went through one, not kill(2).
+        #[cfg(target_os = "linux")]
+        if pidfds {
+            assert_eq!(
+                super::super::pidfd::SENT.with(std::cell::Cell::get),
+                before + 1
+            );
+        }
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(child.wait().unwrap().signal(), Some(15));
     }

@@ -49,6 +49,8 @@ impl PidFd {
     /// `pidfd_send_signal(fd, sig, NULL, 0)`; `Err` is the errno (`ESRCH`: the process has
     /// exited, `EPERM`: another user's).
     pub fn signal(&self, sig: i32) -> Result<(), i32> {
+        #[cfg(test)]
+        SENT.with(|n| n.set(n.get() + 1));
         // SAFETY: the fd is open for the life of `self`; a null siginfo is allowed (the kernel
         // fills it as kill(2) would); flags must be 0.
         let r = unsafe {
@@ -62,6 +64,12 @@ impl PidFd {
         };
         if r == 0 { Ok(()) } else { Err(errno()) }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Signals this thread sent through a pidfd (tests: which path `kill::send` took).
+    pub static SENT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(test)]
