@@ -525,3 +525,29 @@ fn unattributed_memory_on_an_apu_is_of_its_pool() {
         "{u}"
     );
 }
+
+#[test]
+fn watch_counts_an_apu_process_by_its_share_of_the_pool() {
+    // The HIP process's 24 GB are in GTT: its VRAM + GTT (fdinfo, above KFD's figure).
+    let bed = strix_halo_with_gtt(120_000_000, 30 * GIB);
+    bed.fixture().stat(500, "llama-server", 1, 1000).unwrap();
+    let o = bed.run(&[
+        "watch",
+        "500",
+        "--json",
+        "--interval",
+        "100ms",
+        "--duration",
+        "100ms",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let held = (5_348 + 25_258_000) * KIB;
+    let records: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sample = records.iter().find(|r| r["kind"] == "sample").unwrap();
+    assert_eq!(sample["vram_by_device"]["0"], held, "{sample}");
+    let device = records.iter().find(|r| r["kind"] == "device").unwrap();
+    assert_eq!(device["tree_vram_bytes"], held, "{device}");
+}

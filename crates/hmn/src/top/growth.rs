@@ -61,7 +61,13 @@ impl Trends {
                     }
                 }
             }
-            if let Some(used) = r.gpu.used_bytes {
+            // On an AMD APU the process's share of the pool (VRAM + GTT): a leak in GTT shows.
+            let kind = s
+                .devices
+                .iter()
+                .find(|d| d.index == r.gpu.device_index)
+                .and_then(hypomnesis::Device::pool_kind);
+            if let Some(used) = r.gpu.pool_bytes(kind) {
                 let key = (pid, start, r.gpu.device_index);
                 let seen = self
                     .vram

@@ -303,6 +303,13 @@ impl Sampler {
             })
             .collect();
         let mut tree_vram: BTreeMap<u32, VramSum> = BTreeMap::new();
+        // A row's figure is its share of its device's pool: VRAM plus GTT on an AMD APU (a
+        // model in GTT is the process's), else its used memory.
+        let kinds: BTreeMap<u32, Option<PoolKind>> = gpu
+            .devices
+            .iter()
+            .map(|d| (d.index, d.pool_kind()))
+            .collect();
         for row in &gpu.processes {
             let Some(&i) = pids.get(&row.pid) else {
                 continue;
@@ -316,8 +323,12 @@ impl Sampler {
             }
             // The tree's sum is the library's (`VramSum`): an MPS server that may hold its
             // clients' memory is not added again; an unknown figure is not 0.
-            tree_vram.entry(row.device_index).or_default().add(row);
-            let Some(used) = row.used_bytes else {
+            let kind = kinds.get(&row.device_index).copied().flatten();
+            tree_vram
+                .entry(row.device_index)
+                .or_default()
+                .add_in_pool(row, kind);
+            let Some(used) = row.pool_bytes(kind) else {
                 continue;
             };
             if let Some(p) = processes.get_mut(i) {

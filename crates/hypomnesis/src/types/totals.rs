@@ -71,6 +71,12 @@ impl VramSum {
         self.add_figure(row, row.used_bytes);
     }
 
+    /// Adds one row's share of its device's pool, the pool being of `kind`
+    /// ([`GpuProcess::pool_bytes`]: VRAM plus GTT on an AMD APU, else `used_bytes`).
+    pub fn add_in_pool(&mut self, row: &GpuProcess, kind: Option<PoolKind>) {
+        self.add_figure(row, row.pool_bytes(kind));
+    }
+
     /// Adds one row's `figure` (its used bytes, or its share of its device's pool).
     fn add_figure(&mut self, row: &GpuProcess, figure: Option<u64>) {
         match figure {
