@@ -154,7 +154,8 @@ pub fn render(c: &Collection, stale: bool) -> String {
     );
     let proc_mem = fam.gauge(
         "hmn_process_gpu_memory",
-        "Device memory of a process (top N per device by memory; pid=\"other\" sums the rest)",
+        "Device memory of a process (an AMD APU: its VRAM + GTT; top N per device by memory; \
+         pid=\"other\" sums the rest)",
         bytes(),
     );
     let cgroup_mem = fam.gauge(
@@ -338,8 +339,9 @@ fn processes(
     cgroup_mem: &GaugeFamily,
     nv: &super::nvidia::Series,
 ) {
-    let cut = series::processes(&c.list, d.index, c.top_processes);
-    for p in &cut.top {
+    let kind = d.pool_kind();
+    let cut = series::processes(&c.list, d.index, kind, c.top_processes);
+    for (p, held) in &cut.top {
         let mut pl = l.clone();
         pl.push(("pid", p.pid.to_string()));
         pl.push((
@@ -352,7 +354,7 @@ fn processes(
         pl.extend(super::nvidia::process_labels(p, d));
         pl.extend(p.workload.as_ref().map(name_labels).unwrap_or_default());
         nv.process(p, &pl);
-        set(proc_mem, pl, p.used_bytes.map(|u| u as f64));
+        set(proc_mem, pl, Some(*held as f64));
     }
     if let Some(o) = cut.other {
         let mut pl = l.clone();
@@ -367,6 +369,7 @@ fn processes(
         .filter(|p| p.device_index == d.index);
     let by_workload = series::workloads(
         on_device,
+        kind,
         |p| c.workloads.get(&p.pid),
         series::MAX_CGROUP_SERIES,
     );
