@@ -32,15 +32,25 @@ impl GpuLease {
     /// Ends the reservations once the tree holds `min(need, 90 %)` on every picked device
     /// (a sample of the command's tree).
     pub fn observe(&mut self, s: &Sample) {
+        self.observe_held(|index| {
+            s.devices
+                .iter()
+                .find(|d| d.index == index)
+                .map(|d| d.tree_vram_bytes)
+        });
+    }
+
+    /// [`GpuLease::observe`] over what the tree holds per device (`held(index)`; `None`: the
+    /// device was not sampled).
+    fn observe_held(&mut self, held: impl Fn(u32) -> Option<u64>) {
         if self.reservations.is_empty() {
             return;
         }
-        let held = self.devices.iter().all(|(index, bytes)| {
-            s.devices
-                .iter()
-                .any(|d| d.index == *index && d.tree_vram_bytes >= *bytes)
-        });
-        if held {
+        if self
+            .devices
+            .iter()
+            .all(|(index, bytes)| held(*index).is_some_and(|h| h >= *bytes))
+        {
             self.release();
         }
     }
@@ -119,4 +129,40 @@ pub fn prepare(
             .collect(),
     };
     Ok(Ok(Some((lease, env))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hypomnesis::lease::{Reservation, lock_dir};
+    use std::time::Duration;
+
+    #[test]
+    fn the_reservation_ends_once_the_tree_holds_most_of_the_need_on_every_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let locks = lock_dir(Some(dir.path())).unwrap();
+        let until = u64::MAX / 2;
+        for (selector, token) in [("GPU-a", 7), ("GPU-b", 8)] {
+            let mut l = locks.lock(selector, Duration::from_secs(1)).unwrap();
+            l.write(&[Reservation::new(token, 1000, until)]).unwrap();
+        }
+        let tokens = |selector: &str| -> Vec<u64> {
+            let mut l = locks.lock(selector, Duration::from_secs(1)).unwrap();
+            l.read().iter().map(|r| r.token).collect()
+        };
+        let mut lease = GpuLease {
+            locks: Some(lock_dir(Some(dir.path())).unwrap()),
+            reservations: vec![("GPU-a".into(), 7), ("GPU-b".into(), 8)],
+            devices: vec![(0, 900), (1, 900)],
+        };
+        // 90 % on one device only, then the other unsampled: both reservations stay.
+        lease.observe_held(|i| [Some(950), Some(100)][i as usize]);
+        lease.observe_held(|i| [Some(950), None][i as usize]);
+        assert_eq!((tokens("GPU-a"), tokens("GPU-b")), (vec![7], vec![8]));
+        // Both held: both released, and a later sample changes nothing.
+        lease.observe_held(|_| Some(900));
+        assert!(tokens("GPU-a").is_empty() && tokens("GPU-b").is_empty());
+        assert!(lease.reservations.is_empty());
+        lease.observe_held(|_| Some(0));
+    }
 }
