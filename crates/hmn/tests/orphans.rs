@@ -59,17 +59,59 @@ fn tree_script(dir: &Path) -> String {
     )
 }
 
-/// Runs `timeout -s KILL 4 hmn ARGS -- sh -c TREE` and asserts that none of the tree's
-/// processes runs a bounded while after hmn was killed.
-fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>) {
+/// How hmn is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kill {
+    /// `timeout -s KILL 4 hmn …` (hmn's process group).
+    Timeout,
+    /// `SIGKILL` to every process of hmn's tree named exactly `hmn`, as `killall -9 hmn` would
+    /// (limited to this tree: other tests run hmn too).
+    ByName,
+}
+
+/// The pids below `root` (and `root`) whose `comm` is `name`.
+fn named_below(root: u32, name: &str) -> Vec<u32> {
+    let mut all: Vec<(u32, u32, String)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        if let Some(f) = stat_fields(pid) {
+            all.push((pid, f[1].parse().unwrap_or(0), comm.trim().to_string()));
+        }
+    }
+    let mut below = vec![root];
+    let mut i = 0;
+    while let Some(&p) = below.get(i) {
+        below.extend(all.iter().filter(|(_, pp, _)| *pp == p).map(|(c, _, _)| *c));
+        i += 1;
+    }
+    all.iter()
+        .filter(|(pid, _, comm)| below.contains(pid) && comm == name)
+        .map(|(pid, _, _)| *pid)
+        .collect()
+}
+
+/// Runs `hmn ARGS -- sh -c TREE`, kills hmn (`how`), and asserts that none of the tree's
+/// processes runs a bounded while after.
+fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>, how: Kill) {
     for f in ["pids", "ready"] {
         let _ = std::fs::remove_file(bed.path(f));
     }
     let script = tree_script(bed.dir.path());
-    let mut line = vec!["-s", "KILL", "4", env!("CARGO_BIN_EXE_hmn")];
+    let mut line = match how {
+        Kill::Timeout => vec!["-s", "KILL", "4", env!("CARGO_BIN_EXE_hmn")],
+        Kill::ByName => vec![env!("CARGO_BIN_EXE_hmn")],
+    };
     line.extend_from_slice(args);
     line.extend_from_slice(&["--", "sh", "-c", &script]);
-    let mut cmd = bed.env.command("timeout");
+    let mut cmd = bed.env.command(match how {
+        Kill::Timeout => "timeout",
+        Kill::ByName => "env",
+    });
     // No pipes: a survivor holding one would hold the test, not fail it.
     cmd.args(&line).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(sys) = sys_root {
@@ -77,6 +119,22 @@ fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>) {
     }
     let mut timeout = cmd.spawn().unwrap();
     crate::jobs::wait_for_file(&bed.path("ready"));
+    if how == Kill::ByName {
+        let hmn = timeout.id();
+        assert_eq!(
+            named_below(hmn, "hmn-guard").len(),
+            1,
+            "the guard's own name"
+        );
+        let named = named_below(hmn, "hmn");
+        assert!(named.contains(&hmn), "{named:?}");
+        for pid in named {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
     let pids: Vec<u32> = std::fs::read_to_string(bed.path("pids"))
         .unwrap()
         .lines()
@@ -90,7 +148,8 @@ fn killed_hmn_leaves_nothing(bed: &Bed, args: &[&str], sys_root: Option<&str>) {
         session_of(pids[0]),
         "the setsid orphan left the command's session (and process group)"
     );
-    // `timeout` sends the signal to its own process group too, so it dies of it itself.
+    // `timeout` sends the signal to its own process group too, so it dies of it itself (as
+    // hmn, `env`'s image, does by name).
     let status = timeout.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "{args:?}: {status:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -120,14 +179,16 @@ fn a_killed_hmn_run_leaves_nothing_of_the_tree_running() {
     }
     let bed = Bed::new().real_proc();
     // Without a cgroup: the guard's process group and its children (it is their subreaper).
-    killed_hmn_leaves_nothing(&bed, &["run", "--no-cgroup"], None);
+    killed_hmn_leaves_nothing(&bed, &["run", "--no-cgroup"], None, Kill::Timeout);
+    // `killall -9 hmn`: the guard has a name of its own, and survives to end the tree.
+    killed_hmn_leaves_nothing(&bed, &["run", "--no-cgroup"], None, Kill::ByName);
     // With the real cgroup hierarchy, where one can be made: the cgroup's members too.
     {
         let _serial = crate::jobs::cgroup_groups();
-        killed_hmn_leaves_nothing(&bed, &["run"], Some("/sys"));
+        killed_hmn_leaves_nothing(&bed, &["run"], Some("/sys"), Kill::Timeout);
     }
     // `hmn spill` starts its command the same way.
-    killed_hmn_leaves_nothing(&bed, &["spill"], None);
+    killed_hmn_leaves_nothing(&bed, &["spill"], None, Kill::Timeout);
 }
 
 #[test]

@@ -82,6 +82,10 @@ pub fn run(a: &ExecArgs, parent: u32, procs: Option<std::fs::File>) -> ExitCode 
         }
     };
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGPWR);
+    // A name of its own: `killall hmn` and `pkill -x hmn`, which match the name exactly, end
+    // hmn but not the guard, which then ends the command's tree (`pkill hmn`, a pattern,
+    // matches both: docs/security.md).
+    let _ = nix::sys::prctl::set_name(c"hmn-guard");
     // hmn died before the request took effect: nothing is left to run the command for.
     if !parent_is(parent) {
         return ExitCode::from(125);
