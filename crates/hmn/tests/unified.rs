@@ -411,6 +411,13 @@ fn an_intel_igpu_is_host_ram_and_a_discrete_xe_card_its_clients_sum() {
         v.to_string().contains("an upper bound"),
         "the verdict notes say so: {v}"
     );
+    // fits on the iGPU: against the host's available RAM (its memory is the host's).
+    let o = bed.run(&["fits", "1GiB", "--device", "0", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["devices"][0]["budget_source"], "host_available", "{v}");
+    let available = igpu["free_bytes"].as_u64().unwrap();
+    assert_eq!(v["devices"][0]["verdict"]["budget_bytes"], available, "{v}");
 }
 
 #[test]
