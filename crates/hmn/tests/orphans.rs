@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{Bed, json, stderr};
+use crate::util::{Bed, json, named_below, stderr};
 
 /// A process's identity: its pid and start time (`stat` field 22), so a reused pid is not
 /// taken for the process.
@@ -67,32 +67,6 @@ enum Kill {
     /// `SIGKILL` to every process of hmn's tree named exactly `hmn`, as `killall -9 hmn` would
     /// (limited to this tree: other tests run hmn too).
     ByName,
-}
-
-/// The pids below `root` (and `root`) whose `comm` is `name`.
-fn named_below(root: u32, name: &str) -> Vec<u32> {
-    let mut all: Vec<(u32, u32, String)> = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
-            continue;
-        };
-        if let Some(f) = stat_fields(pid) {
-            all.push((pid, f[1].parse().unwrap_or(0), comm.trim().to_string()));
-        }
-    }
-    let mut below = vec![root];
-    let mut i = 0;
-    while let Some(&p) = below.get(i) {
-        below.extend(all.iter().filter(|(_, pp, _)| *pp == p).map(|(c, _, _)| *c));
-        i += 1;
-    }
-    all.iter()
-        .filter(|(pid, _, comm)| below.contains(pid) && comm == name)
-        .map(|(pid, _, _)| *pid)
-        .collect()
 }
 
 /// Runs `hmn ARGS -- sh -c TREE`, kills hmn (`how`), and asserts that none of the tree's

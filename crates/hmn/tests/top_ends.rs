@@ -9,42 +9,6 @@ use std::time::{Duration, Instant};
 
 use crate::top::{Tmux, bed};
 
-/// The pids of the `hmn` processes below `root` (the pane's shell).
-fn hmn_below(root: u32) -> Vec<u32> {
-    let mut parents: Vec<(u32, u32, String)> = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = stat[open + 1..close].to_string();
-        let ppid = stat[close + 2..]
-            .split(' ')
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        parents.push((pid, ppid, comm));
-    }
-    let mut below = vec![root];
-    let mut found = Vec::new();
-    while let Some(p) = below.pop() {
-        for (pid, ppid, comm) in &parents {
-            if *ppid == p {
-                below.push(*pid);
-                if comm == "hmn" {
-                    found.push(*pid);
-                }
-            }
-        }
-    }
-    found
-}
-
 /// Whether `pid` is still running (a zombie waiting for its parent has ended).
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -64,7 +28,7 @@ pub(crate) fn hmn_of(t: &Tmux) -> u32 {
         .trim()
         .parse()
         .unwrap();
-    let pids = hmn_below(pane);
+    let pids = crate::util::named_below(pane, "hmn");
     assert_eq!(pids.len(), 1, "hmn below the pane's shell {pane}: {pids:?}");
     pids[0]
 }

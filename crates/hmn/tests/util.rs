@@ -144,3 +144,35 @@ pub fn max_rss_kib(bed: &Bed, args: &[&str]) -> (u64, std::process::Output) {
         .unwrap();
     (kib, o)
 }
+
+/// The pids below `root` (and `root`) whose `comm` is `name`.
+pub fn named_below(root: u32, name: &str) -> Vec<u32> {
+    let mut all: Vec<(u32, u32, String)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|c| stat[c + 2..].split(' ').nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        all.push((pid, ppid, comm.trim().to_string()));
+    }
+    let mut below = vec![root];
+    let mut i = 0;
+    while let Some(&p) = below.get(i) {
+        below.extend(all.iter().filter(|(_, pp, _)| *pp == p).map(|(c, _, _)| *c));
+        i += 1;
+    }
+    all.iter()
+        .filter(|(pid, _, comm)| below.contains(pid) && comm == name)
+        .map(|(pid, _, _)| *pid)
+        .collect()
+}
