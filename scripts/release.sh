@@ -37,7 +37,7 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/n
 
 echo "== release: cargo build --release -p hmn"
 cargo build --release --locked -p hmn
-ls -l target/release/hmn
+ls -l "$bin"
 line=$("$bin" --version)
 case $line in
 "hmn $version ("*")") ;;
