@@ -175,6 +175,7 @@ fn run_at(bed: &Bed, endpoint: &str, token: Option<&str>, all: &[&str]) -> Outpu
     c.env("HF_ENDPOINT", endpoint)
         .env("HMN_HUB_TIMEOUT", "2")
         .env_remove("HF_TOKEN")
+        .env_remove("SSL_CERT_FILE")
         .env_remove("HTTPS_PROXY")
         .env_remove("HTTP_PROXY")
         .env_remove("ALL_PROXY")
@@ -623,7 +624,36 @@ fn untrusted_certificates_are_named() {
         );
         let e = stderr(o);
         assert!(!e.contains("cannot reach") && !e.contains("offline"), "{e}");
+        assert!(e.contains("unless SSL_CERT_FILE names a bundle"), "{e}");
     }
+    // SSL_CERT_FILE names a bundle with the server's certificate: trusted (the server then
+    // answers 404 for everything).
+    let with_bundle = |bundle: &std::path::Path| {
+        let mut c = bed.cmd(&["fits", &url]);
+        c.env("SSL_CERT_FILE", bundle)
+            .env("HMN_HUB_TIMEOUT", "2")
+            .env_remove("HF_TOKEN");
+        c.output().unwrap()
+    };
+    let pem = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testbed/src/tls/cert.pem");
+    let o = with_bundle(&pem);
+    refused(&o, &[&url, "HTTP 404"]);
+    assert!(!stderr(&o).contains("TLS certificate"), "{}", stderr(&o));
+    // A bundle that cannot be read, or holds no certificate: one line naming it.
+    let missing = bed.path("no-such-bundle.pem");
+    refused(
+        &with_bundle(&missing),
+        &[&missing.display().to_string(), "SSL_CERT_FILE: "],
+    );
+    let empty = bed.path("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    refused(
+        &with_bundle(&empty),
+        &[
+            &empty.display().to_string(),
+            "SSL_CERT_FILE: no certificate in it",
+        ],
+    );
 }
 
 /// Hostile answers cost bounded bytes and end in one line each.

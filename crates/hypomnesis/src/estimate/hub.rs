@@ -72,7 +72,7 @@ impl Fetch<'_> {
             HttpError::Unreachable(_) => " (offline? HF_ENDPOINT names another server)".into(),
             HttpError::Certificate { .. } => " (hmn trusts the Mozilla roots built into it, not \
                  the system's: a TLS-inspecting proxy or a mirror with its own authority is \
-                 refused)"
+                 refused unless SSL_CERT_FILE names a bundle with that authority)"
                 .into(),
             _ => String::new(),
         };
@@ -397,6 +397,21 @@ fn listing(
     Ok(files)
 }
 
+/// The client for `o`: the Mozilla roots built in, or `SSL_CERT_FILE`'s certificates instead.
+///
+/// # Errors
+/// The bundle cannot be read, or holds no certificate: one line naming it.
+fn client(o: &HubOptions, token: Option<String>) -> Result<Client, Error> {
+    let Some(path) = &o.ca_bundle else {
+        return Ok(Client::new(o.timeout, token));
+    };
+    let fail = |why: String| Error::parse(path, None, format!("SSL_CERT_FILE: {why}"));
+    // Debian's whole bundle is about 220 KiB.
+    let pem = crate::system::fsread::read_bytes(path, crate::system::fsread::Cap::bytes(16 << 20))
+        .map_err(|e| fail(e.to_string()))?;
+    Client::with_roots(o.timeout, token, &pem).map_err(|e| fail(e.to_string()))
+}
+
 /// Opens a remote model: its headers through range requests.
 ///
 /// # Errors
@@ -411,7 +426,7 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
             revision,
             file,
         } => {
-            let client = Client::new(o.timeout, o.token.clone());
+            let client = client(o, o.token.clone())?;
             let base = format!("{}/{repo}/resolve/{}/", o.endpoint, encode(revision, false));
             let fetch = Fetch {
                 client: client.clone(),
@@ -449,7 +464,7 @@ pub fn open(remote: &Remote, o: &HubOptions) -> Result<RemoteModel, Error> {
             } else {
                 given.clone()
             };
-            let client = Client::new(o.timeout, token);
+            let client = client(o, token)?;
             let clean = url.split(['?', '#']).next().unwrap_or(url);
             let (base, name) = clean.rsplit_once('/').unwrap_or(("", clean));
             let base = base.to_string();

@@ -1,8 +1,9 @@
 //! What `hmn fits` takes as a remote model and where it fetches from (feature `hub`): the
 //! spec `hf:ORG/REPO[@REVISION][:FILE]` or an `https://` URL ([`Remote`], a pure parser),
-//! and the Hub's endpoint, token and time limit ([`HubOptions`], from `HF_ENDPOINT`,
-//! `HF_TOKEN`, `HMN_HUB_TIMEOUT`). The fetching is [`super::hub`]'s.
+//! and the Hub's endpoint, token, time limit and trusted certificates ([`HubOptions`], from
+//! `HF_ENDPOINT`, `HF_TOKEN`, `HMN_HUB_TIMEOUT`, `SSL_CERT_FILE`). The fetching is [`super::hub`]'s.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::types::error::ParseError;
@@ -22,6 +23,9 @@ pub struct HubOptions {
     pub token: Option<String>,
     /// Each request's time limit, redirects and body included.
     pub timeout: Duration,
+    /// A PEM bundle of the certificates to trust instead of the Mozilla roots built in
+    /// (`SSL_CERT_FILE`, as OpenSSL and curl read it): a company's authority, a mirror's.
+    pub ca_bundle: Option<PathBuf>,
 }
 
 impl Default for HubOptions {
@@ -30,13 +34,14 @@ impl Default for HubOptions {
             endpoint: DEFAULT_ENDPOINT.to_string(),
             token: None,
             timeout: DEFAULT_TIMEOUT,
+            ca_bundle: None,
         }
     }
 }
 
 impl HubOptions {
-    /// From the environment: `HF_ENDPOINT`, `HF_TOKEN` (empty values are unset) and
-    /// `HMN_HUB_TIMEOUT` (whole seconds, 1 to 3600).
+    /// From the environment: `HF_ENDPOINT`, `HF_TOKEN` (empty values are unset),
+    /// `HMN_HUB_TIMEOUT` (whole seconds, 1 to 3600) and `SSL_CERT_FILE`.
     pub fn from_env() -> HubOptions {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         HubOptions {
@@ -48,6 +53,7 @@ impl HubOptions {
                 .and_then(|t| t.trim().parse::<u64>().ok())
                 .filter(|t| (1..=3600).contains(t))
                 .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+            ca_bundle: var("SSL_CERT_FILE").map(PathBuf::from),
         }
     }
 }
