@@ -102,9 +102,10 @@ fn params(
         p = p.n_batch(n);
     }
     if let Some(t) = a.tensor_split {
-        if !cpu && a.device != Some(DeviceSel::All) {
+        if !cpu && a.device != Some(DeviceSel::All) && a.free.len() < 2 {
             bail!(
-                "--tensor-split spreads llama.cpp's layers over several GPUs: use it with --device all"
+                "--tensor-split spreads llama.cpp's layers over several GPUs: use it with \
+                 --device all, or --free with a size per GPU"
             );
         }
         p = p.tensor_split(t);
@@ -228,7 +229,7 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
         cpu: a.device == Some(DeviceSel::Cpu),
         cpu_note: None,
     };
-    if a.free.is_some() || g.cpu {
+    if !a.free.is_empty() || g.cpu {
         return g;
     }
     let all = a.device == Some(DeviceSel::All)
@@ -298,8 +299,10 @@ fn judge_all(
     est: &Estimate,
     g: &mut Gathered,
 ) -> anyhow::Result<Outcome> {
-    let target = if let Some(free) = a.free {
-        Target::Given(free)
+    let target = if let [free] = a.free.as_slice() {
+        Target::Given(*free)
+    } else if !a.free.is_empty() {
+        Target::GivenEach(&a.free)
     } else if g.cpu {
         Target::Cpu
     } else {

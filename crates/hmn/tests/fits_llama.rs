@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use hmn_testbed::{FakeDevice, FakeNvml, GgufWriter, ggml};
 use serde_json::Value;
 
-use crate::util::{Bed, component, json, stderr};
+use crate::util::{Bed, component, json, stderr, stdout};
 
 const GIB: u64 = 1 << 30;
 
@@ -265,5 +265,58 @@ fn bad_llama_values_are_refused() {
         let e = stderr(&o);
         assert!(e.contains(needle), "{args:?}: {e}");
         assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+    }
+}
+
+/// `--free` with a size per GPU plans for GPUs that are not here: the split llama.cpp would
+/// make over them, on a machine without a GPU.
+#[test]
+fn free_per_gpu_plans_a_split_for_gpus_that_are_not_here() {
+    let bed = Bed::new();
+    let path = gemma3_gguf(bed.dir.path());
+    let p = path.to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["fits", p, "--runtime", "llama.cpp", "--json"];
+        args.extend_from_slice(extra);
+        let o = bed.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let v = plan(&["--free", "24GiB,24GiB", "--tensor-split", "3,1"]);
+    assert_eq!(v["plan"], "split_layers", "{v}");
+    let block = 1024 * 5120 * 2;
+    let output = 3840 * 1024 * 2 + 3840 * 4;
+    for (i, want) in [(0, 10 * block), (1, 2 * block + output)] {
+        let d = &v["devices"][i];
+        assert_eq!(d["kind"], "given", "{d}");
+        assert_eq!(d["index"], i, "{d}");
+        assert_eq!(d["free_bytes"], 24 * GIB, "{d}");
+        assert_eq!(d["budget_source"], "given", "{d}");
+        assert_eq!(d["share"]["components"][0]["low_bytes"], want, "{d}");
+    }
+    // By the given figures: the larger takes more layers.
+    let v = plan(&["--free", "8GiB,24GiB"]);
+    let low = |i: usize| {
+        v["devices"][i]["share"]["components"][0]["low_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(low(1) > low(0), "{v}");
+    let o = bed.run(&["fits", p, "--runtime", "llama.cpp", "--free", "8GiB,24GiB"]);
+    assert!(
+        stdout(&o).contains("--free GPU 1: 24 GiB free"),
+        "{}",
+        stdout(&o)
+    );
+    // One size is one given budget, as before.
+    assert_eq!(plan(&["--free", "24GiB"])["plan"], "given");
+    // Bad input: one line naming it, exit 2.
+    for args in [
+        vec!["fits", p, "--free", "24GiB,abc"],
+        vec!["fits", p, "--free", "24GiB,24GiB", "--device", "all"],
+    ] {
+        let o = bed.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
     }
 }

@@ -40,9 +40,17 @@ pub struct FitsArgs {
     pub device: Option<DeviceSel>,
 
     /// Compare with SIZE free instead of reading a device: planning for a GPU that is not here
-    /// (e.g. --free 24GiB for a 24 GB card).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, conflicts_with = "device")]
-    pub free: Option<u64>,
+    /// (e.g. --free 24GiB for a 24 GB card); several, comma-separated, plan for that many GPUs
+    /// (--free 24GiB,24GiB: llama.cpp splits its layers over them).
+    #[arg(
+        long,
+        value_name = "SIZE[,SIZE…]",
+        value_parser = parse_size_arg,
+        value_delimiter = ',',
+        num_args = 1,
+        conflicts_with = "device"
+    )]
+    pub free: Vec<u64>,
 
     /// The runtime that will hold the model: generic (PyTorch), llama.cpp, vllm.
     #[arg(long, value_name = "RUNTIME", value_parser = parse_runtime)]

@@ -112,6 +112,7 @@ fn device_label(f: &DeviceFit) -> String {
     match (f.kind, f.index, &f.name) {
         (TargetKind::Cpu, _, _) => "CPU".to_string(),
         (_, None, _) => "--free".to_string(),
+        (TargetKind::Given, Some(i), _) => format!("--free GPU {i}"),
         (_, Some(i), Some(n)) => format!("GPU {i} [{}]", sanitize(n)),
         (_, Some(i), None) => format!("GPU {i}"),
     }
@@ -262,6 +263,7 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
     };
     let dev = match (f.kind, f.index) {
         (TargetKind::Cpu, _) => "CPU, as llama.cpp without a GPU".to_string(),
+        (TargetKind::Given, Some(i)) => format!("GPU {i} as given with --free"),
         (_, Some(_)) => format!("device {}", device_label(f).trim_start_matches("GPU ")),
         (_, None) => "budget given with --free".to_string(),
     };

@@ -20,8 +20,8 @@ use super::offload::estimate_split;
 use super::params::FitParams;
 use super::parts::Estimate;
 use super::runtime::{Runtime, Utilization};
-use crate::types::Device;
 use crate::types::spelling::spelled;
+use crate::types::{Device, DeviceMemory, Source, Vendor};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
@@ -32,6 +32,11 @@ use serde::Serialize;
 pub enum Target<'a> {
     /// A budget given by the caller (`hmn fits --free`): planning for a device that is not here.
     Given(u64),
+    /// One budget per GPU that is not here (`hmn fits --free 24GiB,24GiB`), each taken as it is:
+    /// planned as [`Target::Devices`] over those GPUs with every one asked for (llama.cpp splits
+    /// its layers over them by these figures); each answer is [`TargetKind::Given`], numbered
+    /// in the order given.
+    GivenEach(&'a [u64]),
     /// The host's available RAM (`MemAvailable`): llama.cpp without a GPU.
     Cpu,
     /// These devices. `every`: the caller asked for every device (`hmn fits --device all`), so
@@ -54,7 +59,7 @@ impl Target<'_> {
     pub fn needs_host_available(&self, est: &Estimate) -> bool {
         let host_part = est.host_high_bytes.is_some();
         match self {
-            Target::Given(_) => host_part,
+            Target::Given(_) | Target::GivenEach(_) => host_part,
             Target::Cpu => true,
             Target::Devices { devices, .. } => {
                 host_part || devices.iter().any(Budget::needs_host_available)
@@ -347,10 +352,7 @@ pub fn plan(
     host_available: Option<u64>,
 ) -> Plan {
     let params = model.map(|(_, p)| p);
-    let verdict = |budget: &Budget, host: Option<&Budget>| match model {
-        Some((m, p)) => judge_with_host(m, p, budget, host),
-        None => judge_estimate(est, budget),
-    };
+    let verdict = |budget: &Budget, host: Option<&Budget>| judged(model, est, budget, host);
     let needs_host = est.host_high_bytes.is_some();
     let util = params.map(|p| p.utilization()).unwrap_or_default();
     let mut o = match target {
@@ -379,60 +381,23 @@ pub fn plan(
         Target::Devices { devices, every } => {
             let runtime = params.map(|p| p.runtime).unwrap_or_default();
             let budget_of = |d: &Device| Budget::for_device_with(d, host_available, runtime, util);
-            let host = needs_host
-                .then_some(host_available)
-                .flatten()
-                .map(Budget::host);
-            let tp = params.map_or(1, |p| p.tensor_parallel);
-            let mut o = match model {
-                Some((m, p)) if runtime == Runtime::LlamaCpp && devices.len() > 1 && every => {
-                    let mut o = Plan::new(Placement::SplitLayers);
-                    o.fits = split_layers(m, &p, devices, &budget_of);
-                    o.host = host.as_ref().and_then(|h| host_verdict(est, h));
-                    o
-                }
-                Some(_) if tp > 1 => {
-                    let mut o = Plan::new(Placement::TensorParallel);
-                    let needed = usize::try_from(tp).unwrap_or(usize::MAX);
-                    if devices.len() < needed {
-                        o.error = Some(NoAnswer::TooFewDevices {
-                            needed: tp,
-                            found: devices.len(),
-                        });
-                    } else {
-                        for d in devices.iter().take(needed) {
-                            let judged = budget_of(d).map(|b| verdict(&b, None));
-                            o.fits
-                                .push(DeviceFit::of_device(d, judged.map_err(NoVerdict::from)));
-                        }
-                    }
-                    o.notes.push(format!("vLLM uses the first {tp} visible GPUs (set CUDA_VISIBLE_DEVICES to choose them); each rank is judged on its own"));
-                    o
-                }
-                _ => {
-                    let mut o = Plan::new(if every {
-                        Placement::BestDevice
-                    } else {
-                        Placement::Device
-                    });
-                    if every {
-                        o.notes.extend(best_device_note(model.is_some(), runtime));
-                    }
-                    for d in devices {
-                        let judged = budget_of(d).map(|b| verdict(&b, host.as_ref()));
-                        o.fits
-                            .push(DeviceFit::of_device(d, judged.map_err(NoVerdict::from)));
-                    }
-                    o.chosen = best(&o.fits);
-                    o
-                }
-            };
-            // First: it concerns every device.
-            if needs_host && host.is_none() {
-                o.notes.insert(
-                    0,
-                    "host RAM not judged: MemAvailable could not be read".to_string(),
-                );
+            on_devices(devices, every, model, est, host_available, &budget_of)
+        }
+        Target::GivenEach(budgets) => {
+            let devices: Vec<Device> = budgets
+                .iter()
+                .zip(0u32..)
+                .map(|(b, i)| {
+                    let mut d = Device::new(i, Vendor::Other("given".to_string()), Source::Sysfs);
+                    d.memory = DeviceMemory::new(Some(*b), Some(0), Some(*b), None);
+                    d
+                })
+                .collect();
+            let budget_of = |d: &Device| Ok(Budget::given(d.memory.free_bytes.unwrap_or(0)));
+            let mut o = on_devices(&devices, true, model, est, host_available, &budget_of);
+            for f in &mut o.fits {
+                f.kind = TargetKind::Given;
+                f.total_bytes = None;
             }
             o
         }
@@ -467,6 +432,90 @@ pub fn plan(
         );
     }
     o
+}
+
+/// [`plan`] over `devices` ([`Target::Devices`]), each device's budget from `budget_of`.
+fn on_devices(
+    devices: &[Device],
+    every: bool,
+    model: Option<(&ModelSpec, FitParams)>,
+    est: &Estimate,
+    host_available: Option<u64>,
+    budget_of: &dyn Fn(&Device) -> Result<Budget, NoBudget>,
+) -> Plan {
+    let params = model.map(|(_, p)| p);
+    let runtime = params.map(|p| p.runtime).unwrap_or_default();
+    let verdict = |budget: &Budget, host: Option<&Budget>| judged(model, est, budget, host);
+    let needs_host = est.host_high_bytes.is_some();
+    let host = needs_host
+        .then_some(host_available)
+        .flatten()
+        .map(Budget::host);
+    let tp = params.map_or(1, |p| p.tensor_parallel);
+    let mut o = match model {
+        Some((m, p)) if runtime == Runtime::LlamaCpp && devices.len() > 1 && every => {
+            let mut o = Plan::new(Placement::SplitLayers);
+            o.fits = split_layers(m, &p, devices, budget_of);
+            o.host = host.as_ref().and_then(|h| host_verdict(est, h));
+            o
+        }
+        Some(_) if tp > 1 => {
+            let mut o = Plan::new(Placement::TensorParallel);
+            let needed = usize::try_from(tp).unwrap_or(usize::MAX);
+            if devices.len() < needed {
+                o.error = Some(NoAnswer::TooFewDevices {
+                    needed: tp,
+                    found: devices.len(),
+                });
+            } else {
+                for d in devices.iter().take(needed) {
+                    let judged = budget_of(d).map(|b| verdict(&b, None));
+                    o.fits
+                        .push(DeviceFit::of_device(d, judged.map_err(NoVerdict::from)));
+                }
+            }
+            o.notes.push(format!("vLLM uses the first {tp} visible GPUs (set CUDA_VISIBLE_DEVICES to choose them); each rank is judged on its own"));
+            o
+        }
+        _ => {
+            let mut o = Plan::new(if every {
+                Placement::BestDevice
+            } else {
+                Placement::Device
+            });
+            if every {
+                o.notes.extend(best_device_note(model.is_some(), runtime));
+            }
+            for d in devices {
+                let judged = budget_of(d).map(|b| verdict(&b, host.as_ref()));
+                o.fits
+                    .push(DeviceFit::of_device(d, judged.map_err(NoVerdict::from)));
+            }
+            o.chosen = best(&o.fits);
+            o
+        }
+    };
+    // First: it concerns every device.
+    if needs_host && host.is_none() {
+        o.notes.insert(
+            0,
+            "host RAM not judged: MemAvailable could not be read".to_string(),
+        );
+    }
+    o
+}
+
+/// The verdict on `budget` (and `host` for a host part): the model's, else the estimate's.
+fn judged(
+    model: Option<(&ModelSpec, FitParams)>,
+    est: &Estimate,
+    budget: &Budget,
+    host: Option<&Budget>,
+) -> Verdict {
+    match model {
+        Some((m, p)) => judge_with_host(m, p, budget, host),
+        None => judge_estimate(est, budget),
+    }
 }
 
 /// llama.cpp `--split-mode layer` over `devices`: each device's share ([`estimate_split`], in
