@@ -326,12 +326,12 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses(
 }
 
 /// The command of the `hmn run` that loaded this library: its first child (the first
-/// `/proc/<pid>/stat` whose parent it is) and, while that child is `hmn` itself and has a child
-/// in turn, that one — through `hmn run`'s guard, and the command's `hmn __exec` step before it
-/// executes the command (the same pid).
+/// `/proc/<pid>/stat` whose parent it is) and, while that child is `hmn` itself (or its guard,
+/// `hmn-guard`) and has a child in turn, that one — through `hmn run`'s guard, and the command's
+/// `hmn __exec` step before it executes the command (the same pid).
 pub(crate) fn child_of_caller() -> Option<u32> {
     let mut pid = first_child(std::process::id())?;
-    while comm(pid).as_deref() == Some("hmn") {
+    while matches!(comm(pid).as_deref(), Some("hmn" | "hmn-guard")) {
         match first_child(pid) {
             Some(c) => pid = c,
             None => break,
