@@ -47,10 +47,7 @@ pub fn processes(
         .collect();
     rows.sort_by_key(|(p, b)| (std::cmp::Reverse(*b), p.pid));
     let rest = rows.split_off(n.min(rows.len()));
-    let mut other = VramSum::default();
-    for (p, _) in rest {
-        other.add_in_pool(p, kind);
-    }
+    let other = VramSum::of_pools(rest.into_iter().map(|(p, _)| p), |_| kind);
     Cut {
         top: rows,
         other: (other.counted_rows > 0).then_some(other.known_bytes),

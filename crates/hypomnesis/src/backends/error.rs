@@ -154,6 +154,14 @@ pub(crate) enum BackendError {
 }
 
 impl BackendError {
+    /// Why XID events cannot be counted when NVML is this error.
+    pub(crate) fn xid_uncounted(&self) -> crate::types::XidUncounted {
+        crate::types::XidUncounted::NoNvml {
+            cause: self.cause(),
+            reason: self.to_string(),
+        }
+    }
+
     /// Why, as a value callers can match ([`BackendCause`]).
     pub(crate) fn cause(&self) -> BackendCause {
         match self {

@@ -11,7 +11,7 @@
 //! | a budget given by the caller, taken as it is | [`Budget::given`] |
 //! | CPU only: the host's available RAM (`MemAvailable`) | [`Budget::host`] |
 
-use super::pool_budget::{Origin, pool_free};
+use super::pool_budget::{Origin, own_free, pool_free};
 use super::runtime::{Runtime, Utilization};
 use crate::types::spelling::spelled;
 use crate::types::{Device, Field, Unknown, UnknownReason};
@@ -212,16 +212,16 @@ impl Budget {
             None => {}
         }
         let total = device.memory.total_bytes;
-        match (device.memory.free_bytes, host_available) {
-            (Some(free), _) => Ok(Budget::from_free_with(free, total, runtime, util)),
-            (None, Some(host)) if device.integrated == Some(true) => Ok(runtime_rule(
+        match own_free(device, host_available) {
+            Some((host, Origin::HostAvailable)) => Ok(runtime_rule(
                 host,
                 BudgetSource::HostAvailable,
                 total,
                 runtime,
                 util,
             )),
-            _ => Err(NoBudget::unknown_free(device)),
+            Some((free, _)) => Ok(Budget::from_free_with(free, total, runtime, util)),
+            None => Err(NoBudget::unknown_free(device)),
         }
     }
 

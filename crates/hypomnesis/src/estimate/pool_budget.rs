@@ -105,14 +105,28 @@ pub(super) fn allocatable_free(
 ) -> Result<u64, String> {
     match pool_free(device, host_available) {
         Some(r) => r.map(|f| f.bytes),
-        None => match (device.memory.free_bytes, host_available) {
-            (Some(free), _) => Ok(free),
-            (None, Some(host)) if device.integrated == Some(true) => Ok(host),
-            (None, None) if device.integrated == Some(true) => {
-                Err("the host's available RAM is unknown".to_string())
-            }
-            _ => Err("its free memory is unknown".to_string()),
-        },
+        None => own_free(device, host_available)
+            .map(|(bytes, _)| bytes)
+            .ok_or_else(|| {
+                if device.integrated == Some(true) {
+                    "the host's available RAM is unknown".to_string()
+                } else {
+                    "its free memory is unknown".to_string()
+                }
+            }),
+    }
+}
+
+/// A device whose pool does not decide ([`pool_free`] is `None`): its own free memory
+/// ([`Origin::Free`]), else, for an integrated GPU that reports none, the host's available RAM
+/// it shares ([`Origin::HostAvailable`]); `None` when neither is known.
+pub(super) fn own_free(device: &Device, host_available: Option<u64>) -> Option<(u64, Origin)> {
+    match (device.memory.free_bytes, host_available) {
+        (Some(free), _) => Some((free, Origin::Free)),
+        (None, Some(host)) if device.integrated == Some(true) => {
+            Some((host, Origin::HostAvailable))
+        }
+        _ => None,
     }
 }
 
@@ -121,11 +135,8 @@ pub(super) fn allocatable_free(
 /// leaves it, judged by every budget rule — an APU's pool note and a pool's total stay.
 pub(super) fn with_allocatable_free(device: &Device, free: u64) -> Device {
     let mut d = device.clone();
-    let pool_decides = d.pool.as_ref().is_some_and(|p| match p.kind {
-        PoolKind::CarveOutPlusGtt => true,
-        PoolKind::UnifiedHost => true,
-        PoolKind::Dedicated => device.memory.free_bytes.is_none() && p.free_bytes.is_some(),
-    });
+    // Whether the pool decides does not depend on the host's figure.
+    let pool_decides = pool_free(device, None).is_some();
     match d.pool.as_mut() {
         Some(p) if pool_decides && p.kind == PoolKind::CarveOutPlusGtt => {
             // The larger region is the pool: its used figure grows by what the reservation takes.

@@ -138,10 +138,7 @@ impl Probe {
             },
             #[cfg(not(feature = "nvml"))]
             Ok(never) => match *never {},
-            Err(e) => unavailable(XidUncounted::NoNvml {
-                cause: e.cause(),
-                reason: e.to_string(),
-            }),
+            Err(e) => unavailable(e.xid_uncounted()),
         }
     }
 }

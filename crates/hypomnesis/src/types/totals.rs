@@ -61,7 +61,7 @@ impl VramSum {
     ) -> VramSum {
         let mut sum = VramSum::default();
         for row in rows {
-            sum.add_figure(row, row.pool_bytes(kind(row.device_index)));
+            sum.add_in_pool(row, kind(row.device_index));
         }
         sum
     }

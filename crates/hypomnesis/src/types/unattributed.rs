@@ -152,12 +152,9 @@ impl Unattributed {
         let rows: Vec<&GpuProcess> = rows.into_iter().collect();
         // An AMD APU's pool is its carve-out plus GTT: the device's and each row's figures are
         // of the pool (a model in GTT is the process's, not memory nobody holds).
-        let apu = device.pool_kind() == Some(PoolKind::CarveOutPlusGtt);
-        let sum = if apu {
-            VramSum::of_pools(rows.iter().copied(), |_| Some(PoolKind::CarveOutPlusGtt))
-        } else {
-            VramSum::of(rows.iter().copied())
-        };
+        let kind = device.pool_kind();
+        let apu = kind == Some(PoolKind::CarveOutPlusGtt);
+        let sum = VramSum::of_pools(rows.iter().copied(), |_| kind);
         let index = device.index;
         if failed || device.error.is_some() {
             return Unattributed::unknown(

@@ -192,10 +192,7 @@ impl DrmBackend {
     /// A device's marketing name from the system's databases ([`crate::pci_ids`]), looked up
     /// once per identity for the backend's life.
     fn name_of(&self, id: &crate::system::pci_ids::PciIdentity) -> Option<String> {
-        let mut names = match self.names.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut names = lock(&self.names);
         names
             .entry(*id)
             .or_insert_with(|| crate::system::pci_ids::name_of(&self.roots, id))
@@ -204,10 +201,7 @@ impl DrmBackend {
 
     /// The fd index, rebuilt when older than the configured age (or when `fresh`).
     fn index(&self, fresh: bool) -> FdIndex {
-        let mut guard = match self.index.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = lock(&self.index);
         match guard.as_ref() {
             Some((built, index)) if !fresh && built.elapsed() < self.max_index_age => index.clone(),
             _ => {
@@ -353,10 +347,7 @@ impl DrmBackend {
         &self,
         now: &BTreeMap<ClientKey, EngineSample>,
     ) -> HashMap<ClientKey, crate::types::Engines> {
-        let mut prev = match self.previous.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut prev = lock(&self.previous);
         let out = now
             .iter()
             .map(|(k, s)| (k.clone(), model::busy_percent(prev.get(k), s)))

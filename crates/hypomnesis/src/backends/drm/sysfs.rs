@@ -145,16 +145,15 @@ pub(crate) fn discover(roots: &Roots) -> Vec<Found> {
 /// Re-reads a found device's runtime status (whether it sleeps); `false` when its directory is
 /// gone (the finding is stale: discover again).
 pub(crate) fn refresh(f: &mut Found) -> bool {
-    match fsread::read_trimmed(&f.dir.join("power").join("runtime_status")) {
-        Ok(s) => {
-            f.runtime_status = Some(RuntimeStatus::parse(&s));
-            true
-        }
-        Err(_) => {
-            f.runtime_status = None;
-            f.dir.exists()
-        }
-    }
+    f.runtime_status = runtime_status(&f.dir);
+    f.runtime_status.is_some() || f.dir.exists()
+}
+
+/// A device's `power/runtime_status`, when it has one.
+fn runtime_status(dir: &Path) -> Option<RuntimeStatus> {
+    fsread::read_trimmed(&dir.join("power").join("runtime_status"))
+        .ok()
+        .map(|s| RuntimeStatus::parse(&s))
 }
 
 fn probe_device(dir: PathBuf) -> Found {
@@ -181,9 +180,7 @@ fn probe_device(dir: PathBuf) -> Found {
         device_id: hex("device"),
         subsystem: hex("subsystem_vendor").zip(hex("subsystem_device")),
         revision: hex("revision").and_then(|r| u8::try_from(r).ok()),
-        runtime_status: fsread::read_trimmed(&dir.join("power").join("runtime_status"))
-            .ok()
-            .map(|s| RuntimeStatus::parse(&s)),
+        runtime_status: runtime_status(&dir),
         dir,
         pci,
         nodes: Vec::new(),

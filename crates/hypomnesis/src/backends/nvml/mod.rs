@@ -194,12 +194,7 @@ impl NvmlBackend {
 
     /// The XID event set over every device ([`health::Events`]), or why there is none.
     pub(crate) fn events(&self) -> Result<health::Events<'_>, crate::types::XidUncounted> {
-        let count = self
-            .device_count()
-            .map_err(|e| crate::types::XidUncounted::NoNvml {
-                cause: e.cause(),
-                reason: e.to_string(),
-            })?;
+        let count = self.device_count().map_err(|e| e.xid_uncounted())?;
         health::Events::new(&self.nvml, count)
     }
 
