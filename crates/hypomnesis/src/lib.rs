@@ -190,6 +190,47 @@ pub mod fuzzing {
             let _ = crate::estimate::config::from_gguf(&h).ok();
         }
     }
+
+    /// Decimal sysfs values read as the DRM backend reads a device's figures at each query,
+    /// through files kept open between readings (`benches/drm.rs` compares it with
+    /// [`sysfs_fresh`]).
+    #[derive(Debug)]
+    pub struct SysfsKept(crate::system::kept::KeptFiles<std::path::PathBuf>);
+
+    impl SysfsKept {
+        /// An empty set of kept files.
+        #[must_use]
+        pub fn new() -> SysfsKept {
+            SysfsKept(crate::system::kept::KeptFiles::new(
+                crate::system::fsread::Cap::SYSFS,
+            ))
+        }
+
+        /// The sum of the values of `paths` (unreadable ones count nothing), one round.
+        pub fn read_sum(&mut self, paths: &[std::path::PathBuf]) -> u64 {
+            let sum = paths
+                .iter()
+                .filter_map(|p| self.0.read_u64(p))
+                .fold(0u64, u64::wrapping_add);
+            self.0.end_round();
+            sum
+        }
+    }
+
+    impl Default for SysfsKept {
+        fn default() -> SysfsKept {
+            SysfsKept::new()
+        }
+    }
+
+    /// The same sum with each file opened, read and closed (the reader before files were kept).
+    #[must_use]
+    pub fn sysfs_fresh(paths: &[std::path::PathBuf]) -> u64 {
+        paths
+            .iter()
+            .filter_map(|p| crate::system::fsread::read_u64(p).ok())
+            .fold(0u64, u64::wrapping_add)
+    }
 }
 
 // The upstream API (hypomnesis 0.2.15), at the root as upstream has it. Items whose module

@@ -1,16 +1,19 @@
-//! Procfs files kept open between readings ([`Kept`] for one path, [`KeptByPid`] for a file of
-//! many processes): each reading is one `pread` from offset 0, which procfs answers by
-//! regenerating the file, instead of open + read + close.
+//! Files kept open between readings ([`Kept`] for one path, [`KeptFiles`] for many by key,
+//! [`KeptByPid`] for a file of many processes): each reading is one `pread` from offset 0,
+//! which procfs and sysfs answer by regenerating the file, instead of open + read + close.
 //!
-//! Only a file on procfs is kept (its file system's magic, asked once at open): a fixture
-//! tree's files are replaced by rename, which a kept descriptor would never see, so any other
-//! file is opened per reading as before. A kept `/proc/<pid>/…` descriptor stays bound to the
-//! process it was opened for: once that process has exited, reading it fails (`ESRCH`) or
+//! Only a file on procfs or sysfs is kept (its file system's magic, asked once at open): a
+//! fixture tree's files are replaced by rename, which a kept descriptor would never see, so any
+//! other file is opened per reading as before. A kept `/proc/<pid>/…` descriptor stays bound to
+//! the process it was opened for: once that process has exited, reading it fails (`ESRCH`) or
 //! returns nothing, and the path is opened afresh — a reused pid is never read through its
-//! predecessor's descriptor.
+//! predecessor's descriptor. A kept sysfs attribute of a device that is unbound or unplugged
+//! fails (`ENODEV`) and is opened afresh likewise, which then fails in turn.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fs::File;
+use std::hash::Hash;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -24,15 +27,16 @@ use crate::types::error::Error;
 /// reading), far below the usual limit of 1024 descriptors.
 pub(crate) const KEPT_MAX: usize = 256;
 
-/// Whether `file` is on procfs, which regenerates a file read from its start.
+/// Whether `file` is on procfs or sysfs, which regenerate a file read from its start (sysfs:
+/// kernfs calls the attribute's `show` again for a read at offset 0).
 #[cfg(target_os = "linux")]
 pub(crate) fn regenerated(file: &File) -> bool {
-    use nix::sys::statfs::{PROC_SUPER_MAGIC, fstatfs};
-    fstatfs(file).is_ok_and(|s| s.filesystem_type() == PROC_SUPER_MAGIC)
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, SYSFS_MAGIC, fstatfs};
+    fstatfs(file).is_ok_and(|s| matches!(s.filesystem_type(), PROC_SUPER_MAGIC | SYSFS_MAGIC))
 }
 
-/// Platform seam: only Linux has a procfs to keep files of (a proc root named elsewhere is a
-/// fixture tree).
+/// Platform seam: only Linux has a procfs and a sysfs to keep files of (a root named elsewhere
+/// is a fixture tree).
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn regenerated(file: &File) -> bool {
     let _ = file;
@@ -92,10 +96,16 @@ fn read_once(file: &File, buf: &mut [u8]) -> Option<usize> {
     read_at_start(file, buf, Path::new("")).ok()
 }
 
-/// Reads `path` afresh, with the open file when it is worth keeping.
-fn fresh(path: &Path, cap: Cap, scratch: &mut Scratch) -> Result<(Vec<u8>, Option<File>), Error> {
+/// Reads `path` afresh, with the open file when it is worth keeping (`keep`: [`regenerated`]
+/// but in tests).
+fn fresh(
+    path: &Path,
+    cap: Cap,
+    scratch: &mut Scratch,
+    keep: fn(&File) -> bool,
+) -> Result<(Vec<u8>, Option<File>), Error> {
     let file = open(path)?;
-    if regenerated(&file) {
+    if keep(&file) {
         if let Some(bytes) = reread(&file, cap, scratch) {
             return Ok((bytes, Some(file)));
         }
@@ -141,23 +151,121 @@ impl Kept {
                 return Ok(bytes);
             }
         }
-        let (bytes, file) = fresh(&self.path, self.cap, scratch)?;
+        let (bytes, file) = fresh(&self.path, self.cap, scratch, regenerated)?;
         *kept = file;
         Ok(bytes)
     }
 }
 
-/// One file (`stat`) of many processes, kept open per pid. A caller that reads in rounds (one
-/// per sample) calls [`KeptByPid::end_round`] after each, which closes the files of the pids
-/// it did not read.
+/// Files kept open by key (a device's sysfs attributes by path), at most [`KEPT_MAX`] (or
+/// [`KeptFiles::at_most`]). A
+/// caller that reads in rounds (one per sample) calls [`KeptFiles::end_round`] after each,
+/// which closes the files it did not read.
+#[derive(Debug)]
+pub(crate) struct KeptFiles<K> {
+    cap: Cap,
+    /// The most files kept open.
+    max: usize,
+    /// key → (its file, read this round).
+    open: HashMap<K, (File, bool)>,
+    scratch: Scratch,
+    /// Which opened files are kept: [`regenerated`], or every one in a test that rewrites its
+    /// fixture files in place.
+    keep: fn(&File) -> bool,
+}
+
+impl<K: Hash + Eq> KeptFiles<K> {
+    /// Files of at most `cap` bytes each.
+    pub(crate) fn new(cap: Cap) -> KeptFiles<K> {
+        KeptFiles {
+            cap,
+            max: KEPT_MAX,
+            open: HashMap::new(),
+            scratch: Scratch::default(),
+            keep: regenerated,
+        }
+    }
+
+    /// Keeps at most `max` files open (instead of [`KEPT_MAX`]).
+    #[must_use]
+    pub(crate) fn at_most(mut self, max: usize) -> KeptFiles<K> {
+        self.max = max;
+        self
+    }
+
+    /// Keeps every file it opens, whatever its file system: for tests whose fixture files are
+    /// rewritten in place (a kept descriptor sees that; it would not see a rename).
+    #[cfg(test)]
+    pub(crate) fn keeping_any(mut self) -> KeptFiles<K> {
+        self.keep = |_| true;
+        self
+    }
+
+    /// The bytes of `key`'s file, through its kept descriptor or opened at `path()` (called
+    /// only then).
+    ///
+    /// # Errors
+    /// As [`read_bytes`].
+    pub(crate) fn read<Q>(
+        &mut self,
+        key: &Q,
+        path: impl FnOnce() -> PathBuf,
+    ) -> Result<Vec<u8>, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some((file, used)) = self.open.get_mut(key) {
+            if let Some(bytes) = reread(file, self.cap, &mut self.scratch) {
+                *used = true;
+                return Ok(bytes);
+            }
+            self.open.remove(key);
+        }
+        let (bytes, file) = fresh(&path(), self.cap, &mut self.scratch, self.keep)?;
+        if let Some(file) = file.filter(|_| self.open.len() < self.max) {
+            self.open.insert(key.to_owned(), (file, true));
+        }
+        Ok(bytes)
+    }
+
+    /// Closes the files not read since the last call.
+    pub(crate) fn end_round(&mut self) {
+        self.open.retain(|_, (_, used)| std::mem::take(used));
+    }
+
+    /// Closes every file.
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+
+    /// How many files are kept open.
+    pub(crate) fn kept(&self) -> usize {
+        self.open.len()
+    }
+}
+
+impl KeptFiles<PathBuf> {
+    /// A decimal value (`1048576\n`) from the file at `path`, kept by its path; `None` when it
+    /// could not be read or holds no number (as [`crate::system::fsread::read_u64`]`.ok()`).
+    pub(crate) fn read_u64(&mut self, path: &Path) -> Option<u64> {
+        let bytes = self.read(path, || path.to_path_buf()).ok()?;
+        crate::system::fsread::parse_u64(std::str::from_utf8(&bytes).ok()?).ok()
+    }
+
+    /// The file's text, trimmed (as [`crate::system::fsread::read_trimmed`]`.ok()`).
+    pub(crate) fn read_trimmed(&mut self, path: &Path) -> Option<String> {
+        let bytes = self.read(path, || path.to_path_buf()).ok()?;
+        Some(String::from_utf8(bytes).ok()?.trim().to_string())
+    }
+}
+
+/// One file (`stat`) of many processes, kept open per pid ([`KeptFiles`] by pid).
 #[derive(Debug)]
 pub(crate) struct KeptByPid {
     roots: Roots,
     name: &'static str,
-    cap: Cap,
-    /// pid → (its file, read this round).
-    open: HashMap<u32, (File, bool)>,
-    scratch: Scratch,
+    files: KeptFiles<u32>,
 }
 
 impl KeptByPid {
@@ -165,9 +273,7 @@ impl KeptByPid {
         KeptByPid {
             roots,
             name,
-            cap,
-            open: HashMap::new(),
-            scratch: Scratch::default(),
+            files: KeptFiles::new(cap),
         }
     }
 
@@ -181,28 +287,18 @@ impl KeptByPid {
     /// # Errors
     /// As [`read_bytes`]: [`Error::NotFound`] when the process is gone.
     pub(crate) fn read(&mut self, pid: u32) -> Result<Vec<u8>, Error> {
-        if let Some((file, used)) = self.open.get_mut(&pid) {
-            if let Some(bytes) = reread(file, self.cap, &mut self.scratch) {
-                *used = true;
-                return Ok(bytes);
-            }
-            self.open.remove(&pid);
-        }
-        let (bytes, file) = fresh(&self.path(pid), self.cap, &mut self.scratch)?;
-        if let Some(file) = file.filter(|_| self.open.len() < KEPT_MAX) {
-            self.open.insert(pid, (file, true));
-        }
-        Ok(bytes)
+        let (roots, name) = (&self.roots, self.name);
+        self.files.read(&pid, || roots.pid_file(pid, name))
     }
 
     /// Closes the files not read since the last call.
     pub(crate) fn end_round(&mut self) {
-        self.open.retain(|_, (_, used)| std::mem::take(used));
+        self.files.end_round();
     }
 
     /// How many files are kept open.
     pub(crate) fn kept(&self) -> usize {
-        self.open.len()
+        self.files.kept()
     }
 }
 
@@ -265,6 +361,75 @@ mod tests {
             assert!(meminfo.read().unwrap().starts_with(b"MemTotal:"));
         }
         assert!(meminfo.file.lock().unwrap().0.is_some(), "kept");
+    }
+
+    /// A keyed set keeps what it opens (here any file: the fixture is rewritten in place), reads
+    /// through the kept descriptor (a file renamed over the path is not seen until the kept one
+    /// fails), stops keeping at its bound and closes what a round did not read.
+    #[test]
+    fn a_keyed_set_reads_through_its_descriptors_within_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |n: u32| dir.path().join(format!("f{n}"));
+        for n in 0..3 {
+            std::fs::write(path(n), format!("{n}\n")).unwrap();
+        }
+        let mut set: KeptFiles<PathBuf> = KeptFiles::new(Cap::SYSFS).at_most(2).keeping_any();
+        for n in 0..3 {
+            assert_eq!(set.read_u64(&path(n)), Some(u64::from(n)));
+        }
+        assert_eq!(set.kept(), 2, "the bound");
+        // Rewritten in place: the kept descriptor reads the new text.
+        std::fs::write(path(0), "10\n").unwrap();
+        assert_eq!(set.read_u64(&path(0)), Some(10));
+        // Replaced by rename: the kept descriptor still reads the file it opened.
+        std::fs::write(dir.path().join("new"), "20\n").unwrap();
+        std::fs::rename(dir.path().join("new"), path(0)).unwrap();
+        assert_eq!(
+            set.read_u64(&path(0)),
+            Some(10),
+            "read through the kept file"
+        );
+        assert_eq!(set.read_trimmed(&path(0)).as_deref(), Some("10"));
+        std::fs::write(path(1), "not a number").unwrap();
+        assert_eq!(set.read_u64(&path(1)), None);
+        assert_eq!(set.read_u64(&dir.path().join("absent")), None);
+        set.end_round();
+        assert_eq!(set.kept(), 2, "both read this round");
+        set.read_u64(&path(1));
+        set.end_round();
+        assert_eq!(set.kept(), 1, "path 0 not read in the last round: closed");
+        // Opened afresh: now the renamed file.
+        assert_eq!(set.read_u64(&path(0)), Some(20));
+        set.clear();
+        assert_eq!(set.kept(), 0);
+        // By default only procfs and sysfs files are kept.
+        let mut plain: KeptFiles<PathBuf> = KeptFiles::new(Cap::SYSFS);
+        assert_eq!(plain.read_u64(&path(2)), Some(2));
+        assert_eq!(plain.kept(), 0, "not a file the kernel regenerates");
+    }
+
+    /// A real sysfs attribute is kept and regenerated by each `pread`: the loopback device's
+    /// packet counter, read through the kept descriptor before and after sending it packets.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sysfs_attribute_is_kept_and_regenerated() {
+        let counter = Path::new("/sys/class/net/lo/statistics/tx_packets");
+        if !counter.exists() {
+            // A sandbox without sysfs (or without a loopback device) has nothing to keep.
+            eprintln!("skipped: {} is absent", counter.display());
+            return;
+        }
+        let mut set: KeptFiles<PathBuf> = KeptFiles::new(Cap::SYSFS);
+        let before = set.read_u64(counter).unwrap();
+        assert_eq!(set.kept(), 1, "sysfs is kept");
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = socket.local_addr().unwrap();
+        for _ in 0..8 {
+            socket.send_to(b"hmn", to).unwrap();
+        }
+        let after = set.read_u64(counter).unwrap();
+        assert!(after >= before + 8, "{before} → {after}");
+        assert_eq!(set.kept(), 1, "the same descriptor");
     }
 
     /// A file longer than the scratch buffer is read again, whole, into a larger one (kept for

@@ -14,7 +14,10 @@
 //!   discover again), and each found device's unchanging facts ([`statics`]: driver version,
 //!   product name, hwmon directory, voltage channels), kept until the next discovery — so a
 //!   query lists `/sys/class/drm` and `/sys/class/accel` and reads a card's identity once per
-//!   period, not per query.
+//!   period, not per query;
+//! - the files read at every query kept open ([`crate::system::kept`]: one `pread` each of a
+//!   file the kernel regenerates): each device's sysfs figures and runtime status, and the
+//!   fdinfo of each known DRM fd — closed when a query no longer reads them.
 //!
 //! Submodules: [`driver`] (what each driver is: the one table of driver names), [`fdinfo`]
 //! (parser), [`model`] (regions, de-duplication, utilization), [`kind`] (a row's engine
@@ -43,6 +46,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::system::fsread::Cap;
+use crate::system::kept::{KEPT_MAX, KeptFiles};
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
 use crate::types::{
@@ -80,6 +85,10 @@ impl DrmDevices {
     }
 }
 
+/// The most fdinfo files kept open (half of what a process table keeps of `stat`s): a query
+/// reads the rest afresh.
+const FDINFO_KEPT: usize = KEPT_MAX / 2;
+
 /// The DRM backend's state. See the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct DrmBackend {
@@ -93,6 +102,10 @@ pub(crate) struct DrmBackend {
     found: Mutex<Option<(Instant, Vec<Found>)>>,
     /// Each found device's unchanging facts, by sysfs directory (cleared at each discovery).
     statics: Mutex<HashMap<std::path::PathBuf, statics::Statics>>,
+    /// The devices' sysfs files read at every query, kept open (closed at each discovery).
+    files: Mutex<sysfs::SysfsFiles>,
+    /// Each known DRM fd's fdinfo, kept open by (pid, fd).
+    fdinfo: Mutex<KeptFiles<(u32, u32)>>,
     /// Whether a device listing reads hwmon, busy and clock files (`ProbeOptions::telemetry`).
     telemetry: bool,
 }
@@ -114,6 +127,8 @@ impl DrmBackend {
             names: Mutex::new(HashMap::new()),
             found: Mutex::new(None),
             statics: Mutex::new(HashMap::new()),
+            files: Mutex::new(KeptFiles::new(Cap::SYSFS)),
+            fdinfo: Mutex::new(KeptFiles::new(Cap::FDINFO).at_most(FDINFO_KEPT)),
             telemetry: true,
         }
     }
@@ -136,7 +151,9 @@ impl DrmBackend {
         let mut out = Vec::new();
         let mut map = DrmDevices::default();
         let mut next = first_index;
-        for f in self.discover() {
+        let found = self.discover();
+        let mut files = lock(&self.files);
+        for f in found {
             let same = nvidia
                 .iter()
                 .find(|d| d.pci_bus_id.is_some() && d.pci_bus_id == f.pci);
@@ -159,6 +176,7 @@ impl DrmBackend {
                 nvml_reason,
                 self.telemetry,
                 &mut statics,
+                &mut files,
             );
             drop(kept);
             if dev.name.is_none() {
@@ -171,6 +189,7 @@ impl DrmBackend {
             map.listed.push((f, next));
             next += 1;
         }
+        files.end_round();
         (out, map)
     }
 
@@ -179,13 +198,17 @@ impl DrmBackend {
     fn discover(&self) -> Vec<Found> {
         let mut last = lock(&self.found);
         if let Some((at, found)) = last.as_mut() {
-            if at.elapsed() < self.max_index_age && found.iter_mut().all(sysfs::refresh) {
+            let mut files = lock(&self.files);
+            if at.elapsed() < self.max_index_age
+                && found.iter_mut().all(|f| sysfs::refresh(f, &mut files))
+            {
                 return found.clone();
             }
         }
         let found = sysfs::discover(&self.roots);
         *last = Some((Instant::now(), found.clone()));
         lock(&self.statics).clear();
+        lock(&self.files).clear();
         found
     }
 
@@ -227,6 +250,7 @@ impl DrmBackend {
         let mut problems: BTreeSet<String> = BTreeSet::new();
         // Clients whose fdinfo was refused (too large, not a file): (pid, device) → why.
         let mut refused: BTreeMap<(u32, u32), (UnknownReason, String)> = BTreeMap::new();
+        let mut kept = lock(&self.fdinfo);
         for nf in &index.fds {
             // A node of a suspended (or unknown) device is not read: reading xe fdinfo wakes it.
             let Some((by_node, suspended)) = devs.by_node(&nf.node) else {
@@ -235,7 +259,7 @@ impl DrmBackend {
             if suspended {
                 continue;
             }
-            let text = match scan::read_fdinfo(&self.roots, nf.pid, nf.fd) {
+            let text = match scan::read_fdinfo(&self.roots, nf.pid, nf.fd, &mut kept) {
                 FdinfoRead::Text(t) => t,
                 FdinfoRead::Denied => {
                     denied.insert(nf.pid);
@@ -289,6 +313,8 @@ impl DrmBackend {
                 stats,
             });
         }
+        kept.end_round();
+        drop(kept);
         warnings.extend(problems.into_iter().map(Warning::general));
         let kinds = kind::kinds(&clients);
         let aggregates = model::aggregate(&clients);
@@ -392,6 +418,83 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use hmn_testbed::{FakeGpu, World};
+
+    /// What a query reads every time — a device's memory figures, hwmon, busy counter and
+    /// runtime status, each client's fdinfo — is read through descriptors kept from the query
+    /// before (here of any file: the fixture is rewritten in place, which a kept descriptor
+    /// sees, and replaced by rename, which only a fresh open would see).
+    #[test]
+    fn every_query_reads_its_moving_figures_through_kept_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let world = World::new(dir.path()).unwrap();
+        world.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 128)).unwrap();
+        let fdinfo = |kib: u64| {
+            format!(
+                "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-client-id:\t7\n\
+                 drm-pdev:\t0000:03:00.0\ndrm-memory-vram:\t{kib} KiB\n"
+            )
+        };
+        world
+            .client(4242, "llama", &[(3, "renderD128", &fdinfo(1024))])
+            .unwrap();
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(world.sys.root());
+        let backend = DrmBackend::new(roots.clone(), Duration::from_secs(3600));
+        *lock(&backend.files) = KeptFiles::new(Cap::SYSFS).keeping_any();
+        *lock(&backend.fdinfo) = KeptFiles::new(Cap::FDINFO).keeping_any();
+        let query = || {
+            let (devices, map) = backend.devices(0, &[], None);
+            let rows = backend.processes(&map, &mut Vec::new()).rows;
+            (devices, rows)
+        };
+        let (devices, rows) = query();
+        assert_eq!(devices[0].memory.used_bytes, Some(6_812_925_952));
+        assert_eq!(rows[0].used_bytes, Some(1 << 20));
+        let card = world.sys.root().join("devices/0000:03:00.0");
+        let client = dir.path().join("proc/4242/fdinfo/3");
+        // Rewritten in place: seen through the kept descriptors.
+        std::fs::write(card.join("mem_info_vram_used"), "1048576").unwrap();
+        std::fs::write(card.join("hwmon/hwmon4/temp1_input"), "61000").unwrap();
+        std::fs::write(&client, fdinfo(2048)).unwrap();
+        let (devices, rows) = query();
+        assert_eq!(devices[0].memory.used_bytes, Some(1 << 20));
+        assert_eq!(devices[0].telemetry.temperature_celsius, Some(61.0));
+        assert_eq!(rows[0].used_bytes, Some(2 << 20));
+        let kept = lock(&backend.files).kept();
+        // vram and gtt (total, used), visible vram (total, used), busy, temperature, power,
+        // runtime status (read from the second query on).
+        assert!(kept >= 8, "{kept} sysfs files kept");
+        assert_eq!(lock(&backend.fdinfo).kept(), 1);
+        // Replaced by rename: the kept descriptors still read the files they opened, so the
+        // figures are the in-place ones — proof that no file was opened again.
+        for (path, text) in [
+            (card.join("mem_info_vram_used"), "4096".to_string()),
+            (client.clone(), fdinfo(4096)),
+        ] {
+            let tmp = path.with_extension("new");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        }
+        let (devices, rows) = query();
+        assert_eq!(devices[0].memory.used_bytes, Some(1 << 20));
+        assert_eq!(rows[0].used_bytes, Some(2 << 20));
+        // A new discovery closes the devices' files (their directories may have changed).
+        let rediscovering = DrmBackend::new(roots, Duration::ZERO);
+        *lock(&rediscovering.files) = KeptFiles::new(Cap::SYSFS).keeping_any();
+        rediscovering.devices(0, &[], None);
+        let first = lock(&rediscovering.files).kept();
+        rediscovering.devices(0, &[], None);
+        assert_eq!(
+            lock(&rediscovering.files).kept(),
+            first,
+            "closed, then kept again"
+        );
+        assert_eq!(
+            rediscovering.devices(0, &[], None).0[0].memory.used_bytes,
+            Some(4096)
+        );
+    }
 
     #[test]
     fn finding_no_gpu_is_reused_for_the_index_age_and_then_listed_again() {

@@ -9,7 +9,8 @@
 //! inflated by every kernel thread on the machine. A process or fd that vanishes during the walk
 //! is skipped silently.
 
-use crate::system::fsread::{self, Cap};
+use crate::system::fsread;
+use crate::system::kept::KeptFiles;
 use crate::system::roots::Roots;
 use crate::types::UnknownReason;
 use crate::types::error::Error;
@@ -94,17 +95,22 @@ pub(crate) enum FdinfoRead {
     Gone,
     /// Not readable by this user.
     Denied,
-    /// Refused unread, or unreadable: larger than [`Cap::FDINFO`] ([`UnknownReason::TooLarge`]),
-    /// not a regular file or an I/O error ([`UnknownReason::Unreadable`]); the detail names
-    /// the file.
+    /// Refused unread, or unreadable: larger than [`fsread::Cap::FDINFO`]
+    /// ([`UnknownReason::TooLarge`]), not a regular file or an I/O error
+    /// ([`UnknownReason::Unreadable`]); the detail names the file.
     Refused(UnknownReason, String),
 }
 
-/// Reads `<proc>/<pid>/fdinfo/<fd>` (at most [`Cap::FDINFO`]).
-pub(crate) fn read_fdinfo(roots: &Roots, pid: u32, fd: u32) -> FdinfoRead {
-    let path = roots.proc.join(format!("{pid}/fdinfo/{fd}"));
+/// Reads `<proc>/<pid>/fdinfo/<fd>` (at most `kept`'s cap, [`fsread::Cap::FDINFO`]) through
+/// `kept`, which keeps it open for the next query.
+pub(crate) fn read_fdinfo(
+    roots: &Roots,
+    pid: u32,
+    fd: u32,
+    kept: &mut KeptFiles<(u32, u32)>,
+) -> FdinfoRead {
     // Bytes, decoded lossily: a client name set by userspace need not be UTF-8.
-    match fsread::read_bytes(&path, Cap::FDINFO) {
+    match kept.read(&(pid, fd), || roots.proc.join(format!("{pid}/fdinfo/{fd}"))) {
         Ok(b) => FdinfoRead::Text(String::from_utf8_lossy(&b).into_owned()),
         Err(Error::PermissionDenied { .. }) => FdinfoRead::Denied,
         Err(Error::NotFound { .. }) => FdinfoRead::Gone,

@@ -21,6 +21,7 @@ use super::driver::{
 use super::pool;
 use super::statics::Statics;
 use crate::system::fsread;
+use crate::system::kept::KeptFiles;
 use crate::system::roots::Roots;
 use crate::types::pci::PciBusId;
 use crate::types::{
@@ -142,16 +143,28 @@ pub(crate) fn discover(roots: &Roots) -> Vec<Found> {
     found
 }
 
-/// Re-reads a found device's runtime status (whether it sleeps); `false` when its directory is
-/// gone (the finding is stale: discover again).
-pub(crate) fn refresh(f: &mut Found) -> bool {
-    f.runtime_status = runtime_status(&f.dir);
+/// Re-reads a found device's runtime status (whether it sleeps) through the backend's kept
+/// files; `false` when its directory is gone (the finding is stale: discover again).
+pub(crate) fn refresh(f: &mut Found, files: &mut SysfsFiles) -> bool {
+    f.runtime_status = files
+        .read_trimmed(&runtime_status_path(&f.dir))
+        .map(|s| RuntimeStatus::parse(&s));
     f.runtime_status.is_some() || f.dir.exists()
+}
+
+/// The sysfs files a backend reads at every query, kept open between queries (by path): each
+/// reading one `pread` of a file the kernel regenerates, as `nvtop` and `amdgpu_top` keep
+/// theirs.
+pub(crate) type SysfsFiles = KeptFiles<PathBuf>;
+
+/// Where a device's runtime power status is.
+fn runtime_status_path(dir: &Path) -> PathBuf {
+    dir.join("power").join("runtime_status")
 }
 
 /// A device's `power/runtime_status`, when it has one.
 fn runtime_status(dir: &Path) -> Option<RuntimeStatus> {
-    fsread::read_trimmed(&dir.join("power").join("runtime_status"))
+    fsread::read_trimmed(&runtime_status_path(dir))
         .ok()
         .map(|s| RuntimeStatus::parse(&s))
 }
@@ -190,7 +203,8 @@ fn probe_device(dir: PathBuf) -> Found {
 
 /// Reads a found device into a [`Device`] with the given index: the figures its driver's
 /// entry in the table ([`driver`]) names. `statics`: the device's unchanging facts, read now
-/// or kept from an earlier query (asked for only when the device is awake).
+/// or kept from an earlier query (asked for only when the device is awake); `files`: the figures
+/// that move, read through files kept open.
 pub(crate) fn read(
     roots: &Roots,
     f: &Found,
@@ -198,6 +212,7 @@ pub(crate) fn read(
     nvml_reason: Option<&str>,
     telemetry: bool,
     statics: &mut dyn FnMut() -> Statics,
+    files: &mut SysfsFiles,
 ) -> Device {
     let mut d = Device::new(index, f.vendor(), Source::Sysfs);
     d.pci_bus_id = f.pci;
@@ -229,14 +244,15 @@ pub(crate) fn read(
     }
     let drv = f.entry();
     match drv.memory {
-        DeviceMemory::Sysfs(files) => sysfs_memory(f, files, &mut d),
+        DeviceMemory::Sysfs(names) => sysfs_memory(f, names, files, &mut d),
         DeviceMemory::Nvml | DeviceMemory::None => other_memory(roots, f, nvml_reason, &mut d),
     }
     if drv.integrated == Integrated::Vddnb {
         pool::amdgpu(&statics.voltages, &mut d);
     }
     if telemetry {
-        d.telemetry = read_telemetry(roots, f, drv, statics.hwmon.as_deref(), &mut d.unknown);
+        let hwmon = statics.hwmon.as_deref();
+        d.telemetry = read_telemetry(roots, f, drv, hwmon, files, &mut d.unknown);
     } else {
         d.unknown.push(Unknown::new(
             Field::Telemetry,
@@ -253,10 +269,11 @@ fn read_telemetry(
     f: &Found,
     drv: &DrmDriver,
     hwmon: Option<&Path>,
+    files: &mut SysfsFiles,
     unknown: &mut Vec<Unknown>,
 ) -> Telemetry {
-    let mut t = hwmon_telemetry(hwmon, unknown);
-    let get = |name: &str| fsread::read_u64(&f.dir.join(name)).ok();
+    let mut t = hwmon_telemetry(hwmon, files, unknown);
+    let mut get = |name: &str| files.read_u64(&f.dir.join(name));
     match drv.utilization {
         Utilization::Files { gpu, memory } => {
             t.utilization_percent = get(gpu).map(|v| v as f64);
@@ -290,11 +307,11 @@ fn read_telemetry(
     let mhz = match drv.clock {
         Clock::Hwmon => None,
         Clock::Device(file) => Some(get(file)),
-        Clock::CardNode(files) => Some(f.card_node().and_then(|card| {
+        Clock::CardNode(names) => Some(f.card_node().and_then(|card| {
             let base = roots.sys.join("class/drm").join(card);
-            files
+            names
                 .iter()
-                .find_map(|file| fsread::read_u64(&base.join(file)).ok())
+                .find_map(|name| files.read_u64(&base.join(name)))
         })),
     };
     if let Some(mhz) = mhz {
@@ -312,18 +329,18 @@ const MEMORY_FIELDS: [Field; 4] = [
 ];
 
 /// Device memory from the driver's sysfs files (amdgpu).
-fn sysfs_memory(f: &Found, files: &SysfsMemory, d: &mut Device) {
+fn sysfs_memory(f: &Found, names: &SysfsMemory, files: &mut SysfsFiles, d: &mut Device) {
     // Each file once per query: a region's files may be the device's own (amdgpu's VRAM).
     let mut read: Vec<(&str, Option<u64>)> = Vec::new();
     let mut get = |file: Bytes| {
         if let Some((_, v)) = read.iter().find(|(name, _)| *name == file.0) {
             return *v;
         }
-        let v = fsread::read_u64(&f.dir.join(file.0)).ok();
+        let v = files.read_u64(&f.dir.join(file.0));
         read.push((file.0, v));
         v
     };
-    let (total, used) = (get(files.total), get(files.used));
+    let (total, used) = (get(names.total), get(names.used));
     let free = total.zip(used).map(|(t, u)| t.saturating_sub(u));
     d.memory = Memory::new(total, used, free, None);
     for (field, v) in MEMORY_FIELDS.into_iter().zip([total, used, free]) {
@@ -331,16 +348,16 @@ fn sysfs_memory(f: &Found, files: &SysfsMemory, d: &mut Device) {
             d.unknown.push(Unknown::new(
                 field,
                 UnknownReason::Unsupported,
-                files.unreadable,
+                names.unreadable,
             ));
         }
     }
     d.unknown.push(Unknown::new(
         Field::MemoryReservedBytes,
         UnknownReason::Unsupported,
-        files.reserved,
+        names.reserved,
     ));
-    for (region, total, used) in files.regions {
+    for (region, total, used) in names.regions {
         let r = DeviceRegion::new(get(*total), get(*used));
         if r.total_bytes.is_some() || r.used_bytes.is_some() {
             d.regions.insert((*region).to_string(), r);
@@ -470,7 +487,11 @@ pub(crate) fn read_vram_size(files: &[PathBuf]) -> Option<u64> {
 }
 
 /// Temperature, power, energy and clocks from hwmon; milli-°C, µW, µJ and Hz are converted.
-fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetry {
+fn hwmon_telemetry(
+    hwmon: Option<&Path>,
+    files: &mut SysfsFiles,
+    unknown: &mut Vec<Unknown>,
+) -> Telemetry {
     let mut t = Telemetry::default();
     let Some(h) = hwmon else {
         unknown.push(Unknown::new(
@@ -480,7 +501,7 @@ fn hwmon_telemetry(hwmon: Option<&Path>, unknown: &mut Vec<Unknown>) -> Telemetr
         ));
         return t;
     };
-    let get = |name: &str| fsread::read_u64(&h.join(name)).ok();
+    let mut get = |name: &str| files.read_u64(&h.join(name));
     t.temperature_celsius = ["temp1_input", "temp2_input"]
         .iter()
         .find_map(|n| get(n))

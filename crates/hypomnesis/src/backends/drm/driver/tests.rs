@@ -266,9 +266,21 @@ fn read(c: &Case) -> Read {
     let found = sysfs::discover(&roots);
     assert_eq!(found.len(), 1, "{}: {found:?}", c.label);
     let found = found.into_iter().next().unwrap();
-    let device = sysfs::read(&roots, &found, 0, None, true, &mut || {
-        crate::backends::drm::statics::Statics::read(&roots, &found.dir, found.driver.as_deref())
-    });
+    let device = sysfs::read(
+        &roots,
+        &found,
+        0,
+        None,
+        true,
+        &mut || {
+            crate::backends::drm::statics::Statics::read(
+                &roots,
+                &found.dir,
+                found.driver.as_deref(),
+            )
+        },
+        &mut sysfs::SysfsFiles::new(crate::system::fsread::Cap::SYSFS),
+    );
     let devices = DrmDevices {
         listed: vec![(found.clone(), 0)],
         merged: Vec::new(),

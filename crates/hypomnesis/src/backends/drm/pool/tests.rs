@@ -18,9 +18,17 @@ fn read(gpu: FakeGpu, edit: impl FnOnce(&std::path::Path)) -> Device {
         .with_proc(dir.path().join("proc"))
         .with_sys(world.sys.root());
     let found = sysfs::discover(&roots);
-    sysfs::read(&roots, &found[0], 0, None, true, &mut || {
-        super::super::statics::Statics::read(&roots, &found[0].dir, found[0].driver.as_deref())
-    })
+    sysfs::read(
+        &roots,
+        &found[0],
+        0,
+        None,
+        true,
+        &mut || {
+            super::super::statics::Statics::read(&roots, &found[0].dir, found[0].driver.as_deref())
+        },
+        &mut sysfs::SysfsFiles::new(crate::system::fsread::Cap::SYSFS),
+    )
 }
 
 fn integrated_reason(d: &Device) -> Option<&str> {
