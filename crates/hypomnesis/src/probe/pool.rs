@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `host_total`, `host_available` | the host's `MemTotal`, `MemAvailable` |
 //! | `vram_plus_gtt` total (an APU's, from its backend) | VRAM + min(GTT, `MemTotal`): GTT pages are host RAM, so a GTT size set above the RAM (`amdgpu.gttsize`) cannot be filled; the total's source becomes `vram_plus_gtt_host_bound` (unchanged, uncapped, when `meminfo` cannot be read) |
-//! | `process_sum` | Σ of the device's rows (NVML's per-process figures; 0 when the driver listed none) |
+//! | `process_sum` | Σ of the device's rows (NVML's per-process figures; 0 when the driver listed none; unknown when it listed rows and none has a figure, or only an MPS server) |
 //! | `client_sum` | Σ of the device's DRM rows that print a figure (unknown when none does) |
 //! | `vram_plus_gtt_host_bound` | free VRAM + min(free GTT, `MemAvailable`): GTT pages are host RAM |
 //! | `working_set_minus_alloc_host_bound` | min(working set − allocated, `MemAvailable`) |
@@ -153,6 +153,26 @@ fn sum(
         ));
         return None;
     }
+    // Rows listed and none counted: not a measured 0 (the driver listing no process is).
+    if sum.counted_rows == 0 && sum.unknown_rows > 0 {
+        unknown.push(Unknown::new(
+            Field::PoolUsedBytes,
+            UnknownReason::Unsupported,
+            format!(
+                "none of the device's {} process rows reports its memory",
+                sum.unknown_rows + sum.mps_servers_left_out
+            ),
+        ));
+        return None;
+    }
+    if sum.counted_rows == 0 && sum.mps_servers_left_out > 0 {
+        unknown.push(Unknown::new(
+            Field::PoolUsedBytes,
+            UnknownReason::Unsupported,
+            "only an MPS server is listed, whose figure may hold its clients' (not listed here)",
+        ));
+        return None;
+    }
     Some(sum.known_bytes)
 }
 
@@ -226,6 +246,28 @@ mod tests {
             },
         );
         assert_eq!(idle[0].pool.as_ref().unwrap().used_bytes, Some(0));
+        // Processes listed, none with a figure (NVML's VALUE_NOT_AVAILABLE), or only an MPS
+        // server: not a measured 0.
+        let mut server = row(2, 0, Some(GIB));
+        server.may_include_clients = true;
+        for rows in [vec![row(1, 0, None), row(2, 0, None)], vec![server]] {
+            let mut devs = [gb10()];
+            complete(
+                &mut devs,
+                Ok(&h),
+                Rows {
+                    rows: &rows,
+                    failed: &[],
+                },
+            );
+            assert_eq!(devs[0].pool.as_ref().unwrap().used_bytes, None);
+            let why = devs[0]
+                .unknown
+                .iter()
+                .find(|u| u.field == Field::PoolUsedBytes)
+                .unwrap();
+            assert_eq!(why.reason, UnknownReason::Unsupported, "{}", why.detail);
+        }
     }
 
     #[test]

@@ -12,7 +12,8 @@ pub(crate) mod fsread;
 pub mod host;
 #[cfg(feature = "hub")]
 pub mod http;
-// Procfs and sysfs files kept open between readings (opened through `fsread`, re-read with `pread`).
+// Procfs and sysfs files kept open between readings (opened through `fsread`, re-read with
+// `pread`).
 pub(crate) mod kept;
 // Advisory device leases (`hmn pick`, `hmn run --gpu`).
 pub mod lease;
