@@ -757,3 +757,32 @@ fn an_io_error_is_printed_once() {
     assert_eq!(err.matches("os error 2").count(), 1, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// The command's only GPU process reports no memory figure (NVML's VALUE_NOT_AVAILABLE, as
+/// under MIG without privileges): its peak VRAM is unknown with the reason, never 0 B.
+#[test]
+fn a_command_without_a_vram_figure_has_an_unknown_peak_not_zero() {
+    let fake = FakeNvml::new()
+        .device(FakeDevice::h100(0))
+        .process(FakeProcess::compute_child_of_caller(0, 0).not_available());
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let o = until_sampled(&bed, 2);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert!(d["peak_vram_bytes"].is_null(), "{d}");
+    assert!(d["sampled_peak_vram_bytes"].is_null(), "{d}");
+    assert_eq!(d["peak_vram_is_lower_bound"], true);
+    let why = d["vram_unknown_detail"].as_str().unwrap();
+    assert!(why.contains("has no memory figure on this device"), "{why}");
+    let err = stderr(&o);
+    assert!(
+        err.contains("peak VRAM     GPU 0: unknown by the command"),
+        "{err}"
+    );
+    assert!(
+        err.contains("GPU 0: not every figure could be read: pid "),
+        "{err}"
+    );
+    assert!(!err.contains("GPU 0: 0 B by the command"), "{err}");
+}

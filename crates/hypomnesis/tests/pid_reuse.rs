@@ -134,7 +134,8 @@ fn both_directions() {
     let s = sampler.sample();
     assert_eq!(pids(&s), [ROOT]);
     assert_eq!(
-        s.devices[0].tree_vram_bytes, 0,
+        s.devices[0].tree_vram_bytes,
+        Some(0),
         "pid 300 is not in the tree"
     );
 
@@ -152,7 +153,11 @@ fn both_directions() {
     );
     let child = s.processes.iter().find(|p| p.pid == REUSED).unwrap();
     assert!(child.rss_bytes >= 64 * MIB, "{child:?}");
-    assert_eq!(s.devices[0].tree_vram_bytes, 2 * GIB, "its VRAM is counted");
+    assert_eq!(
+        s.devices[0].tree_vram_bytes,
+        Some(2 * GIB),
+        "its VRAM is counted"
+    );
 
     // Direction 2: the member exits and an unrelated process takes its pid, then forks.
     kill(REUSED);
@@ -167,7 +172,7 @@ fn both_directions() {
         [ROOT],
         "neither the stranger nor its child is in the tree"
     );
-    assert_eq!(s.devices[0].tree_vram_bytes, 0);
+    assert_eq!(s.devices[0].tree_vram_bytes, Some(0));
 
     let report = sampler.report();
     let seen: Vec<u32> = report.processes.iter().map(|p| p.pid).collect();

@@ -117,10 +117,11 @@ fn vram_of_the_tree_from_nvml_with_processes_coming_and_going() {
         Target::Tree(id_of(&child)),
         SamplerOptions::default(),
     );
-    let tree_vram: Vec<u64> = (0..5)
+    let tree_vram: Vec<Option<u64>> = (0..5)
         .map(|_| sampler.sample().devices[0].tree_vram_bytes)
         .collect();
-    assert_eq!(tree_vram, vec![1024 * MIB, 3072 * MIB, 2048 * MIB, 0, 0]);
+    let want = [1024 * MIB, 3072 * MIB, 2048 * MIB, 0, 0].map(Some);
+    assert_eq!(tree_vram, want, "no row of the tree: a measured 0");
     let report = sampler.report();
     assert_eq!(report.peak_vram_bytes[&0], 3072 * MIB);
     assert_eq!(report.peak_device_used_bytes[&0], 9000 * MIB);
@@ -328,5 +329,58 @@ fn a_zombie_is_no_member_and_a_tree_never_found_alive_is_not_measured() {
         "no peak of 0 for it: {:?}",
         r.processes
     );
+    child.wait().unwrap();
+}
+
+/// The target's device memory is unknown, not 0, in a sample where none of its rows on a device
+/// has a figure, and the device's peak a lower bound with the reason and the samples counted.
+#[test]
+fn the_targets_device_memory_is_unknown_not_zero_without_a_figure() {
+    let mut bed = Bed::new().real_proc();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let fake = FakeNvml::h100s(2)
+        .process(FakeProcess::compute(0, pid, 4096 * MIB).visible(0, 1))
+        .process(
+            FakeProcess::compute(0, pid, 0)
+                .not_available()
+                .visible(1, 9),
+        )
+        .process(FakeProcess::compute(1, pid, 0).not_available());
+    bed.install_nvml(&fake);
+    let mut sampler = Sampler::new(
+        bed.probe(),
+        Target::Tree(id_of(&child)),
+        SamplerOptions::default(),
+    );
+    let first = sampler.sample();
+    let on = |s: &hypomnesis::sampler::Sample, i: usize| {
+        let d = &s.devices[i];
+        (d.tree_vram_bytes, d.tree_vram_is_lower_bound)
+    };
+    assert_eq!(on(&first, 0), (Some(4096 * MIB), false));
+    assert_eq!(on(&first, 1), (None, false), "no figure: unknown, not 0");
+    let second = sampler.sample();
+    assert_eq!(on(&second, 0), (None, false));
+    let peaks = hypomnesis::peaks::device_peaks(&sampler.report());
+    assert_eq!(peaks.len(), 2, "{peaks:?}");
+    assert_eq!(peaks[0].peak_vram_bytes, Some(4096 * MIB));
+    assert!(peaks[0].peak_vram_is_lower_bound);
+    let why = peaks[0].vram_unknown_detail.as_deref().unwrap();
+    assert!(
+        why.contains(&format!("pid {pid} has no memory figure"))
+            && why.ends_with("(in 1 of 2 samples)"),
+        "{why}"
+    );
+    assert_eq!(peaks[1].peak_vram_bytes, None);
+    assert_eq!(peaks[1].sampled_peak_vram_bytes, None);
+    assert!(
+        peaks[1]
+            .vram_unknown_detail
+            .as_deref()
+            .unwrap()
+            .ends_with("(in 2 of 2 samples)")
+    );
+    child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -36,12 +36,12 @@ impl GpuLease {
             s.devices
                 .iter()
                 .find(|d| d.index == index)
-                .map(|d| d.tree_vram_bytes)
+                .and_then(|d| d.tree_vram_bytes)
         });
     }
 
     /// [`GpuLease::observe`] over what the tree holds per device (`held(index)`; `None`: the
-    /// device was not sampled).
+    /// device was not sampled, or the tree's figure there is unknown).
     fn observe_held(&mut self, held: impl Fn(u32) -> Option<u64>) {
         if self.reservations.is_empty() {
             return;

@@ -72,7 +72,10 @@ impl PlotSeries {
         self.add(
             s.t_ms,
             s.rss_bytes,
-            s.devices.iter().map(|d| (d.index, d.tree_vram_bytes)),
+            // An unknown figure is a gap in the device's line, not a 0.
+            s.devices
+                .iter()
+                .filter_map(|d| Some((d.index, d.tree_vram_bytes?))),
         );
     }
 

@@ -181,11 +181,22 @@ impl RunReport {
                 .peak_device_used_bytes
                 .map(|u| format!("; device-wide peak {}", bytes(u)))
                 .unwrap_or_default();
+            let peak = match (d.peak_vram_bytes, d.peak_vram_is_lower_bound) {
+                (Some(b), false) => bytes(b),
+                (Some(b), true) => format!("≥ {}", bytes(b)),
+                (None, _) => "unknown".to_string(),
+            };
             t.push_str(&format!(
-                "  peak VRAM     GPU {}: {} by the command{dev}\n",
+                "  peak VRAM     GPU {}: {peak} by the command{dev}\n",
                 d.index,
-                bytes(d.peak_vram_bytes)
             ));
+            if let Some(why) = &d.vram_unknown_detail {
+                t.push_str(&format!(
+                    "                GPU {}: not every figure could be read: {}\n",
+                    d.index,
+                    sanitize(why)
+                ));
+            }
             if let Some(kind) = d.pool {
                 t.push_str(&format!(
                     "                {}\n",
@@ -204,7 +215,8 @@ impl RunReport {
                     "                GPU {}: {} largest single process (driver accounting); {} largest sampled sum\n",
                     d.index,
                     bytes(l),
-                    bytes(d.sampled_peak_vram_bytes)
+                    d.sampled_peak_vram_bytes
+                        .map_or_else(|| "unknown".to_string(), bytes)
                 ));
             } else if d.vram_accounting == AccountingState::Enabled
                 && let Some(why) = &d.vram_accounting_detail
@@ -298,10 +310,12 @@ mod tests {
                 r#""largest_process_peak_rss_bytes":272629760,"rusage_max_rss_bytes":272629760,"#,
                 r#""cgroup_peak_bytes":null,"devices":["#,
                 r#"{"index":0,"peak_vram_bytes":6291456,"sampled_peak_vram_bytes":6291456,"#,
+                r#""peak_vram_is_lower_bound":false,"#,
                 r#""largest_process_peak_vram_bytes":null,"vram_accounting":"unavailable","#,
                 r#""vram_accounting_detail":"this device's driver keeps no per-process peak","#,
                 r#""peak_device_used_bytes":20971520},"#,
                 r#"{"index":1,"peak_vram_bytes":2097152,"sampled_peak_vram_bytes":2097152,"#,
+                r#""peak_vram_is_lower_bound":false,"#,
                 r#""largest_process_peak_vram_bytes":null,"vram_accounting":"unavailable","#,
                 r#""vram_accounting_detail":"this device's driver keeps no per-process peak","#,
                 r#""peak_device_used_bytes":null}],"#,

@@ -16,6 +16,8 @@
 //!
 //! [`TreePeaks::from_report`] applies all of them at once. Nothing here reads a file.
 
+use std::collections::BTreeSet;
+
 use crate::measure::sampler::SamplerReport;
 use crate::system::cgroup::CgroupVersion;
 use crate::types::PoolKind;
@@ -176,10 +178,19 @@ pub struct DevicePeak {
     /// Device index.
     pub index: u32,
     /// Device memory held by the tree: the highest sampled sum, floored by the largest
-    /// single-process peak of the driver's accounting.
-    pub peak_vram_bytes: u64,
-    /// The highest sum of the tree's device memory in one sample.
-    pub sampled_peak_vram_bytes: u64,
+    /// single-process peak of the driver's accounting; `None` when no sample could count it
+    /// (or the samples that could found none of it while others could not) and the driver kept
+    /// no record (`vram_unknown_detail` says why).
+    pub peak_vram_bytes: Option<u64>,
+    /// The highest sum of the tree's device memory in one sample (`None`: no sample could
+    /// count it).
+    pub sampled_peak_vram_bytes: Option<u64>,
+    /// Whether `peak_vram_bytes` may be short: in some sample a process of the tree had no
+    /// figure on the device, or its process list could not be read.
+    pub peak_vram_is_lower_bound: bool,
+    /// Why, and in how many samples ([`SamplerReport::vram_unknown`]).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub vram_unknown_detail: Option<String>,
     /// The largest peak of one of the tree's processes in the driver's own records; `None`
     /// unless `vram_accounting` is [`AccountingState::Enabled`].
     pub largest_process_peak_vram_bytes: Option<u64>,
@@ -367,10 +378,17 @@ pub fn peak_ram(
 /// [`accounting_state`] is [`AccountingState::Enabled`]); the accounting state; the
 /// device-wide peak.
 pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
-    report
+    let indices: BTreeSet<u32> = report
         .peak_vram_bytes
-        .iter()
-        .map(|(&index, &sampled)| {
+        .keys()
+        .chain(report.vram_unknown.keys())
+        .copied()
+        .collect();
+    indices
+        .into_iter()
+        .map(|index| {
+            let sampled = report.peak_vram_bytes.get(&index).copied();
+            let unknown = report.vram_unknown.get(&index);
             let largest = report.max_process_peak_vram_bytes.get(&index).copied();
             let (state, mut detail) = accounting_state(report, index);
             if state == AccountingState::Enabled && largest.is_none() {
@@ -378,8 +396,21 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
             }
             DevicePeak {
                 index,
-                peak_vram_bytes: floored(sampled, largest),
-                sampled_peak_vram_bytes: sampled,
+                // A lower bound of 0 says nothing: unknown.
+                peak_vram_bytes: sampled
+                    .into_iter()
+                    .chain(largest)
+                    .max()
+                    .filter(|&b| b > 0 || unknown.is_none()),
+                sampled_peak_vram_bytes: sampled.filter(|&b| b > 0 || unknown.is_none()),
+                // The driver's record of a process is its whole peak, but not the tree's sum.
+                peak_vram_is_lower_bound: unknown.is_some(),
+                vram_unknown_detail: unknown.map(|u| {
+                    format!(
+                        "{} (in {} of {} samples)",
+                        u.detail, u.samples, report.samples
+                    )
+                }),
                 largest_process_peak_vram_bytes: largest,
                 vram_accounting: state,
                 vram_accounting_detail: detail,
@@ -426,11 +457,6 @@ pub fn accounting_state(report: &SamplerReport, index: u32) -> (AccountingState,
 pub const NO_RECORD: &str = "accounting is on, but the driver kept no record with a peak for \
      the command's processes on this device (none of them used it, or each record belonged to \
      another process with the same pid)";
-
-/// `bytes`, raised to `floor` when that is larger.
-fn floored(bytes: u64, floor: Option<u64>) -> u64 {
-    bytes.max(floor.unwrap_or(0))
-}
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,10 @@
 //! peaks where NVIDIA accounting mode is on ([`crate::accounting`]), matched to the target's
 //! processes by pid and start time.
 
+mod vram;
+
+pub use vram::PartialVram;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -109,8 +113,12 @@ pub struct DeviceSample {
     /// Device index.
     pub index: u32,
     /// Device memory used by the target's processes: their [`VramSum`]'s known bytes (an MPS
-    /// server counted once; a lower bound when a process's figure was unknown).
-    pub tree_vram_bytes: u64,
+    /// server counted once); `None` when the device's process list could not be read, or when
+    /// the target has rows on it and none has a figure — unknown, not 0.
+    pub tree_vram_bytes: Option<u64>,
+    /// Whether `tree_vram_bytes` leaves out a process of the target whose figure is unknown
+    /// (NVML's `VALUE_NOT_AVAILABLE` under MIG or WDDM): a lower bound.
+    pub tree_vram_is_lower_bound: bool,
     /// Device-wide used memory (all processes), when known.
     pub used_bytes: Option<u64>,
     /// Utilization, temperature, power, clocks.
@@ -186,8 +194,13 @@ pub struct SamplerReport {
     /// Highest sum of the members' PSS (`smaps_rollup`, read about once a second): unlike an
     /// RSS sum it counts a page shared by several members (after `fork`) once.
     pub peak_pss_sum_bytes: Option<u64>,
-    /// Per device: highest device memory held by the members in one sample.
+    /// Per device: highest device memory held by the members in one sample (devices where no
+    /// sample knew it are absent: see `vram_unknown`).
     pub peak_vram_bytes: BTreeMap<u32, u64>,
+    /// Per device where some sample could not count all of the members' device memory: in how
+    /// many, and why (the first reason). The device's peak is then a lower bound, or unknown.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "BTreeMap::is_empty"))]
+    pub vram_unknown: BTreeMap<u32, PartialVram>,
     /// Per device: highest device-wide used memory.
     pub peak_device_used_bytes: BTreeMap<u32, u64>,
     /// Per device with NVIDIA accounting mode on: the largest peak of one of the target's
@@ -303,6 +316,8 @@ impl Sampler {
             })
             .collect();
         let mut tree_vram: BTreeMap<u32, VramSum> = BTreeMap::new();
+        // Per device, why a row of the target has no figure (the first row's reason).
+        let mut no_figure: BTreeMap<u32, String> = BTreeMap::new();
         // A row's figure is its share of its device's pool: VRAM plus GTT on an AMD APU (a
         // model in GTT is the process's), else its used memory.
         let kinds: BTreeMap<u32, Option<PoolKind>> = gpu
@@ -329,6 +344,9 @@ impl Sampler {
                 .or_default()
                 .add_in_pool(row, kind);
             let Some(used) = row.pool_bytes(kind) else {
+                no_figure
+                    .entry(row.device_index)
+                    .or_insert_with(|| vram::no_figure_detail(row));
                 continue;
             };
             if let Some(p) = processes.get_mut(i) {
@@ -338,9 +356,19 @@ impl Sampler {
         let devices: Vec<DeviceSample> = gpu
             .devices
             .iter()
-            .map(|d| DeviceSample {
+            .map(|d| {
+                let sum = tree_vram.get(&d.index);
+                let tree = vram::tree_figure(sum, gpu.failed_devices.contains(&d.index));
+                (
+                    d,
+                    tree,
+                    tree.is_some() && sum.is_some_and(VramSum::is_lower_bound),
+                )
+            })
+            .map(|(d, tree, lower)| DeviceSample {
                 index: d.index,
-                tree_vram_bytes: tree_vram.get(&d.index).map_or(0, |s| s.known_bytes),
+                tree_vram_bytes: tree,
+                tree_vram_is_lower_bound: lower,
                 // A pool that is host RAM has its own used figure (the device's may be the
                 // carve-out alone, or none).
                 used_bytes: if d.pool_kind().is_some_and(PoolKind::shares_host_memory) {
@@ -352,6 +380,20 @@ impl Sampler {
                 unattributed: gpu.unattributed_on(d),
             })
             .collect();
+        for d in &devices {
+            let why = if gpu.failed_devices.contains(&d.index) {
+                Some(vram::LIST_FAILED.to_string())
+            } else {
+                no_figure.remove(&d.index)
+            };
+            if let Some(why) = why {
+                self.report
+                    .vram_unknown
+                    .entry(d.index)
+                    .or_insert_with(|| PartialVram::new(why))
+                    .samples += 1;
+            }
+        }
         for d in &gpu.devices {
             if let Some(k) = d.pool_kind().filter(|k| k.shares_host_memory()) {
                 self.report.device_pools.insert(d.index, k);
@@ -416,8 +458,10 @@ impl Sampler {
         }
         r.elapsed_ms = s.t_ms;
         for d in &s.devices {
-            let v = r.peak_vram_bytes.entry(d.index).or_default();
-            *v = (*v).max(d.tree_vram_bytes);
+            if let Some(b) = d.tree_vram_bytes {
+                let v = r.peak_vram_bytes.entry(d.index).or_default();
+                *v = (*v).max(b);
+            }
             if let Some(u) = d.used_bytes {
                 let p = r.peak_device_used_bytes.entry(d.index).or_default();
                 *p = (*p).max(u);

@@ -197,13 +197,13 @@ fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
     let d = device_peaks(&r);
     assert_eq!(d.len(), 2);
     assert_eq!(d[0].index, 0, "in index order");
-    assert_eq!(d[0].peak_vram_bytes, 6 * MIB);
-    assert_eq!(d[0].sampled_peak_vram_bytes, 6 * MIB);
+    assert_eq!(d[0].peak_vram_bytes, Some(6 * MIB));
+    assert_eq!(d[0].sampled_peak_vram_bytes, Some(6 * MIB));
     assert_eq!(d[0].largest_process_peak_vram_bytes, None);
     assert_eq!(d[0].vram_accounting, AccountingState::Disabled);
     assert_eq!(d[0].peak_device_used_bytes, Some(20 * MIB));
-    assert_eq!(d[1].peak_vram_bytes, 5 * MIB, "floored");
-    assert_eq!(d[1].sampled_peak_vram_bytes, 2 * MIB);
+    assert_eq!(d[1].peak_vram_bytes, Some(5 * MIB), "floored");
+    assert_eq!(d[1].sampled_peak_vram_bytes, Some(2 * MIB));
     assert_eq!(d[1].largest_process_peak_vram_bytes, Some(5 * MIB));
     assert_eq!(d[1].vram_accounting, AccountingState::Enabled);
     assert_eq!(d[1].vram_accounting_detail, None);
@@ -217,12 +217,41 @@ fn device_peaks_are_floored_by_the_drivers_per_process_peak() {
     assert_eq!(d[1].vram_accounting_detail.as_deref(), Some(NO_RECORD));
     assert_eq!(
         d[1].peak_vram_bytes,
-        2 * MIB,
+        Some(2 * MIB),
         "the sampled sum, not floored"
     );
+    // A sample that could not count the tree's memory: a lower bound with why; a device no
+    // sample could count has no peak, unless the driver's record gives one.
+    r.samples = 4;
+    let mut partial = crate::measure::sampler::PartialVram::new("pid 7: no figure".into());
+    partial.samples = 1;
+    r.vram_unknown.insert(1, partial.clone());
+    r.vram_unknown.insert(2, partial);
+    let d = device_peaks(&r);
+    assert_eq!(d.len(), 3);
+    assert!(!d[0].peak_vram_is_lower_bound && d[0].vram_unknown_detail.is_none());
+    assert!(d[1].peak_vram_is_lower_bound);
+    assert_eq!(d[1].peak_vram_bytes, Some(2 * MIB));
+    assert_eq!(
+        d[1].vram_unknown_detail.as_deref(),
+        Some("pid 7: no figure (in 1 of 4 samples)")
+    );
+    assert_eq!(
+        (d[2].index, d[2].peak_vram_bytes),
+        (2, None),
+        "unknown, not 0"
+    );
+    r.max_process_peak_vram_bytes.insert(2, 3 * MIB);
+    assert_eq!(
+        device_peaks(&r)[2].peak_vram_bytes,
+        Some(3 * MIB),
+        "the record"
+    );
+    r.vram_unknown.clear();
+    r.max_process_peak_vram_bytes.remove(&2);
     // A per-process peak below the sampled sum changes nothing.
     r.max_process_peak_vram_bytes.insert(0, MIB);
-    assert_eq!(device_peaks(&r)[0].peak_vram_bytes, 6 * MIB);
+    assert_eq!(device_peaks(&r)[0].peak_vram_bytes, Some(6 * MIB));
     // A device whose memory is host RAM says so; the others say nothing.
     assert_eq!(d[0].pool, None);
     r.device_pools.insert(1, PoolKind::UnifiedHost);
