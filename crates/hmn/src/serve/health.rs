@@ -6,6 +6,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use hypomnesis::types::Bound;
 use hypomnesis::{Device, MemoryHealth, Unattributed, Vendor, XidTally, XidUncounted};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -30,6 +31,7 @@ pub struct Series {
     xid_events: CounterFamily,
     xid_counting: GaugeFamily,
     unattributed: GaugeFamily,
+    unattributed_upper_bound: GaugeFamily,
 }
 
 fn gauge(reg: &mut Registry, name: &str, help: &str, unit: Option<Unit>) -> GaugeFamily {
@@ -133,6 +135,13 @@ impl Series {
                  a process's figure is unknown; omitted where it cannot be bounded)",
                 Some(Unit::Bytes),
             ),
+            unattributed_upper_bound: gauge(
+                reg,
+                "hmn_device_memory_unattributed_is_upper_bound",
+                "1 when hmn_device_memory_unattributed_bytes is only an upper bound (a listed \
+                 process's figure is unknown and may hold part of it), 0 when exact",
+                None,
+            ),
         }
     }
 
@@ -146,6 +155,9 @@ impl Series {
     ) {
         if let Some(b) = unattributed.bytes {
             self.unattributed.get_or_create(l).set(b as f64);
+            self.unattributed_upper_bound
+                .get_or_create(l)
+                .set(flag(unattributed.bound == Some(Bound::AtMost)));
         }
         if let Some(t) = xid.filter(|_| d.vendor == Vendor::Nvidia) {
             // While the counter is starting neither is known yet: no sample.

@@ -61,6 +61,17 @@ fn health_xid_and_unattributed_series() {
         format!("hmn_device_ras_errors_total{{{l},block=\"umc\",error=\"correctable\"}} 5"),
         format!("hmn_device_xid_events_total{{{l},xid=\"79\"}} 2"),
         format!("hmn_device_memory_unattributed_bytes{{{l}}} 40"),
+        format!("hmn_device_memory_unattributed_is_upper_bound{{{l}}} 0"),
+    ] {
+        assert!(body.contains(&want), "missing {want}\n{body}");
+    }
+    // A listed process without a figure: the remainder is at most that, and says so.
+    c.list.processes.push(GpuProcessBuilder::new(9, 0).build());
+    assert_eq!(c.list.processes[0].used_bytes, None);
+    let body = to_prometheus_text(&render_fresh(&c));
+    for want in [
+        format!("hmn_device_memory_unattributed_bytes{{{l}}} 40"),
+        format!("hmn_device_memory_unattributed_is_upper_bound{{{l}}} 1"),
     ] {
         assert!(body.contains(&want), "missing {want}\n{body}");
     }
