@@ -203,6 +203,11 @@ impl AtomicFile {
         }
     }
 
+    /// Where the new file is until it is committed.
+    pub fn temp_path(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Cuts the new file to its first `len` bytes, dropping what is buffered beyond them (after
     /// a failed write: keeps the complete records written before it). Truncating frees space,
     /// so it works on a full disk.

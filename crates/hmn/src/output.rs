@@ -136,6 +136,22 @@ pub fn note(line: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`note`] from a thread of its own, waiting at most `wait` for it: for a process about to
+/// end whose stderr may be a pipe nobody reads (the write would never return).
+pub fn note_within(line: &str, wait: std::time::Duration) {
+    let (done, waited) = std::sync::mpsc::channel();
+    let line = line.to_string();
+    let writer = std::thread::Builder::new()
+        .name("hmn-note".to_string())
+        .spawn(move || {
+            let _ = note(&line);
+            let _ = done.send(());
+        });
+    if writer.is_ok() {
+        let _ = waited.recv_timeout(wait);
+    }
+}
+
 /// Writes warnings to stderr, one `hmn: warning: …` line each.
 pub fn warnings(warnings: &[Warning]) -> anyhow::Result<()> {
     let mut err = io::stderr().lock();

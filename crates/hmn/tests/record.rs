@@ -263,3 +263,62 @@ fn the_interval_is_announced_as_given() {
         assert_eq!(s["interval_ms"], 50);
     }
 }
+
+/// Whether `pid`'s main thread is blocked writing into a full pipe (the kernel's wait channel:
+/// `pipe_write`, `anon_pipe_write` since 6.x).
+fn blocked_on_a_pipe(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/wchan"))
+        .is_ok_and(|w| w.contains("pipe_write"))
+}
+
+/// `record -` whose reader stopped reading: the main thread is stuck in a write to stdout, and
+/// a stop (or `--duration`'s end) still ends hmn within its grace, with status 2 and a line
+/// that says why — never a process that outlives every signal.
+#[test]
+fn a_stop_ends_a_recording_whose_stdout_is_not_read() {
+    for with_duration in [false, true] {
+        let bed = bed();
+        let mut args = vec!["record", "--interval", "10ms", "--max-processes", "64"];
+        if with_duration {
+            args.extend(["--duration", "4s"]);
+        }
+        args.push("-");
+        let mut child = bed
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Nobody reads stdout: the pipe fills (64 KiB) and the next write blocks.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !blocked_on_a_pipe(child.id()) {
+            assert!(Instant::now() < deadline, "never blocked on stdout");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let started = Instant::now();
+        if !with_duration {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        }
+        let o = ends(&mut child);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        let end = if with_duration {
+            "--duration's end"
+        } else {
+            "the stop"
+        };
+        assert!(
+            e.contains(&format!(
+                "record: -: stdout has not taken data for 2 s after {end}"
+            )),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -18,10 +18,17 @@
 //! last complete line and puts it in place, so every complete sample is kept; if even that
 //! fails, the temporary file is kept and named. If hmn is killed outright, the temporary file
 //! keeps every sample written but the one in progress.
+//!
+//! A write that does not return — stdout a pipe whose reader stopped reading, a file on a
+//! disk that does not take data — would hold the main thread past any stop. So a stop (and
+//! `--duration`'s end) also arms [`STOP_GRACE`]: if the main thread is still writing then, hmn
+//! says so (from a thread of its own, waiting at most 200 ms: stderr may be the same stuck
+//! pipe) and exits with status 2, the temporary file kept and named (every sample but the one
+//! being written).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -65,6 +72,43 @@ fn stuck_after(interval: Duration) -> Duration {
     (interval * 3).max(Duration::from_secs(2))
 }
 
+/// How long a stop waits for a write in progress before hmn ends without it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Arms a grace: after `wait`, if `writing` is still set (the main thread has not left its
+/// writes), ends hmn with status 2 and says why — `end` names what should have ended it (the
+/// stop, `--duration`'s end); `kept`: the temporary file, for a FILE.
+fn arm_grace(
+    name: &str,
+    kept: Option<&std::path::Path>,
+    writing: Arc<AtomicBool>,
+    wait: Duration,
+    end: &str,
+) {
+    let why = match kept {
+        Some(t) => format!(
+            "record: {name}: a write has not returned {} after {end} (a disk that does not \
+             take data); the samples written are kept in {}",
+            duration(STOP_GRACE),
+            t.display()
+        ),
+        None => format!(
+            "record: {name}: stdout has not taken data for {} after {end} (its reader \
+             stopped reading); ended",
+            duration(STOP_GRACE)
+        ),
+    };
+    let _ = std::thread::Builder::new()
+        .name("hmn-stop-grace".to_string())
+        .spawn(move || {
+            std::thread::sleep(wait);
+            if writing.load(Ordering::SeqCst) {
+                crate::output::note_within(&why, Duration::from_millis(200));
+                std::process::exit(2);
+            }
+        });
+}
+
 /// A writer that counts the bytes it passed on.
 struct Counting<'a> {
     inner: &'a mut Sink,
@@ -104,8 +148,36 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let mut sink = Sink::open(&dest).with_context(|| format!("record: {name}"))?;
     let (tx, rx) = mpsc::channel();
     let stops = tx.clone();
+    let writing = Arc::new(AtomicBool::new(true));
+    let kept = match &sink {
+        Sink::File(f) => Some(f.temp_path().to_path_buf()),
+        Sink::Stdout(_) => None,
+    };
+    if let Some(d) = args.duration {
+        // The end `record` keeps (it waits beyond it for a first sample), then the grace.
+        let wait = d.max(stuck_after(args.interval)) + STOP_GRACE;
+        arm_grace(
+            &name,
+            kept.as_deref(),
+            Arc::clone(&writing),
+            wait,
+            "--duration's end",
+        );
+    }
+    let (armed, grace) = (AtomicBool::new(false), Arc::clone(&writing));
+    let grace_name = name.clone();
     crate::signals::on_each_stop(move |_| {
         let _ = stops.send(Event::Stop);
+        if !armed.swap(true, Ordering::SeqCst) {
+            let writing = Arc::clone(&grace);
+            arm_grace(
+                &grace_name,
+                kept.as_deref(),
+                writing,
+                STOP_GRACE,
+                "the stop",
+            );
+        }
     })?;
     let control = Control::new(args.interval);
     let samples = Samples(tx);
@@ -129,6 +201,7 @@ pub fn run(opts: ProbeOptions, args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut progress = Progress::default();
     let failure = record(&rx, &mut sink, args, started, &mut progress);
+    writing.store(false, Ordering::SeqCst);
     control.stop.store(true, Ordering::Relaxed);
     let failure = match failure {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe && on_stdout => None,
