@@ -11,8 +11,9 @@
 //! Every rule is the library's: the per-runtime defaults and their validation
 //! (`FitParams::defaults`, `FitParams::validate`, `Runtime::for_target`), and the plan —
 //! where the estimate is judged, each device's budget and verdict, the layer split, the chosen
-//! device and the overall verdict (`estimate::plan`). This module gathers the devices; `text`
-//! and `json` format.
+//! device and the overall verdict (`estimate::plan`), and the devices `--device all` judges (a
+//! GPU in MIG mode as its MIG devices: `plan::judged_devices`). This module gathers the
+//! devices; `text` and `json` format.
 
 mod json;
 mod mig;
@@ -26,6 +27,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use hypomnesis::estimate::model::{OpenedModel, open};
+use hypomnesis::estimate::plan::judged_devices;
 use hypomnesis::estimate::{Estimate, Fit, FitParams, NoAnswer, Runtime, Target, estimate, plan};
 use hypomnesis::{Device, Probe, Warning};
 
@@ -238,7 +240,8 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
         let list = probe.devices();
         let empty = list.devices.is_empty();
         let err = empty.then(|| crate::output::no_gpu_line(&list.absent_reasons()));
-        let (devices, mut warnings) = mig::expand(list.devices);
+        // A GPU in MIG mode judged as its MIG devices (the library's rule).
+        let (devices, mut warnings) = judged_devices(&list.devices);
         warnings.extend(list.warnings);
         (devices, warnings, err, empty)
     } else {

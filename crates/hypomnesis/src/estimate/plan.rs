@@ -9,9 +9,10 @@
 //! | the overall verdict: the chosen device's, or for a split the worst part's (the host part included) | [`Plan::fit`] |
 //! | the devices the model is placed on | [`Plan::devices_used`] |
 //! | which plans read the host's available RAM | [`Target::needs_host_available`] |
+//! | the devices a plan over every device judges (a GPU in MIG mode as its MIG devices) | [`devices`]: [`judged_devices`] |
 //!
-//! Nothing here reads a device or a file: the caller gathers the devices and the host's
-//! `MemAvailable` and passes them in.
+//! Nothing here reads a device or a file: the caller gathers the devices (as probed, then
+//! [`judged_devices`] for every device) and the host's `MemAvailable` and passes them in.
 
 use super::arch::ModelSpec;
 use super::budget::{Budget, BudgetSource, NoBudget};
@@ -26,6 +27,9 @@ use crate::types::{Device, DeviceMemory, Source, Vendor};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
+
+pub mod devices;
+pub use devices::{Judged, judged_as, judged_devices};
 
 /// What the estimate is judged against.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +49,8 @@ pub enum Target<'a> {
     /// one with the most headroom is chosen). Without it each listed device is judged alone —
     /// or, at vLLM tensor parallel N > 1, the first N together.
     Devices {
-        /// The devices, as gathered (a MIG device as its own device).
+        /// The devices, as gathered (a MIG device as its own device; every device of a
+        /// probe as [`judged_devices`] lists them).
         devices: &'a [Device],
         /// Whether every device was asked for.
         every: bool,
