@@ -9,7 +9,7 @@
 //! | the overall verdict: the chosen device's, or for a split the worst part's (the host part included) | [`Plan::fit`] |
 //! | the devices the model is placed on | [`Plan::devices_used`] |
 //! | which plans read the host's available RAM | [`Target::needs_host_available`] |
-//! | the devices a plan over every device judges (a GPU in MIG mode as its MIG devices) | [`devices`]: [`judged_devices`] |
+//! | the devices a plan over every device judges (a GPU in MIG mode as its MIG devices), and when a question goes to the CPU instead | [`devices`]: [`judged_devices`], [`judged_on_cpu`] |
 //!
 //! Nothing here reads a device or a file: the caller gathers the devices (as probed, then
 //! [`judged_devices`] for every device) and the host's `MemAvailable` and passes them in.
@@ -29,7 +29,7 @@ use crate::types::{Device, DeviceMemory, Source, Vendor};
 use serde::Serialize;
 
 pub mod devices;
-pub use devices::{Judged, judged_as, judged_devices};
+pub use devices::{Asked, Judged, judged_as, judged_devices, judged_on_cpu};
 
 /// What the estimate is judged against.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +42,8 @@ pub enum Target<'a> {
     /// its layers over them by these figures); each answer is [`TargetKind::Given`], numbered
     /// in the order given.
     GivenEach(&'a [u64]),
-    /// The host's available RAM (`MemAvailable`): llama.cpp without a GPU.
+    /// The host's available RAM (`MemAvailable`): llama.cpp without a GPU (asked for, or with
+    /// no GPU at all: [`judged_on_cpu`]).
     Cpu,
     /// These devices. `every`: the caller asked for every device (`hmn fits --device all`), so
     /// llama.cpp splits its layers over them and other runtimes are judged on each alone (the

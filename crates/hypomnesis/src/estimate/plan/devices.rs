@@ -1,9 +1,11 @@
 //! What a plan is judged on, from what the probe found: the devices a plan over every device
-//! judges (a GPU in MIG mode stands as its MIG devices).
+//! judges (a GPU in MIG mode stands as its MIG devices), and when there is no GPU to judge on,
+//! whether the question goes to the CPU instead.
 //!
 //! | Rule | Where |
 //! |---|---|
 //! | a GPU in MIG mode stands as its MIG devices, each judged against its own GPU instance's memory (a CUDA process runs inside one); with no MIG device it is not judged, and a warning says so | [`judged_as`], [`judged_devices`] (`hmn fits --device all`, `hmn pick`) |
+//! | the CPU: when asked, or with no GPU at all for a model (not a size), unless a device was named | [`judged_on_cpu`] |
 //!
 //! Nothing here reads a device: the caller passes what the probe found.
 
@@ -60,6 +62,33 @@ pub fn judged_devices(devices: &[Device]) -> (Vec<Device>, Vec<Warning>) {
         }
     }
     (out, warnings)
+}
+
+/// Which device the caller asked to judge on (`hmn fits --device`), for [`judged_on_cpu`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Asked {
+    /// No device named: the first (the first N for vLLM tensor parallel N).
+    Default,
+    /// Every device (`--device all`).
+    Every,
+    /// One device named: an index, a UUID, a PCI bus id.
+    Named,
+    /// The CPU (`--device cpu`).
+    Cpu,
+}
+
+/// Whether the question is judged on the CPU ([`super::Target::Cpu`], as llama.cpp without a
+/// GPU: [`crate::estimate::Runtime::for_target`]): when the CPU was asked for; or when the
+/// probe found no GPU at all (`no_gpu`) and there is a model to judge (`model`), unless a
+/// device was named — a named device that is not there is an error, and a size is only ever
+/// compared with a device's free memory.
+pub fn judged_on_cpu(asked: Asked, no_gpu: bool, model: bool) -> bool {
+    match asked {
+        Asked::Cpu => true,
+        Asked::Named => false,
+        Asked::Default | Asked::Every => no_gpu && model,
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +152,16 @@ mod tests {
             m.current = MigMode::Disabled;
         }
         assert_eq!(judged_devices(&[pending.clone()]).0, [pending]);
+    }
+
+    #[test]
+    fn no_gpu_sends_a_model_to_the_cpu_unless_a_device_was_named() {
+        for asked in [Asked::Default, Asked::Every] {
+            assert!(judged_on_cpu(asked, true, true), "{asked:?}");
+            assert!(!judged_on_cpu(asked, true, false), "a size: {asked:?}");
+            assert!(!judged_on_cpu(asked, false, true), "a GPU: {asked:?}");
+        }
+        assert!(!judged_on_cpu(Asked::Named, true, true));
+        assert!(judged_on_cpu(Asked::Cpu, false, false));
     }
 }
