@@ -11,8 +11,10 @@
 //! Every rule is the library's: the per-runtime defaults and their validation
 //! (`FitParams::defaults`, `FitParams::validate`, `Runtime::for_target`), and the plan —
 //! where the estimate is judged, each device's budget and verdict, the layer split, the chosen
-//! device and the overall verdict (`estimate::plan`). This module gathers the devices; `text`
-//! and `json` format.
+//! device and the overall verdict (`estimate::plan`), the devices `--device all` judges (a GPU
+//! in MIG mode as its MIG devices: `plan::judged_devices`) and when a model goes to the CPU
+//! for want of a GPU (`plan::judged_on_cpu`). This module gathers the devices; `text` and
+//! `json` format.
 
 mod json;
 mod mig;
@@ -26,6 +28,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use hypomnesis::estimate::model::{OpenedModel, open};
+use hypomnesis::estimate::plan::{Asked, judged_devices, judged_on_cpu};
 use hypomnesis::estimate::{Estimate, Fit, FitParams, NoAnswer, Runtime, Target, estimate, plan};
 use hypomnesis::{Device, Probe, Warning};
 
@@ -222,11 +225,17 @@ struct Gathered {
 }
 
 fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathered {
+    let asked = match &a.device {
+        None => Asked::Default,
+        Some(DeviceSel::All) => Asked::Every,
+        Some(DeviceSel::One(_)) => Asked::Named,
+        Some(DeviceSel::Cpu) => Asked::Cpu,
+    };
     let mut g = Gathered {
         devices: Vec::new(),
         warnings: Vec::new(),
         error: None,
-        cpu: a.device == Some(DeviceSel::Cpu),
+        cpu: asked == Asked::Cpu,
         cpu_note: None,
     };
     if !a.free.is_empty() || g.cpu {
@@ -238,7 +247,8 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
         let list = probe.devices();
         let empty = list.devices.is_empty();
         let err = empty.then(|| crate::output::no_gpu_line(&list.absent_reasons()));
-        let (devices, mut warnings) = mig::expand(list.devices);
+        // A GPU in MIG mode judged as its MIG devices (the library's rule).
+        let (devices, mut warnings) = judged_devices(&list.devices);
         warnings.extend(list.warnings);
         (devices, warnings, err, empty)
     } else {
@@ -248,7 +258,7 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
         };
         let Some(index) = crate::select::plain_index(cli, &sel) else {
             let (devices, warnings, error, no_gpu) = mig::one(probe, cli, &sel);
-            if no_gpu && model && a.device.is_none() {
+            if judged_on_cpu(asked, no_gpu, model) {
                 g.cpu = true;
                 g.cpu_note = error
                     .map(|e| format!("{e}: judged as llama.cpp without a GPU, against host RAM"));
@@ -275,8 +285,8 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
             ),
         }
     };
-    // No GPU at all and a model to judge (not an explicit index): CPU only.
-    if no_gpu && model && !matches!(a.device, Some(DeviceSel::One(_))) {
+    // No GPU at all and a model to judge, no device named: CPU only (the library's rule).
+    if judged_on_cpu(asked, no_gpu, model) {
         g.cpu = true;
         g.cpu_note =
             error.map(|e| format!("{e}: judged as llama.cpp without a GPU, against host RAM"));

@@ -329,6 +329,51 @@ fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
     );
 }
 
+/// Issue 21: with `--tensor-split` the proportions are given, so the shares need no free
+/// figure: the device that reports its free memory is judged on its share, and only the one
+/// whose budget is unknown has no verdict (exit 2: a split's answer is every part's).
+#[test]
+fn explicit_proportions_judge_the_devices_an_unknown_free_figure_does_not_concern() {
+    let (bed, _) = layer_split(
+        &FakeNvml::new().device(FakeDevice::h100(0)).device(
+            FakeDevice::h100(1)
+                .error("nvmlDeviceGetMemoryInfo_v2", 999)
+                .error("nvmlDeviceGetMemoryInfo", 999),
+        ),
+    );
+    let path = bed.dir.path().join("llama.gguf");
+    let o = bed.run(&[
+        "fits",
+        path.to_str().unwrap(),
+        "--runtime",
+        "llama.cpp",
+        "--device",
+        "all",
+        "--tensor-split",
+        "3,1",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["plan"], "split_layers");
+    let d0 = &v["devices"][0];
+    assert_eq!(d0["verdict"]["fit"], "fits", "{d0}");
+    assert_eq!(d0["error"], Value::Null, "{d0}");
+    let share = |d: &Value| d["share"]["components"][0]["low_bytes"].as_u64().unwrap();
+    let d1 = &v["devices"][1];
+    assert!(share(d0) > 2 * share(d1), "3 : 1: {d0} {d1}");
+    assert_eq!(d1["verdict"], Value::Null, "{d1}");
+    assert!(
+        d1["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("device 1 does not report its free memory"),
+        "{d1}"
+    );
+    assert_eq!(v["fit"], Value::Null);
+    assert_eq!(v["error"], d1["error"]);
+}
+
 /// Issue bullet 5: vLLM refuses a context beyond the derived max_model_len (R19); llama.cpp
 /// warns (n_ctx_train). Issue bullet 6: a KV type the runtime does not have is refused.
 #[test]

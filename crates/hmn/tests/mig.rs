@@ -169,6 +169,39 @@ fn fits_judges_a_mig_device_against_its_own_memory() {
     );
 }
 
+/// `--device all` leaves out a GPU in MIG mode with no MIG device (nothing can run on it) and
+/// says so; the other GPU is judged alone.
+#[test]
+fn fits_over_every_device_leaves_out_a_mig_gpu_without_mig_devices() {
+    let fake = FakeNvml::new()
+        .device(FakeNvml::h100_mig_parent())
+        .device(hmn_testbed::FakeDevice::h100(1));
+    let bed = Bed::with_nvml(&fake);
+    let o = bed.run(&["fits", "6GiB", "--device", "all", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let indices: Vec<u64> = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices, [1]);
+    assert!(
+        v["warnings"].to_string().contains(
+            "MIG is enabled with no MIG device configured: nothing can run on it; not judged"
+        ),
+        "{}",
+        v["warnings"]
+    );
+    let o = bed.run(&["fits", "6GiB", "--device", "all"]);
+    assert!(
+        stderr(&o).contains("no MIG device configured"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn serve_labels_join_dcgm_exporter() {
     let bed = mig_bed();

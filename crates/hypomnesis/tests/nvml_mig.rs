@@ -228,6 +228,74 @@ fn mig_enabled_with_no_instances_is_a_state_not_an_error() {
     assert!(procs.warnings.is_empty(), "{:?}", procs.warnings);
 }
 
+/// Issue 21: a library user planning over every device of a probe gets the answers
+/// `hmn fits --device all` gives (`crates/hmn/tests/mig.rs`): the GPU in MIG mode judged as its
+/// two MIG devices, each against its own GPU instance's memory; a GPU in MIG mode without one
+/// not judged, with a warning; a plain GPU as itself.
+#[test]
+fn a_plan_over_every_device_judges_each_mig_device_as_hmn_fits_does() {
+    use hypomnesis::estimate::plan::{Placement, Target, judged_devices, plan};
+    use hypomnesis::estimate::{Estimate, Fit};
+    const GIB: u64 = 1 << 30;
+    let list = Bed::with_nvml(&FakeNvml::h100_mig_two_1g10gb())
+        .probe()
+        .devices();
+    let (devices, warnings) = judged_devices(&list.devices);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let every = Target::Devices {
+        devices: &devices,
+        every: true,
+    };
+    let p = plan(every, None, &Estimate::requested(6 * GIB), None);
+    assert_eq!(p.placement, Placement::BestDevice);
+    let seen: Vec<(Option<u32>, Option<&str>, Option<u64>)> = p
+        .fits
+        .iter()
+        .map(|f| (f.index, f.mig_uuid.as_deref(), f.free_bytes))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                Some(0),
+                Some("MIG-8443519f-66f7-5962-8955-60dba0866f3a"),
+                Some((9984 - 4210) * MIB)
+            ),
+            (
+                Some(0),
+                Some("MIG-ee6996fb-86fb-5405-83f0-b20887da1bb3"),
+                Some((9984 - 15) * MIB)
+            ),
+        ]
+    );
+    // 5.6 GiB free in the first: 6 GiB does not fit there; the other (9.7 GiB free) is chosen.
+    let fit = |i: usize| p.fits[i].verdict.as_ref().map(|v| v.fit);
+    assert_eq!(fit(0), Some(Fit::DoesNotFit));
+    assert_eq!(fit(1), Some(Fit::Fits));
+    assert_eq!((p.chosen, p.fit), (Some(1), Some(Fit::Fits)));
+    assert_eq!(
+        p.fits[1].name.as_deref(),
+        Some("NVIDIA H100 80GB HBM3 MIG 1g.10gb")
+    );
+
+    // MIG on without a MIG device beside a plain GPU: only the plain GPU is judged.
+    let list = Bed::with_nvml(
+        &FakeNvml::new()
+            .device(FakeNvml::h100_mig_parent())
+            .device(FakeDevice::h100(1)),
+    )
+    .probe()
+    .devices();
+    let (devices, warnings) = judged_devices(&list.devices);
+    assert_eq!(devices.iter().map(|d| d.index).collect::<Vec<_>>(), [1]);
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].device_index, Some(0));
+    assert_eq!(
+        warnings[0].message,
+        "MIG is enabled with no MIG device configured: nothing can run on it; not judged"
+    );
+}
+
 /// The second instance (GI 13, holding pid 777) is destroyed after its handle answered `n`
 /// calls, for every `n`: whatever call of hmn's it lands on, the answer is whole.
 #[test]

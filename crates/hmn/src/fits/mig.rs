@@ -1,8 +1,8 @@
 //! `hmn fits` and device selectors: a `--device` other than a plain index (a UUID, a PCI bus
 //! id, a CUDA ordinal), and MIG — a MIG device is judged against its own GPU instance's free
 //! memory ([`hypomnesis::MigDevice::as_device`]), since a CUDA process runs inside one
-//! instance; a GPU in MIG mode judged as a whole gets a note saying so, and `--device all`
-//! judges its MIG devices instead of it.
+//! instance; a GPU in MIG mode judged as a whole gets a note saying so. (`--device all` judges
+//! a MIG GPU's MIG devices instead of it: the library's `estimate::plan::judged_devices`.)
 
 use hypomnesis::select::{DeviceSelector, Resolver};
 use hypomnesis::{Device, Probe, Warning};
@@ -76,24 +76,4 @@ pub(super) fn parent_note(d: &Device) -> Vec<Warning> {
             "MIG is enabled: a CUDA process runs inside one MIG device, not the whole GPU{hint}"
         ),
     )]
-}
-
-/// `--device all`: every device, a GPU in MIG mode replaced by its MIG devices (each judged
-/// against its own memory).
-pub(super) fn expand(devices: Vec<Device>) -> (Vec<Device>, Vec<Warning>) {
-    let mut out = Vec::new();
-    let mut warnings = Vec::new();
-    for d in devices {
-        match d.mig.as_ref().filter(|m| m.enabled()) {
-            Some(m) if !m.instances.is_empty() => {
-                out.extend(m.instances.iter().map(|i| i.as_device(&d)));
-            }
-            Some(_) => warnings.push(Warning::device(
-                d.index,
-                "MIG is enabled with no MIG device configured: nothing can run on it; not judged",
-            )),
-            None => out.push(d),
-        }
-    }
-    (out, warnings)
 }

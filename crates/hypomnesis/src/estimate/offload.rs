@@ -15,7 +15,7 @@ use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
 use super::params::FitParams;
 use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
-use super::split::assign_units;
+use super::split::{assign_units, split_weights};
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -454,23 +454,37 @@ pub fn split_units(off: &Offload, free: &[u64]) -> Vec<usize> {
 /// The units' devices under `p`: `--tensor-split` when given and not all zero for these
 /// devices, else `free` memory (llama.cpp's rule).
 pub fn split_units_for(off: &Offload, p: &FitParams, free: &[u64]) -> Vec<usize> {
-    match p.tensor_split.and_then(|t| t.for_devices(free.len())) {
-        Some(weights) => assign_units(off.on_gpu, &weights),
-        None => split_units(off, free),
-    }
+    assign_units(off.on_gpu, &weights_for(p, free))
+}
+
+/// The proportions of the split over devices with `free` memory, all known ([`split_weights`]).
+fn weights_for(p: &FitParams, free: &[u64]) -> Vec<f32> {
+    let free: Vec<Option<u64>> = free.iter().copied().map(Some).collect();
+    split_weights(p.tensor_split.as_ref(), &free).unwrap_or_default()
 }
 
 /// The estimate of each device under `--split-mode layer` (device components only; the host
 /// part is the single-device estimate's): each device holds its units' weights and KV, its
-/// own compute buffer and overhead.
+/// own compute buffer and overhead. The units go by `--tensor-split` or `free` memory
+/// ([`split_components_by`]).
 pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<Vec<Component>> {
+    split_components_by(model, p, &weights_for(p, free))
+}
+
+/// [`split_components`] with the split's `proportions` already known, one per device
+/// ([`split_weights`]: `--tensor-split`'s need no free figure).
+pub fn split_components_by(
+    model: &ModelSpec,
+    p: &FitParams,
+    proportions: &[f32],
+) -> Vec<Vec<Component>> {
     let (single, _) = components(model, p);
     let Some(arch) = model.arch.as_ref() else {
-        return vec![single; free.len().min(1)];
+        return vec![single; proportions.len().min(1)];
     };
     let n_layer = arch.layers.len() as u64;
     let off = Offload::new(n_layer, p.gpu_layers);
-    let owner = split_units_for(&off, p, free);
+    let owner = assign_units(off.on_gpu, proportions);
     // Every unit offloaded on two or more GPUs: pipeline parallelism keeps 4 copies of every
     // input (`llama-context.cpp:430-435`, `GGML_SCHED_MAX_COPIES`, `ggml-backend.cpp:1888`).
     let used = {
@@ -487,7 +501,7 @@ pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<V
     let layout = model.layout.as_ref().filter(|l| l.has_blocks());
     let even = model.weights_bytes / n_layer.max(1);
     let get = |name: &str| single.iter().find(|c| c.name == name).cloned();
-    (0..free.len())
+    (0..proportions.len())
         .map(|d| {
             let mut weights = 0u64;
             let mut kv = 0u64;
@@ -506,7 +520,7 @@ pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<V
                     });
                 }
             }
-            let by = if p.tensor_split.and_then(|t| t.for_devices(free.len())).is_some() {
+            let by = if p.tensor_split.and_then(|t| t.for_devices(proportions.len())).is_some() {
                 "by --tensor-split"
             } else {
                 "by free memory"
@@ -534,61 +548,16 @@ pub fn split_components(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<V
 /// [`super::judge::judge_estimate`]; the host part stays with the whole-model
 /// [`super::fit::estimate`]).
 pub fn estimate_split(model: &ModelSpec, p: &FitParams, free: &[u64]) -> Vec<Estimate> {
-    split_components(model, p, free)
+    estimate_split_by(model, p, &weights_for(p, free))
+}
+
+/// [`estimate_split`] with the split's proportions already known ([`split_components_by`]).
+pub fn estimate_split_by(model: &ModelSpec, p: &FitParams, proportions: &[f32]) -> Vec<Estimate> {
+    split_components_by(model, p, proportions)
         .into_iter()
         .map(|c| Estimate::from_components(c, None, Vec::new()))
         .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ngl_counts_the_output_layer_first() {
-        // R25: 32 blocks; -ngl 1 = the output layer alone, 32 leaves block 0, 33 = all.
-        let one = Offload::new(32, Some(1));
-        assert_eq!((one.gpu_blocks(), one.output_on_gpu()), (32..32, true));
-        let most = Offload::new(32, Some(32));
-        assert_eq!(most.gpu_blocks(), 1..32);
-        assert!(!most.full());
-        let all = Offload::new(32, Some(33));
-        assert_eq!((all.gpu_blocks(), all.full()), (0..32, true));
-        assert_eq!(Offload::new(32, Some(999)), all);
-        assert_eq!(Offload::new(32, None), all);
-        let none = Offload::new(32, Some(0));
-        assert_eq!((none.gpu_blocks(), none.output_on_gpu()), (32..32, false));
-    }
-
-    #[test]
-    fn layers_follow_free_memory_and_the_output_lands_last() {
-        let off = Offload::new(3, None);
-        // 1 : 3 of the free memory: one unit of four on the first device.
-        assert_eq!(split_units(&off, &[10, 30]), vec![0, 1, 1, 1]);
-        assert_eq!(split_units(&off, &[10, 10]), vec![0, 0, 1, 1]);
-        assert_eq!(split_units(&off, &[0, 10]), vec![1, 1, 1, 1]);
-    }
-
-    #[test]
-    fn tensor_split_overrides_free_memory_unless_all_zero() {
-        use crate::estimate::params::FitParams;
-        use crate::estimate::runtime::{KvDtype, Runtime};
-        use crate::estimate::split::TensorSplit;
-        let off = Offload::new(3, None);
-        let p = FitParams::new(4096, 1, KvDtype::F16, Runtime::LlamaCpp);
-        let ts = |s: &str| p.tensor_split(TensorSplit::parse(s).unwrap());
-        // Free memory says 1 : 3; --tensor-split 3,1 says the opposite.
-        assert_eq!(
-            split_units_for(&off, &ts("3,1"), &[10, 30]),
-            vec![0, 0, 0, 1]
-        );
-        // Zeros for these devices: free memory decides (llama.cpp's all_zero).
-        assert_eq!(
-            split_units_for(&off, &ts("0,0,5"), &[10, 30]),
-            vec![0, 1, 1, 1]
-        );
-        // Fewer values than devices: the rest are 0.
-        assert_eq!(split_units_for(&off, &ts("1"), &[10, 30]), vec![0, 0, 0, 0]);
-        assert_eq!(split_units_for(&off, &p, &[10, 30]), vec![0, 1, 1, 1]);
-    }
-}
+mod tests;

@@ -4,7 +4,7 @@
 //!
 //! | Rule | Where |
 //! |---|---|
-//! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
+//! | the candidates: every readable device of the vendor asked (a GPU with MIG on stands as its MIG devices, as `fits --device all` judges them: [`super::plan::judged_as`]; with `count` > 1 MIG devices are left out: CUDA enumerates one MIG device per process), within the devices a selector or an inherited `CUDA_VISIBLE_DEVICES` allows | [`candidates`] |
 //! | what can take a context at all: not a GPU whose compute mode is `prohibited`, nor an `exclusive_process` one whose context a process holds (an MPS server's is shared), whose process list could not be read, or that another pick has reserved | [`mode_refusal`], [`rank`] |
 //! | what fits: effective free (what a process can allocate on the device as `fits` reckons it — an APU's larger pool, a unified GPU's share of the host's available RAM, else the device's free memory — less the live reservations of others, never an unknown figure as 0) at least the size asked; for a model, the `fits` verdict ([`plan`]) on the device as the reservations leave it | [`rank`] |
 //! | the order: fitting first; the smallest effective free that fits (keeps big devices for big jobs); then the least busy; then the higher index (GPU 0 stays free for desktops) | [`rank`] |
@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::budget::Budget;
 use super::fit::{Estimate, FitParams, ModelSpec};
 use super::judge::Fit;
-use super::plan::{Target, plan};
+use super::plan::{Target, judged_as, plan};
 use super::pool_budget::{allocatable_free, with_allocatable_free};
 use crate::probe::Probe;
 use crate::probe::select::Selected;
@@ -165,28 +165,33 @@ pub fn candidates(devices: &[Device], req: &Request<'_>) -> (Vec<Candidate>, Vec
         if d.error.is_some() || req.vendor.as_ref().is_some_and(|v| *v != d.vendor) {
             continue;
         }
-        match d.mig.as_ref().filter(|m| m.enabled()) {
-            Some(_) if req.count > 1 => notes.push(format!(
+        if req.count > 1 && d.mig_enabled() {
+            notes.push(format!(
                 "GPU {} has MIG on: left out (CUDA shows a process one MIG device only)",
                 d.index
-            )),
-            Some(m) => {
-                for inst in &m.instances {
-                    if allowed(d.index, Some(inst.index)) {
-                        out.extend(Candidate::new(inst.as_device(d), Some(inst.index)));
-                    }
-                }
+            ));
+            continue;
+        }
+        // A GPU in MIG mode stands as its MIG devices, as in `fits --device all`.
+        let judged = match judged_as(d) {
+            Ok(judged) => judged,
+            Err(w) => {
+                notes.push(format!("GPU {}: {}", d.index, w.message));
+                continue;
             }
-            None => {
-                if allowed(d.index, None) {
-                    match Candidate::new(d.clone(), None) {
-                        Some(c) => out.push(c),
-                        None => notes.push(format!(
-                            "GPU {} has neither a UUID nor a PCI address to name it by",
-                            d.index
-                        )),
-                    }
-                }
+        };
+        for j in judged {
+            if !allowed(d.index, j.mig_index) {
+                continue;
+            }
+            let mig = j.mig_index;
+            match Candidate::new(j.device, mig) {
+                Some(c) => out.push(c),
+                None if mig.is_none() => notes.push(format!(
+                    "GPU {} has neither a UUID nor a PCI address to name it by",
+                    d.index
+                )),
+                None => {}
             }
         }
     }

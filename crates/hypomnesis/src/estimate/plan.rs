@@ -4,27 +4,32 @@
 //! | Rule | Where |
 //! |---|---|
 //! | where the estimate is judged ([`Placement`]): a given budget, the host (CPU only), one device, every device alone, llama.cpp's layer split, vLLM tensor parallel | [`plan`] |
-//! | the layer split by free memory; an unknown free figure leaves every share unknown (never counted as 0 free) | [`plan`] (through [`estimate_split`]) |
+//! | the layer split by `--tensor-split` (no free figure read; a device without a budget alone has no verdict) or by free memory (an unknown free figure leaves every share unknown, never counted as 0 free) | [`plan`] (through [`split_weights`], [`estimate_split_by`]) |
 //! | the chosen device: a verdict first, then the best answer, then the most headroom | [`best`] |
 //! | the overall verdict: the chosen device's, or for a split the worst part's (the host part included) | [`Plan::fit`] |
 //! | the devices the model is placed on | [`Plan::devices_used`] |
 //! | which plans read the host's available RAM | [`Target::needs_host_available`] |
+//! | the devices a plan over every device judges (a GPU in MIG mode as its MIG devices), and when a question goes to the CPU instead | [`devices`]: [`judged_devices`], [`judged_on_cpu`] |
 //!
-//! Nothing here reads a device or a file: the caller gathers the devices and the host's
-//! `MemAvailable` and passes them in.
+//! Nothing here reads a device or a file: the caller gathers the devices (as probed, then
+//! [`judged_devices`] for every device) and the host's `MemAvailable` and passes them in.
 
 use super::arch::ModelSpec;
 use super::budget::{Budget, BudgetSource, NoBudget};
 use super::judge::{Fit, HostVerdict, Verdict, host_verdict, judge_estimate, judge_with_host};
-use super::offload::estimate_split;
+use super::offload::estimate_split_by;
 use super::params::FitParams;
 use super::parts::Estimate;
 use super::runtime::{Runtime, Utilization};
+use super::split::{FreeUnknown, split_weights};
 use crate::types::spelling::spelled;
 use crate::types::{Device, DeviceMemory, Source, Vendor};
 
 #[cfg(feature = "serde")]
 use serde::Serialize;
+
+pub mod devices;
+pub use devices::{Asked, Judged, judged_as, judged_devices, judged_on_cpu};
 
 /// What the estimate is judged against.
 #[derive(Debug, Clone, Copy)]
@@ -37,14 +42,16 @@ pub enum Target<'a> {
     /// its layers over them by these figures); each answer is [`TargetKind::Given`], numbered
     /// in the order given.
     GivenEach(&'a [u64]),
-    /// The host's available RAM (`MemAvailable`): llama.cpp without a GPU.
+    /// The host's available RAM (`MemAvailable`): llama.cpp without a GPU (asked for, or with
+    /// no GPU at all: [`judged_on_cpu`]).
     Cpu,
     /// These devices. `every`: the caller asked for every device (`hmn fits --device all`), so
     /// llama.cpp splits its layers over them and other runtimes are judged on each alone (the
     /// one with the most headroom is chosen). Without it each listed device is judged alone —
     /// or, at vLLM tensor parallel N > 1, the first N together.
     Devices {
-        /// The devices, as gathered (a MIG device as its own device).
+        /// The devices, as gathered (a MIG device as its own device; every device of a
+        /// probe as [`judged_devices`] lists them).
         devices: &'a [Device],
         /// Whether every device was asked for.
         every: bool,
@@ -107,11 +114,11 @@ spelled! {
 #[non_exhaustive]
 pub enum NoVerdict {
     /// The device has no budget: it cannot be read, or reports no free memory (in a layer
-    /// split, whatever the device: the split follows free memory).
+    /// split by free memory, whatever the device: its share follows its free memory).
     #[error(transparent)]
     NoBudget(#[from] NoBudget),
-    /// llama.cpp's layer split follows every device's free memory: with one device's unknown,
-    /// no device's share is known.
+    /// llama.cpp's layer split follows every device's free memory (no `--tensor-split`): with
+    /// one device's unknown, no device's share is known.
     #[error(
         "its share of the layer split is unknown: device {index} does not report its free memory"
     )]
@@ -338,10 +345,10 @@ impl Plan {
 ///
 /// Per target:
 /// - [`Target::Given`], [`Target::Cpu`]: one answer, against the given budget or the host.
-/// - [`Target::Devices`] with `every`, llama.cpp and several devices: the layers split by free
-///   memory ([`estimate_split`]), each device's share judged against its own budget; when a
-///   device's free memory is unknown, no share is known and no device has a verdict
-///   ([`NoVerdict::ShareUnknown`]).
+/// - [`Target::Devices`] with `every`, llama.cpp and several devices: the layers split by
+///   `--tensor-split` or free memory ([`estimate_split_by`]), each device's share judged
+///   against its own budget; by free memory, when a device's free memory is unknown, no share
+///   is known and no device has a verdict ([`NoVerdict::ShareUnknown`]).
 /// - vLLM at tensor parallel N > 1: the first N devices, each rank judged alone
 ///   ([`NoAnswer::TooFewDevices`] with fewer).
 /// - otherwise each device alone; with `every`, the chosen one is the [`best`].
@@ -518,38 +525,40 @@ fn judged(
     }
 }
 
-/// llama.cpp `--split-mode layer` over `devices`: each device's share ([`estimate_split`], in
-/// proportion to free memory — a device's pool's, where it has one, as llama.cpp's UMA path
-/// takes the host's available RAM) judged against its own budget. A device whose free memory
-/// is unknown has no budget for the split; the proportions then are unknown, so no device has
-/// a verdict — an unknown free figure is never taken as 0 bytes free.
+/// llama.cpp `--split-mode layer` over `devices`: each device's share ([`estimate_split_by`])
+/// judged against its own budget. The shares follow `--tensor-split` when it is given (no free
+/// figure is read; a device without a budget alone has no verdict), else free memory — a
+/// device's pool's, where it has one, as llama.cpp's UMA path takes the host's available RAM.
+/// By free memory, a device whose free memory is unknown leaves the proportions unknown, so no
+/// device has a verdict — an unknown free figure is never taken as 0 bytes free.
 fn split_layers(
     model: &ModelSpec,
     p: &FitParams,
     devices: &[Device],
     budget_of: &dyn Fn(&Device) -> Result<Budget, NoBudget>,
 ) -> Vec<DeviceFit> {
-    let free: Option<Vec<u64>> = devices.iter().map(|d| d.pool_free_and_total().0).collect();
-    let Some(free) = free else {
-        let unknown = devices
-            .iter()
-            .find(|d| d.pool_free_and_total().0.is_none())
-            .map_or(0, |d| d.index);
-        return devices
-            .iter()
-            .map(|d| {
-                let why = match (d.pool_free_and_total().0, budget_of(d)) {
-                    (_, Err(e)) => NoVerdict::NoBudget(e),
-                    (None, Ok(_)) => NoVerdict::NoBudget(NoBudget::unknown_free(d)),
-                    (Some(_), Ok(_)) => NoVerdict::ShareUnknown { index: unknown },
-                };
-                DeviceFit::of_device(d, Err(why))
-            })
-            .collect();
+    let free: Vec<Option<u64>> = devices.iter().map(|d| d.pool_free_and_total().0).collect();
+    let weights = match split_weights(p.tensor_split.as_ref(), &free) {
+        Ok(w) => w,
+        Err(FreeUnknown { position }) => {
+            let unknown = devices.get(position).map_or(0, |d| d.index);
+            return devices
+                .iter()
+                .zip(&free)
+                .map(|(d, free)| {
+                    let why = match (free, budget_of(d)) {
+                        (_, Err(e)) => NoVerdict::NoBudget(e),
+                        (None, Ok(_)) => NoVerdict::NoBudget(NoBudget::unknown_free(d)),
+                        (Some(_), Ok(_)) => NoVerdict::ShareUnknown { index: unknown },
+                    };
+                    DeviceFit::of_device(d, Err(why))
+                })
+                .collect();
+        }
     };
     devices
         .iter()
-        .zip(estimate_split(model, p, &free))
+        .zip(estimate_split_by(model, p, &weights))
         .map(|(d, share)| {
             let judged = budget_of(d).map(|b| judge_estimate(&share, &b));
             let mut f = DeviceFit::of_device(d, judged.map_err(NoVerdict::from));

@@ -1,6 +1,7 @@
 //! llama.cpp's `--split-mode layer` over several GPUs: which device each offloaded unit goes
 //! to, by `--tensor-split` proportions ([`TensorSplit`]) or, without them, by each device's
-//! free memory ([`assign_units`]).
+//! free memory ([`assign_units`]); the proportions for a list of devices whose free memory may
+//! be unknown ([`split_weights`]: unknown only when the split follows free memory).
 //!
 //! | Rule | Source (ggml-org/llama.cpp `0c1e57098`) |
 //! |---|---|
@@ -102,6 +103,40 @@ impl std::fmt::Display for TensorSplit {
     }
 }
 
+/// One device's free memory is unknown while llama.cpp's layer split follows free memory: no
+/// device's share is known (an unknown figure is never taken as 0 bytes free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the layer split follows free memory, and the device at position {position} does not report its free memory"
+)]
+#[non_exhaustive]
+pub struct FreeUnknown {
+    /// The device's position in the list (not its index).
+    pub position: usize,
+}
+
+/// The proportions llama.cpp splits its layers by over devices whose free memory is `free`, in
+/// device order: `tensor_split`'s for these devices when given and not all zero (then no free
+/// figure is read), else each device's free memory (as `float`, as llama.cpp takes it).
+///
+/// # Errors
+/// [`FreeUnknown`] when the split follows free memory and a device's is unknown.
+pub fn split_weights(
+    tensor_split: Option<&TensorSplit>,
+    free: &[Option<u64>],
+) -> Result<Vec<f32>, FreeUnknown> {
+    if let Some(w) = tensor_split.and_then(|t| t.for_devices(free.len())) {
+        return Ok(w);
+    }
+    free.iter()
+        .enumerate()
+        .map(|(position, f)| {
+            #[allow(clippy::cast_precision_loss)]
+            f.map(|f| f as f32).ok_or(FreeUnknown { position })
+        })
+        .collect()
+}
+
 /// The device (an index into `weights`) of each of `units` offloaded units, in unit order
 /// (blocks, then the output layer), as llama.cpp assigns them: the prefix sums of `weights`
 /// normalised in `float`, unit `k` to the first device whose share exceeds `k / units`
@@ -167,6 +202,31 @@ mod tests {
             assert!(e.starts_with("invalid tensor split"), "{bad}: {e}");
         }
         assert!(TensorSplit::parse(&"1,".repeat(15)).is_ok(), "15 values");
+    }
+
+    #[test]
+    fn explicit_proportions_need_no_free_figure_and_free_memory_needs_every_one() {
+        let t = TensorSplit::parse("3,1").unwrap();
+        // --tensor-split decides: the unknown free figure is not read.
+        assert_eq!(
+            split_weights(Some(&t), &[None, Some(10)]),
+            Ok(vec![3.0, 1.0])
+        );
+        // By free memory: the unknown one leaves the proportions unknown, never 0.
+        assert_eq!(
+            split_weights(None, &[Some(10), None]),
+            Err(FreeUnknown { position: 1 })
+        );
+        // All zero for these devices: free memory decides again (llama.cpp's all_zero).
+        let zeros = TensorSplit::parse("0,0").unwrap();
+        assert_eq!(
+            split_weights(Some(&zeros), &[None, Some(10)]),
+            Err(FreeUnknown { position: 0 })
+        );
+        assert_eq!(
+            split_weights(Some(&zeros), &[Some(10), Some(30)]),
+            Ok(vec![10.0, 30.0])
+        );
     }
 
     #[test]

@@ -98,6 +98,15 @@ fn mig_devices_are_candidates_alone_and_left_out_for_several() {
     req.within = None;
     req.vendor = Some(Vendor::Amd);
     assert!(candidates(&devices, &req).0.is_empty());
+    // MIG on with no MIG device: nothing to run in, said (as `fits --device all` says it).
+    let mut empty = gpu(2, Some(40 * GIB), None);
+    empty.mig = Some(MigState::new(MigMode::Enabled, MigMode::Enabled));
+    let (c, notes) = candidates(&[empty], &Request::new(Need::Bytes(GIB)));
+    assert!(c.is_empty());
+    assert_eq!(
+        notes,
+        ["GPU 2: MIG is enabled with no MIG device configured: nothing can run on it; not judged"]
+    );
 }
 
 #[test]

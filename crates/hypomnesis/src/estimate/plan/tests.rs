@@ -164,6 +164,50 @@ fn an_unknown_free_figure_leaves_the_layer_split_unknown_never_zero() {
     assert_eq!(p.fit, None);
 }
 
+/// With `--tensor-split` the proportions are given: the shares need no free figure, so the
+/// device that reports its free memory is judged on its share, and only the one without a
+/// budget has no verdict (never judged as if it had 0 bytes free).
+#[test]
+fn explicit_proportions_split_the_layers_without_the_free_figures() {
+    use crate::estimate::split::TensorSplit;
+    let spec = llama_8b();
+    let p_ = llama(&spec).tensor_split(TensorSplit::parse("3,1").unwrap());
+    let est = crate::estimate::fit::estimate(&spec, p_);
+    let devices = [gpu(0, Some(70 * GIB)), gpu(1, None)];
+    let p = plan(every(&devices), Some((&spec, p_)), &est, Some(64 * GIB));
+    assert_eq!(p.placement, Placement::SplitLayers);
+    let share = |i: usize| p.fits[i].share.as_ref().unwrap().high_bytes;
+    assert!(share(0) > 2 * share(1), "3 : 1: {} {}", share(0), share(1));
+    // The same shares as with both free figures known: they follow the proportions only.
+    let known = [gpu(0, Some(70 * GIB)), gpu(1, Some(70 * GIB))];
+    let q = plan(every(&known), Some((&spec, p_)), &est, Some(64 * GIB));
+    assert_eq!(p.fits[0].share, q.fits[0].share);
+    assert_eq!(p.fits[1].share, q.fits[1].share);
+    let v = p.fits[0]
+        .verdict
+        .as_ref()
+        .expect("device 0 judged on its share");
+    assert_eq!(v.fit, Fit::Fits);
+    assert!(matches!(
+        p.fits[1].error,
+        Some(NoVerdict::NoBudget(NoBudget::UnknownFree { index: 1, .. }))
+    ));
+    assert!(p.fits[1].verdict.is_none());
+    // A split's answer is every part's: one part unknown, no overall verdict.
+    assert_eq!(p.fit, None);
+    assert!(matches!(
+        p.error,
+        Some(NoAnswer::Device(NoVerdict::NoBudget(
+            NoBudget::UnknownFree { index: 1, .. }
+        )))
+    ));
+
+    // Proportions all zero for these devices: free memory decides, and it is unknown.
+    let zeros = llama(&spec).tensor_split(TensorSplit::parse("0,0").unwrap());
+    let p = plan(every(&devices), Some((&spec, zeros)), &est, Some(64 * GIB));
+    assert_eq!(p.fits[0].error, Some(NoVerdict::ShareUnknown { index: 1 }));
+}
+
 /// A device with a memory pool (a GB10: the driver reports no memory, the pool is host RAM)
 /// takes its share of the split from the pool's free figure, as llama.cpp's UMA path takes
 /// `MemAvailable`, and `devices[]` shows the pool's figures.
