@@ -235,7 +235,12 @@ impl Probe {
             ));
             return (list, DrmDevices::default());
         }
-        let first = list.devices.iter().map(|d| d.index + 1).max().unwrap_or(0);
+        let first = list
+            .devices
+            .iter()
+            .map(|d| d.index.saturating_add(1))
+            .max()
+            .unwrap_or(0);
         let (found, map) = self
             .drm
             .devices(first, &list.devices, nvml_reason.as_deref());

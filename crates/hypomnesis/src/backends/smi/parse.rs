@@ -11,6 +11,11 @@ use crate::types::UnknownReason;
 use crate::types::error::ParseError;
 use crate::types::pci::PciBusId;
 
+/// The largest GPU index `nvidia-smi` can print: far above NVML's device limit (a machine
+/// has at most a few dozen GPUs), below where the device numbering (DRM devices follow the
+/// NVIDIA ones) could run out.
+const MAX_INDEX: u32 = 1 << 16;
+
 /// The `--query-gpu` fields, in order. `memory.reserved` is last so it can be dropped for
 /// drivers that do not know it.
 pub(crate) const GPU_FIELDS: [&str; 9] = [
@@ -117,6 +122,12 @@ pub(crate) fn parse_gpus(output: &str, with_reserved: bool) -> Result<Vec<SmiGpu
         let index: u32 = index_text.parse().map_err(|_| {
             ParseError::on_line(n, format!("index is not a number: {index_text:?}"))
         })?;
+        if index > MAX_INDEX {
+            return Err(ParseError::on_line(
+                n,
+                format!("index {index} is beyond any GPU count (at most {MAX_INDEX})"),
+            ));
+        }
         let get = |k: usize| tail.get(k).copied().unwrap_or_default();
         let pci_bus_id = match field(get(1)) {
             Ok(p) => Ok(p
@@ -275,5 +286,9 @@ mod tests {
         assert!(parse_gpus("0, a, b\n", true).is_err());
         assert!(parse_gpus("x, n, GPU-1, 0000:01:00.0, 1, 2, 3, 4\n", false).is_err());
         assert!(parse_gpus("0, n, GPU-1, garbage, 1, 2, 3, 4\n", false).is_err());
+        // An index no machine has (QA: 4294967295 made the device numbering overflow).
+        let e = parse_gpus("4294967295, n, GPU-1, 0000:01:00.0, 1, 2, 3, 4\n", false);
+        assert!(e.unwrap_err().message.contains("beyond any GPU count"));
+        assert!(parse_gpus("65536, n, GPU-1, 0000:01:00.0, 1, 2, 3, 4\n", false).is_ok());
     }
 }
