@@ -484,3 +484,67 @@ fn the_library_cli_feature_has_every_dependency_and_feature_of_hmn() {
         );
     }
 }
+
+/// Figures no device can have (QA): NVML's `ULLONG_MAX` as the total and free memory, and
+/// utilization, temperature and energy sentinels. Each is unknown with its reason and one
+/// warning says so; `fits` never judges a model against a sentinel ("fits — 16 EiB free").
+#[test]
+fn figures_no_device_can_have_are_unknown_and_never_judged() {
+    let mut dev = hmn_testbed::FakeDevice::h100(0);
+    dev.memory_total = u64::MAX;
+    dev.utilization_gpu = Some(u32::MAX);
+    dev.utilization_memory = Some(300);
+    dev.temperature_c = Some(u32::MAX);
+    dev.energy_mj = Some(u64::MAX);
+    let bed = Bed::with_nvml(&FakeNvml::new().device(dev));
+    let o = bed.run(&["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["devices"][0];
+    assert!(d["memory"]["total_bytes"].is_null(), "{d}");
+    assert!(d["memory"]["free_bytes"].is_null(), "{d}");
+    let t = &d["telemetry"];
+    for f in [
+        "utilization_percent",
+        "memory_utilization_percent",
+        "temperature_celsius",
+        "energy_joules",
+    ] {
+        assert!(t[f].is_null(), "{f}: {t}");
+    }
+    let reasons: Vec<(String, String)> = d["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["field"].as_str().unwrap().to_string(),
+                u["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (field, reason) in [
+        ("memory.total_bytes", "driver_sentinel"),
+        ("telemetry.utilization_percent", "implausible"),
+        ("telemetry.temperature_celsius", "implausible"),
+    ] {
+        assert!(
+            reasons.contains(&(field.to_string(), reason.to_string())),
+            "{field}: {reasons:?}"
+        );
+    }
+    let warned = v["warnings"].to_string();
+    assert!(warned.contains("figures no device can have"), "{warned}");
+    // The text view shows no 16 EiB, and fits refuses to judge against it.
+    let text = stdout(&bed.run(&[]));
+    assert!(!text.contains("EiB"), "{text}");
+    let fits = bed.run(&["fits", "1TiB"]);
+    assert_eq!(
+        fits.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&fits),
+        stderr(&fits)
+    );
+    assert!(!stdout(&fits).contains("fits —"), "{}", stdout(&fits));
+}

@@ -32,6 +32,8 @@ mod drm;
 // XID events (`Probe::xid_events`); public at `hypomnesis::probe::events`.
 pub mod events;
 mod options;
+// The last guard on device figures: what no device can have is unknown.
+pub(crate) mod plausible;
 // Completes each device's memory pool (host RAM, sums of processes and clients).
 pub(crate) mod pool;
 // Public at the crate root (`hypomnesis::select`), documented there.
@@ -218,8 +220,20 @@ impl Probe {
         }
     }
 
-    /// Every device, and how the DRM devices were numbered.
+    /// Every device, and how the DRM devices were numbered; a figure no device can have is
+    /// unknown ([`plausible`]), whichever backend read it.
     pub(crate) fn collect(&self) -> (DeviceList, DrmDevices) {
+        let (mut list, map) = self.collect_read();
+        for d in &mut list.devices {
+            if let Some(w) = plausible::check(d) {
+                list.warnings.push(w);
+            }
+        }
+        (list, map)
+    }
+
+    /// [`Probe::collect`] as the backends read it.
+    fn collect_read(&self) -> (DeviceList, DrmDevices) {
         let mut list = DeviceList::default();
         let nvml_reason = self.nvidia_devices(&mut list);
         // Platform seam: Windows adapters NVML does not cover (DXGI, with PDH's usage).
@@ -333,7 +347,9 @@ impl Probe {
         if let Nvidia::Nvml(nvml) = self.nvidia() {
             // The common case, without enumerating every device.
             if nvml.device_count().is_ok_and(|count| index < count) {
-                let dev = nvml.device_with(index, self.options.reads());
+                let mut dev = nvml.device_with(index, self.options.reads());
+                // Its unknowns say what was refused (a list's warning has no place here).
+                let _ = plausible::check(&mut dev);
                 // A pool is completed with the host's RAM and the process lists: the whole query.
                 if dev.pool.is_none() {
                     return unreadable_is_error(dev);
