@@ -248,7 +248,8 @@ impl DrmBackend {
         let mut clients: Vec<SeenClient> = Vec::new();
         let mut samples: BTreeMap<ClientKey, EngineSample> = BTreeMap::new();
         let mut problems: BTreeSet<String> = BTreeSet::new();
-        // Clients whose fdinfo was refused (too large, not a file): (pid, device) → why.
+        // Clients whose fdinfo was refused (too large, not a file) or whose memory figure is
+        // malformed: (pid, device) → why.
         let mut refused: BTreeMap<(u32, u32), (UnknownReason, String)> = BTreeMap::new();
         let mut kept = lock(&self.fdinfo);
         for nf in &index.fds {
@@ -302,6 +303,21 @@ impl DrmBackend {
                 Some((i, false)) => i,
                 None => by_node,
             };
+            // A size the driver printed and the parser could not read: the process's figure
+            // would be short of it, so it is unknown, and says why (not "prints no memory
+            // stats").
+            if let Some(p) = stats.problems.iter().find(|p| p.contains("malformed size")) {
+                let detail = format!(
+                    "{}: the driver's memory figure could not be read: {p}",
+                    self.roots
+                        .proc
+                        .join(format!("{}/fdinfo/{}", nf.pid, nf.fd))
+                        .display()
+                );
+                refused
+                    .entry((nf.pid, device))
+                    .or_insert((UnknownReason::Unreadable, detail));
+            }
             let key = ClientKey::new(device, nf.pid, nf.fd, &stats);
             samples.entry(key.clone()).or_insert(EngineSample {
                 at_ns,
@@ -494,6 +510,50 @@ mod tests {
             rediscovering.devices(0, &[], None).0[0].memory.used_bytes,
             Some(4096)
         );
+    }
+
+    /// A memory size the driver printed that cannot be read (overflowing, negative): the
+    /// process's figure would be short of it, so it is unknown as unreadable, naming the file —
+    /// not "the driver prints no memory stats" (QA), and never the rest of its sizes alone.
+    #[test]
+    fn a_malformed_size_makes_the_figure_unreadable_not_short() {
+        for bad in ["18446744073709551615 KiB", "-1 KiB"] {
+            let dir = tempfile::tempdir().unwrap();
+            let world = World::new(dir.path()).unwrap();
+            world.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 128)).unwrap();
+            let text = format!(
+                "drm-driver:\tamdgpu\ndrm-client-id:\t7\ndrm-pdev:\t0000:03:00.0\n\
+                 drm-memory-vram:\t{bad}\ndrm-memory-gtt:\t1024 KiB\n"
+            );
+            world
+                .client(4242, "llama", &[(3, "renderD128", &text)])
+                .unwrap();
+            let roots = Roots::system()
+                .with_proc(dir.path().join("proc"))
+                .with_sys(world.sys.root());
+            let backend = DrmBackend::new(roots, Duration::from_secs(3600));
+            let (_, map) = backend.devices(0, &[], None);
+            let mut warnings = Vec::new();
+            let rows = backend.processes(&map, &mut warnings).rows;
+            assert_eq!(rows[0].used_bytes, None, "{bad}: not the GTT alone");
+            let why = rows[0]
+                .unknown
+                .iter()
+                .find(|u| u.field == Field::UsedBytes)
+                .unwrap();
+            assert_eq!(why.reason, UnknownReason::Unreadable, "{bad}");
+            assert!(
+                why.detail.contains("4242/fdinfo/3") && why.detail.contains("malformed size"),
+                "{}",
+                why.detail
+            );
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.message.contains("malformed size")),
+                "{warnings:?}"
+            );
+        }
     }
 
     #[test]

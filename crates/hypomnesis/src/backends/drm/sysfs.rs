@@ -278,19 +278,21 @@ fn read_telemetry(
         Utilization::Files { gpu, memory } => {
             t.utilization_percent = get(gpu).map(|v| v as f64);
             t.memory_utilization_percent = get(memory).map(|v| v as f64);
-            for (field, v) in [
-                (Field::TelemetryUtilizationPercent, t.utilization_percent),
+            for (field, v, file) in [
+                (
+                    Field::TelemetryUtilizationPercent,
+                    t.utilization_percent,
+                    gpu,
+                ),
                 (
                     Field::TelemetryMemoryUtilizationPercent,
                     t.memory_utilization_percent,
+                    memory,
                 ),
             ] {
                 if v.is_none() {
-                    unknown.push(Unknown::new(
-                        field,
-                        UnknownReason::Unsupported,
-                        "not exposed by this ASIC",
-                    ));
+                    let (reason, detail) = why_none(&f.dir.join(file), "not exposed by this ASIC");
+                    unknown.push(Unknown::new(field, reason, detail));
                 }
             }
         }
@@ -486,6 +488,19 @@ pub(crate) fn read_vram_size(files: &[PathBuf]) -> Option<u64> {
     })
 }
 
+/// Why a sysfs figure read nothing: its file is absent (`absent`: the driver does not expose
+/// it), or there and not a number this reader takes (a negative busy counter, garbage).
+fn why_none(path: &Path, absent: &str) -> (UnknownReason, String) {
+    if path.exists() {
+        (
+            UnknownReason::Unreadable,
+            format!("{}: not a number in range", path.display()),
+        )
+    } else {
+        (UnknownReason::Unsupported, absent.to_string())
+    }
+}
+
 /// Temperature, power, energy and clocks from hwmon; milli-°C, µW, µJ and Hz are converted.
 fn hwmon_telemetry(
     hwmon: Option<&Path>,
@@ -501,11 +516,12 @@ fn hwmon_telemetry(
         ));
         return t;
     };
-    let mut get = |name: &str| files.read_u64(&h.join(name));
+    // hwmon temperatures are signed millidegrees (a device below 0 °C reads negative).
     t.temperature_celsius = ["temp1_input", "temp2_input"]
         .iter()
-        .find_map(|n| get(n))
+        .find_map(|n| files.read_trimmed(&h.join(n))?.parse::<i64>().ok())
         .map(|m| m as f64 / 1000.0);
+    let mut get = |name: &str| files.read_u64(&h.join(name));
     t.power_watts = get("power1_average")
         .or_else(|| get("power1_input"))
         .map(|uw| uw as f64 / 1e6);
@@ -513,19 +529,21 @@ fn hwmon_telemetry(
     let mhz = |hz: Option<u64>| hz.and_then(|v| u32::try_from(v / 1_000_000).ok());
     t.clock_graphics_mhz = mhz(get("freq1_input"));
     t.clock_memory_mhz = mhz(get("freq2_input"));
-    for (field, missing) in [
+    for (field, missing, file) in [
         (
             Field::TelemetryTemperatureCelsius,
             t.temperature_celsius.is_none(),
+            "temp1_input",
         ),
-        (Field::TelemetryPowerWatts, t.power_watts.is_none()),
+        (
+            Field::TelemetryPowerWatts,
+            t.power_watts.is_none(),
+            "power1_average",
+        ),
     ] {
         if missing {
-            unknown.push(Unknown::new(
-                field,
-                UnknownReason::Unsupported,
-                "not exposed by this device's hwmon",
-            ));
+            let (reason, detail) = why_none(&h.join(file), "not exposed by this device's hwmon");
+            unknown.push(Unknown::new(field, reason, detail));
         }
     }
     t
@@ -550,5 +568,47 @@ mod tests {
         ] {
             assert!(!is_node_name(n), "{n}");
         }
+    }
+
+    /// A busy counter or hwmon file that is there but not a number in range is unreadable
+    /// (naming the file), not "not exposed" (QA); a temperature below 0 °C is a reading.
+    #[test]
+    fn a_file_that_is_there_but_unreadable_is_not_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        let world = hmn_testbed::World::new(dir.path()).unwrap();
+        world
+            .gpu(hmn_testbed::FakeGpu::amdgpu("0000:03:00.0", 1, 128))
+            .unwrap();
+        let card = world.sys.root().join("devices/0000:03:00.0");
+        std::fs::write(card.join("gpu_busy_percent"), "-1").unwrap();
+        std::fs::write(card.join("hwmon/hwmon4/temp1_input"), "-5000").unwrap();
+        std::fs::write(card.join("hwmon/hwmon4/power1_average"), "garbage").unwrap();
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(world.sys.root());
+        let found = discover(&roots);
+        let d = read(
+            &roots,
+            &found[0],
+            0,
+            None,
+            true,
+            &mut || Statics::read(&roots, &found[0].dir, found[0].driver.as_deref()),
+            &mut SysfsFiles::new(fsread::Cap::SYSFS),
+        );
+        assert_eq!(d.telemetry.temperature_celsius, Some(-5.0));
+        assert_eq!(d.telemetry.utilization_percent, None);
+        let why = |field| d.unknown.iter().find(|u| u.field == field).unwrap();
+        let busy = why(Field::TelemetryUtilizationPercent);
+        assert_eq!(busy.reason, UnknownReason::Unreadable);
+        assert!(busy.detail.contains("gpu_busy_percent"), "{}", busy.detail);
+        assert_eq!(
+            why(Field::TelemetryPowerWatts).reason,
+            UnknownReason::Unreadable
+        );
+        // The memory busy file the fixture lacks is what the ASIC does not expose.
+        let absent = why(Field::TelemetryMemoryUtilizationPercent);
+        assert_eq!(absent.reason, UnknownReason::Unsupported);
+        assert_eq!(absent.detail, "not exposed by this ASIC");
     }
 }
