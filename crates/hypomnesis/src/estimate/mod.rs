@@ -47,6 +47,8 @@ mod parts;
 pub mod pick;
 pub mod plan;
 // The budget of a device with a memory pool (APU, unified memory, Apple's working set).
+#[cfg(test)]
+mod extremes;
 mod pool_budget;
 pub mod runtime;
 pub mod split;
