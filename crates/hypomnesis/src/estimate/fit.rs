@@ -16,8 +16,9 @@ use super::assume::Assumptions;
 use super::kv::kv_cache_bytes_for;
 pub use super::params::{DEFAULT_CONTEXT, FitParams};
 pub use super::parts::{Component, Estimate, Memory};
-use super::parts::{GIB, MIB, add_all, kv_line, line, mul_all};
+use super::parts::{GIB, MIB, kv_line, line};
 use super::runtime::{FlashAttn, Runtime};
+use super::sat::{add_all, mul_all};
 use super::{offload, vllm};
 
 /// The estimate for `params` (`p` is taken as valid; see [`FitParams::validate`]).

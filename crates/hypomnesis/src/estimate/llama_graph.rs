@@ -27,7 +27,7 @@
 //!
 //! `compute = max(FFN, ATTN, OUT)` ([`Graph::cpu`]).
 
-use super::parts::{add_all, mul_all};
+use super::sat::{add_all, mul_all};
 use crate::types::spelling::spelled;
 
 /// Alignment of CPU and `CUDA_Host` buffers (`TENSOR_ALIGNMENT`, `ggml-impl.h:44`).

@@ -51,6 +51,8 @@ pub mod plan;
 mod extremes;
 mod pool_budget;
 pub mod runtime;
+// Saturating products and sums of dimensions and settings.
+mod sat;
 pub mod split;
 #[cfg(test)]
 mod test_models;

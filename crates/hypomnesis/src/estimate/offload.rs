@@ -14,7 +14,8 @@ use std::ops::Range;
 use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
 use super::params::FitParams;
-use super::parts::{Component, Estimate, GIB, MIB, add_all, host_line, kv_line, line};
+use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
+use super::sat::add_all;
 use super::split::{assign_units, split_weights};
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
