@@ -40,7 +40,7 @@ pub(crate) enum Dim {
     /// `global_head_dim`) and the MLA latent's parts (`kv_lora_rank`, `qk_rope_head_dim`):
     /// 2¹⁶ = 65,536. The largest real ones are 512 (Gemma-4's global layers, DeepSeek's
     /// `kv_lora_rank`) and 576 (the whole MLA latent).
-    HeadDim,
+    HeadSize,
     /// Tokens of context (`max_position_embeddings` and the other length keys,
     /// `context_length`, the YaRN `original_max_position_embeddings` and the context it
     /// derives) and of a sliding window: 2³² = 4,294,967,296, `--context`'s own maximum. The
@@ -57,7 +57,7 @@ impl Dim {
             Dim::Vocab => 1 << 24,
             Dim::Hidden => 1 << 20,
             Dim::FeedForward => 1 << 22,
-            Dim::Heads | Dim::HeadDim => 1 << 16,
+            Dim::Heads | Dim::HeadSize => 1 << 16,
             Dim::Context => 1 << 32,
         }
     }
@@ -66,7 +66,7 @@ impl Dim {
     pub(crate) const fn unit(self) -> &'static str {
         match self {
             Dim::Vocab | Dim::Context => "tokens",
-            Dim::Hidden | Dim::FeedForward | Dim::HeadDim => "elements",
+            Dim::Hidden | Dim::FeedForward | Dim::HeadSize => "elements",
             Dim::Heads => "heads",
         }
     }

@@ -43,7 +43,7 @@ fn dim_of(key: &str) -> Option<Dim> {
         | "multi_query_group_num"
         | "num_global_key_value_heads" => Dim::Heads,
         "head_dim" | "v_head_dim" | "global_head_dim" | "kv_lora_rank" | "qk_rope_head_dim" => {
-            Dim::HeadDim
+            Dim::HeadSize
         }
         "sliding_window" | "original_max_position_embeddings" => Dim::Context,
         k if LENGTH_KEYS.contains(&k) => Dim::Context,

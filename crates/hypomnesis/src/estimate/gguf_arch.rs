@@ -158,10 +158,10 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
     let heads = heads_arr.iter().copied().max().unwrap_or(0);
     let hidden = dim(h, &key("embedding_length"), Dim::Hidden)?;
     let derived = hidden.filter(|_| heads > 0).map_or(0, |h| h / heads);
-    let k_len = dim(h, &key("attention.key_length"), Dim::HeadDim)?.unwrap_or(derived);
-    let v_len = dim(h, &key("attention.value_length"), Dim::HeadDim)?.unwrap_or(k_len);
-    let k_swa = dim(h, &key("attention.key_length_swa"), Dim::HeadDim)?.unwrap_or(k_len);
-    let v_swa = dim(h, &key("attention.value_length_swa"), Dim::HeadDim)?.unwrap_or(v_len);
+    let k_len = dim(h, &key("attention.key_length"), Dim::HeadSize)?.unwrap_or(derived);
+    let v_len = dim(h, &key("attention.value_length"), Dim::HeadSize)?.unwrap_or(k_len);
+    let k_swa = dim(h, &key("attention.key_length_swa"), Dim::HeadSize)?.unwrap_or(k_len);
+    let v_swa = dim(h, &key("attention.value_length_swa"), Dim::HeadSize)?.unwrap_or(v_len);
     let mut warnings = Vec::new();
     let mut kv_from = KvHeadsFrom::Config;
     let kv_heads = match per_layer(h, &key("attention.head_count_kv"), n_layers, Dim::Heads)? {
@@ -206,8 +206,8 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             "{arch}.attention.sliding_window is set, but llama.cpp applies no sliding-window pattern to {arch:?} (phi3 disables it; other architectures do not use it): every layer is treated as full attention"
         ));
     }
-    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::HeadDim)?;
-    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::HeadDim)?
+    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::HeadSize)?;
+    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::HeadSize)?
         .map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let layers = (0..n_layers)
         .map(|i| {
