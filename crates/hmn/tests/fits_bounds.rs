@@ -305,6 +305,151 @@ fn integer_fields_of_the_wrong_type_are_invalid_not_absent() {
     }
 }
 
+/// A 2-layer llama GGUF whose `llama.vocab_size` is `u64::MAX` (QA's `vocab_u64max.gguf`:
+/// the estimator's `batch · vocab · 4` overflowed).
+pub(crate) fn vocab_u64_max_gguf(path: &Path) {
+    GgufWriter::new()
+        .str("general.architecture", "llama")
+        .u32("llama.block_count", 2)
+        .u32("llama.attention.head_count", 4)
+        .u32("llama.attention.head_count_kv", 2)
+        .u32("llama.embedding_length", 256)
+        .u32("llama.context_length", 4096)
+        .raw("llama.vocab_size", 10, &u64::MAX.to_le_bytes())
+        .tensor("token_embd.weight", &[256, 32], ggml::F16)
+        .write(path)
+        .unwrap();
+}
+
+/// Dimensions no real model has are refused where the header is read — one line naming the
+/// file, the key and the value, exit 2, for every runtime — never a panic or a wrapped figure.
+#[test]
+fn implausible_model_dimensions_are_refused_by_name() {
+    let bed = Bed::new();
+    let path = bed.path("vocab.gguf");
+    vocab_u64_max_gguf(&path);
+    let want = "invalid llama.vocab_size (18446744073709551615: expected at most 16777216 tokens)";
+    for runtime in ["generic", "llama.cpp", "vllm"] {
+        let o = bed
+            .cmd(&["fits", "--free", "8GiB", "--runtime", runtime])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{runtime}: {err}");
+        assert_eq!(err.lines().count(), 1, "{runtime}: {err}");
+        assert!(
+            err.contains("vocab.gguf") && err.contains(want),
+            "{runtime}: {err}"
+        );
+    }
+    let base = || {
+        GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.block_count", 2)
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.embedding_length", 256)
+            .tensor("token_embd.weight", &[256, 32], ggml::F16)
+    };
+    let max = u64::MAX.to_le_bytes();
+    for (i, (w, needle)) in [
+        (
+            base().raw("llama.context_length", 10, &max),
+            "invalid llama.context_length (18446744073709551615: expected at most 4294967296 tokens)",
+        ),
+        (
+            base().u32("llama.feed_forward_length", u32::MAX),
+            "invalid llama.feed_forward_length (4294967295: expected at most 4194304 elements)",
+        ),
+        (
+            base().raw("llama.attention.key_length", 10, &max),
+            "invalid llama.attention.key_length (18446744073709551615: expected at most 65536 elements)",
+        ),
+        (
+            base().u32s("llama.attention.head_count_kv", &[2, u32::MAX]),
+            "invalid llama.attention.head_count_kv (4294967295: expected at most 65536 heads)",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = bed.path(&format!("dim{i}.gguf"));
+        w.write(&path).unwrap();
+        let err = refused(&bed, &path, &format!("dim{i}.gguf"));
+        assert!(err.contains(needle), "{err}");
+    }
+    // config.json: a width, and a YaRN factor deriving a context beyond 2³².
+    let dir = model_with_config(&bed, "hidden", "hidden_size", "18446744073709551615");
+    let err = refused(&bed, &dir, "config.json");
+    assert!(
+        err.contains(
+            "invalid hidden_size (18446744073709551615: out of range, at most 1048576 elements)"
+        ),
+        "{err}"
+    );
+    let rope = r#"{"type":"yarn","factor":1e308,"original_max_position_embeddings":4096}"#;
+    let dir = model_with_config(&bed, "rope", "rope_scaling", rope);
+    let err = refused(&bed, &dir, "config.json");
+    assert!(
+        err.contains("invalid rope_scaling.factor (1e+308: out of range"),
+        "{err}"
+    );
+}
+
+/// In-range dimensions at the bounds with `--context` at its own bound: an answer (it does not
+/// fit), not an overflow.
+#[test]
+fn a_model_at_the_bounds_with_the_longest_context_does_not_fit() {
+    let bed = Bed::new();
+    let path = bed.path("bounds.gguf");
+    GgufWriter::new()
+        .str("general.architecture", "llama")
+        .u32("llama.block_count", 2)
+        .u32("llama.attention.head_count", 1 << 16)
+        .u32("llama.attention.head_count_kv", 1 << 16)
+        .u32("llama.attention.key_length", 1 << 16)
+        .u32("llama.attention.value_length", 1 << 16)
+        .u32("llama.embedding_length", 1 << 20)
+        .u32("llama.feed_forward_length", 1 << 22)
+        .u32("llama.vocab_size", 1 << 24)
+        .raw("llama.context_length", 10, &(1u64 << 32).to_le_bytes())
+        .tensor("token_embd.weight", &[256, 32], ggml::F16)
+        .write(&path)
+        .unwrap();
+    for args in [
+        &["--runtime", "generic"][..],
+        &["--runtime", "llama.cpp", "--context", "4294967296"],
+        &[
+            "--runtime",
+            "llama.cpp",
+            "--context",
+            "4294967296",
+            "--ubatch",
+            "1048576",
+            "--flash-attn",
+            "off",
+        ],
+        &[
+            "--runtime",
+            "llama.cpp",
+            "--parallel",
+            "4096",
+            "--kv-unified",
+        ],
+        &["--runtime", "vllm"],
+    ] {
+        let o = bed
+            .cmd(&["fits", "--free", "80GiB", "--json"])
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let v = json(&o);
+        assert_eq!(v["fit"], "does_not_fit", "{args:?}: {v}");
+    }
+}
+
 #[test]
 fn the_trained_context_warning_is_a_top_level_warning_too() {
     let bed = Bed::new();

@@ -190,6 +190,33 @@ fn bad_input_is_one_line_and_exit_2() {
     }
 }
 
+/// A model whose header claims a dimension no real model has: `pick --need` and `run --gpu
+/// auto --need` refuse it as `fits` does — one line naming the file and the key, exit 2 —
+/// instead of overflowing the estimate.
+#[test]
+fn a_model_need_with_an_implausible_dimension_is_one_line_and_exit_2() {
+    let bed = two(GIB, GIB);
+    let path = bed.path("vocab.gguf");
+    crate::fits_bounds::vocab_u64_max_gguf(&path);
+    let m = path.to_str().unwrap();
+    for args in [
+        vec!["pick", "--need", m],
+        vec!["pick", "--json", "--need", m],
+        vec!["run", "--gpu", "auto", "--need", m, "--", "true"],
+    ] {
+        let o = bed.run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("vocab.gguf")
+                && err.contains("invalid llama.vocab_size (18446744073709551615"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+}
+
 #[test]
 fn waiting_ends_with_exit_1_and_the_reason() {
     let bed = two(79 * GIB, 79 * GIB);

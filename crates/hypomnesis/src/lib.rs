@@ -191,6 +191,104 @@ pub mod fuzzing {
         }
     }
 
+    /// Reads a GGUF header from memory as `hmn fits` assembles a model from it, then runs the
+    /// estimator and the verdict on it for every runtime: under each runtime's defaults, at the
+    /// CLI's extreme settings (`--context` 2³², `--batch`/`--ubatch` 2²⁰, `--parallel` 4096,
+    /// `-ngl` 1), and beyond them. A header the parser accepts must never overflow the
+    /// estimator's arithmetic (fuzz builds check overflow: an overflow is a crash).
+    #[cfg(feature = "models")]
+    pub fn gguf_estimate(data: &[u8]) {
+        use crate::estimate::{Budget, FitParams, FlashAttn, KvDtype, LlamaApi, Runtime};
+        let len = data.len() as u64;
+        let Ok(h) = crate::estimate::gguf::read_header(std::io::Cursor::new(data), len) else {
+            return;
+        };
+        let file = std::path::PathBuf::from("fuzz.gguf");
+        let Ok(m) = crate::estimate::model::assemble_gguf(vec![(file, h)], Vec::new()) else {
+            return;
+        };
+        let (model, arch) = (&m.spec, m.spec.arch.as_ref());
+        for runtime in [Runtime::Generic, Runtime::LlamaCpp, Runtime::Vllm] {
+            let p = FitParams::defaults(runtime, arch);
+            let mut tries = vec![
+                p,
+                p.context(1 << 32).batch(1 << 20),
+                p.context(u64::MAX).batch(u64::MAX),
+            ];
+            if runtime == Runtime::LlamaCpp {
+                let q = p.context(1 << 32).ubatch(1 << 20).n_batch(1 << 20);
+                tries.extend([
+                    q.flash_attn(FlashAttn::Off).kv_dtype(KvDtype::F32),
+                    q.kv_dtype(KvDtype::Q4_0).flash_attn(FlashAttn::On),
+                    q.slots(4096).kv_unified(true),
+                    q.llama_api(LlamaApi::Library).gpu_layers(1),
+                    q.cpu_only(true),
+                ]);
+                let _ = crate::estimate::offload::estimate_split(model, &q, &[u64::MAX, 1 << 30]);
+            }
+            for q in tries {
+                let _ = crate::estimate::estimate(model, q);
+            }
+            let _ = crate::estimate::judge(model, p, &Budget::given(80 << 30));
+        }
+    }
+
+    #[cfg(all(test, feature = "models"))]
+    mod tests {
+        use hmn_testbed::{GgufWriter, ggml};
+
+        fn llama() -> GgufWriter {
+            GgufWriter::new()
+                .str("general.architecture", "llama")
+                .u32("llama.block_count", 4)
+                .tensor("token_embd.weight", &[256, 32], ggml::F16)
+                .tensor("blk.0.ffn_up.weight", &[256, 32], ggml::F16)
+        }
+
+        /// QA's headers (`/tmp/qa/mkgguf.py`) and one at every bound: refused, or estimated
+        /// without an overflow (test builds check it).
+        #[test]
+        fn gguf_estimate_survives_extreme_headers() {
+            let max = u64::MAX.to_le_bytes();
+            let bound = (1u64 << 32).to_le_bytes();
+            let at_bounds = llama()
+                .u32("llama.attention.head_count", 1 << 16)
+                .u32("llama.attention.head_count_kv", 1 << 16)
+                .u32("llama.attention.key_length", 1 << 16)
+                .u32("llama.attention.value_length", 1 << 16)
+                .u32("llama.embedding_length", 1 << 20)
+                .u32("llama.feed_forward_length", 1 << 22)
+                .u32("llama.vocab_size", 1 << 24)
+                .raw("llama.attention.sliding_window", 10, &bound)
+                .raw("llama.context_length", 10, &bound);
+            let base = || {
+                llama()
+                    .u32("llama.attention.head_count", 4)
+                    .u32("llama.embedding_length", 256)
+            };
+            // The header at the bounds is read and estimated, not refused.
+            let bytes = at_bounds.to_bytes();
+            let h = crate::estimate::gguf::read_header(
+                std::io::Cursor::new(&bytes),
+                bytes.len() as u64,
+            )
+            .unwrap();
+            assert!(crate::estimate::config::from_gguf(&h).unwrap().is_some());
+            for w in [
+                at_bounds,
+                base().raw("llama.vocab_size", 10, &max),
+                base().raw("llama.context_length", 10, &max),
+                base().u32("llama.context_length", u32::MAX),
+                base().u32("llama.attention.head_count_kv", 0),
+                llama()
+                    .u32("llama.attention.head_count", u32::MAX)
+                    .u32("llama.embedding_length", u32::MAX),
+            ] {
+                super::gguf_estimate(&w.to_bytes());
+            }
+        }
+    }
+
     /// Decimal sysfs values read as the DRM backend reads a device's figures at each query,
     /// through files kept open between readings (`benches/drm.rs` compares it with
     /// [`sysfs_fresh`]).

@@ -11,6 +11,78 @@ use crate::types::spelling::spelled;
 #[cfg(feature = "models")]
 pub(crate) const MAX_LAYERS: u64 = 4096;
 
+/// A model dimension the estimators multiply, with the largest value a `config.json` or a GGUF
+/// header may claim for it: a file claiming more is refused where it is read
+/// ("invalid {key} (…)", [`super::config::from_config_json`], [`super::gguf_arch::from_gguf`]).
+///
+/// Each bound is a power of two with more than 50× headroom over the largest real model, so
+/// no real model comes near it while a hostile header's `u64::MAX` (or `u32::MAX`) is refused
+/// with the key named instead of flowing into the arithmetic. The arithmetic saturates anyway
+/// (a figure that saturates is a "does not fit"), since the CLI's own bounds (`--context` ≤ 2³²,
+/// `--batch`, `--ubatch`, `--n-batch` ≤ 2²⁰, `--parallel` ≤ 4096, …) multiplied with these
+/// still exceed `u64`.
+#[cfg(feature = "models")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dim {
+    /// Vocabulary (`vocab_size`, `tokenizer.ggml.tokens`): 2²⁴ = 16,777,216 tokens. The
+    /// largest real vocabularies are about 2¹⁸ (Gemma-3 262,208; Llama-4 202,048).
+    Vocab,
+    /// Hidden size (`hidden_size`, `embedding_length`): 2²⁰ = 1,048,576. The largest real ones
+    /// are 16,384 (Llama-3.1-405B) to 20,480 (MT-NLG 530B).
+    Hidden,
+    /// Feed-forward width (`intermediate_size`, `feed_forward_length`): 2²² = 4,194,304. The
+    /// largest real ones are 53,248 (Llama-3.1-405B) and 73,728 (Nemotron-4-340B, PaLM).
+    FeedForward,
+    /// Attention heads, query or key/value: 2¹⁶ = 65,536. The largest real counts are 128
+    /// (Llama-3.1-405B, DeepSeek-V3).
+    Heads,
+    /// Elements per head (`head_dim`, `key_length`, `value_length`, Gemma-4's
+    /// `global_head_dim`) and the MLA latent's parts (`kv_lora_rank`, `qk_rope_head_dim`):
+    /// 2¹⁶ = 65,536. The largest real ones are 512 (Gemma-4's global layers, DeepSeek's
+    /// `kv_lora_rank`) and 576 (the whole MLA latent).
+    HeadSize,
+    /// Tokens of context (`max_position_embeddings` and the other length keys,
+    /// `context_length`, the YaRN `original_max_position_embeddings` and the context it
+    /// derives) and of a sliding window: 2³² = 4,294,967,296, `--context`'s own maximum. The
+    /// longest real trained context is 10,485,760 (Llama-4 Scout); `u32::MAX`, a window some
+    /// files use for "unbounded", stays accepted.
+    Context,
+}
+
+#[cfg(feature = "models")]
+impl Dim {
+    /// The largest value accepted.
+    pub(crate) const fn max(self) -> u64 {
+        match self {
+            Dim::Vocab => 1 << 24,
+            Dim::Hidden => 1 << 20,
+            Dim::FeedForward => 1 << 22,
+            Dim::Heads | Dim::HeadSize => 1 << 16,
+            Dim::Context => 1 << 32,
+        }
+    }
+
+    /// What it counts, for the error ("at most 16777216 tokens").
+    pub(crate) const fn unit(self) -> &'static str {
+        match self {
+            Dim::Vocab | Dim::Context => "tokens",
+            Dim::Hidden | Dim::FeedForward | Dim::HeadSize => "elements",
+            Dim::Heads => "heads",
+        }
+    }
+
+    /// `Some(why)` when `v` is beyond the bound: "at most {max} {unit}".
+    pub(crate) fn beyond(self, v: u64) -> Option<String> {
+        (v > self.max()).then(|| format!("at most {} {}", self.max(), self.unit()))
+    }
+}
+
+/// The largest rope scaling factor accepted: 2¹⁶; real YaRN and linear factors are 2 to 64
+/// (DeepSeek-V2 40, gpt-oss 32). A factor must also be finite and positive, and the context it
+/// derives at most [`Dim::Context`]'s bound.
+#[cfg(feature = "models")]
+pub(crate) const MAX_ROPE_FACTOR: f64 = 65_536.0;
+
 /// How a layer caches keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

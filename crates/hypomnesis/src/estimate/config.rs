@@ -15,22 +15,55 @@
 //!
 //! An integer key that is absent (or `null`) is a default, or "no {key}" when required; one
 //! present with the wrong type or out of range (`-1`, `2.5`, `"2"`) is "invalid {key} (…)",
-//! never taken for absent.
+//! never taken for absent. Out of range includes a dimension no real model has (`arch::Dim`:
+//! "invalid hidden_size (18446744073709551615: out of range, at most 1048576 elements)"), and
+//! a rope scaling factor that is not finite, not positive, above 65,536, or that derives a
+//! context beyond 2³² tokens.
 
 use serde_json::Value as Json;
 
 use super::arch::{Architecture, KvHeadsFrom, Layer, LayerKind};
 use crate::types::error::ParseError;
 
-use super::arch::MAX_LAYERS;
+use super::arch::{Dim, MAX_LAYERS, MAX_ROPE_FACTOR};
 pub use super::gguf_arch::from_gguf;
 
+/// The bound of an integer key the estimators multiply ([`Dim`]); `None` for the keys that are
+/// only compared or counted (layer indices, patterns, the layer count with its own bound).
+fn dim_of(key: &str) -> Option<Dim> {
+    Some(match key {
+        "vocab_size" => Dim::Vocab,
+        "hidden_size" | "n_embd" | "d_model" => Dim::Hidden,
+        "intermediate_size" | "n_inner" => Dim::FeedForward,
+        "num_attention_heads"
+        | "n_head"
+        | "num_key_value_heads"
+        | "n_head_kv"
+        | "num_kv_heads"
+        | "multi_query_group_num"
+        | "num_global_key_value_heads" => Dim::Heads,
+        "head_dim" | "v_head_dim" | "global_head_dim" | "kv_lora_rank" | "qk_rope_head_dim" => {
+            Dim::HeadSize
+        }
+        "sliding_window" | "original_max_position_embeddings" => Dim::Context,
+        k if LENGTH_KEYS.contains(&k) => Dim::Context,
+        _ => return None,
+    })
+}
+
 /// An integer key: `None` when absent or `null`; an error when present but not a
-/// non-negative integer.
+/// non-negative integer, or beyond its bound ([`dim_of`]): "invalid {key} ({value}: out of
+/// range, at most {max} {unit})".
 fn get(v: &Json, key: &str) -> Result<Option<u64>, ParseError> {
-    match v.get(key) {
-        None | Some(Json::Null) => Ok(None),
-        Some(x) => x.as_u64().map(Some).ok_or_else(|| invalid(key, x)),
+    let n = match v.get(key) {
+        None | Some(Json::Null) => return Ok(None),
+        Some(x) => x.as_u64().ok_or_else(|| invalid(key, x))?,
+    };
+    match dim_of(key).and_then(|d| d.beyond(n)) {
+        Some(why) => Err(ParseError::new(format!(
+            "invalid {key} ({n}: out of range, {why})"
+        ))),
+        None => Ok(Some(n)),
     }
 }
 
@@ -181,20 +214,33 @@ fn derived_context(
     let rope = c
         .get("rope_parameters")
         .filter(|r| r.is_object())
-        .map(|r| {
-            r.get("full_attention")
-                .filter(|f| f.is_object())
-                .unwrap_or(r)
-        })
-        .or_else(|| c.get("rope_scaling").filter(|r| r.is_object()));
-    if let Some(r) = rope {
+        .map(
+            |r| match r.get("full_attention").filter(|f| f.is_object()) {
+                Some(f) => ("rope_parameters.full_attention", f),
+                None => ("rope_parameters", r),
+            },
+        )
+        .or_else(|| {
+            c.get("rope_scaling")
+                .filter(|r| r.is_object())
+                .map(|r| ("rope_scaling", r))
+        });
+    if let Some((rope_key, r)) = rope {
         let kind = r
             .get("rope_type")
             .or_else(|| r.get("type"))
             .and_then(Json::as_str)
             .unwrap_or("default");
+        // A factor that is not a number is ignored; one that is must be plausible.
         let factor = r.get("factor").and_then(Json::as_f64).unwrap_or(1.0);
-        if !matches!(kind, "su" | "longrope" | "llama3") && factor.is_finite() && factor > 0.0 {
+        // serde_json's shortest form: `1e+308`, not 309 digits.
+        let shown = Json::from(factor).to_string();
+        if !matches!(kind, "su" | "longrope" | "llama3") {
+            if !(factor.is_finite() && factor > 0.0 && factor <= MAX_ROPE_FACTOR) {
+                return Err(ParseError::new(format!(
+                    "invalid {rope_key}.factor ({shown}: out of range, a positive number at most {MAX_ROPE_FACTOR})"
+                )));
+            }
             if kind == "yarn" {
                 if let Some(orig) = get(r, "original_max_position_embeddings")? {
                     len = orig;
@@ -202,10 +248,17 @@ fn derived_context(
                 }
             }
             if factor != 1.0 {
-                len = (len as f64 * factor) as u64;
+                let derived = len as f64 * factor;
+                // `as` saturates: a product beyond u64 is u64::MAX, beyond the bound too.
+                if let Some(why) = Dim::Context.beyond(derived as u64) {
+                    return Err(ParseError::new(format!(
+                        "invalid {rope_key}.factor ({shown}: the derived context {len} × {shown} is out of range, {why})"
+                    )));
+                }
+                len = derived as u64;
                 rule = format!("{rule} × {kind} factor {factor} = {len}");
             }
-        } else if kind != "default" {
+        } else {
             rule = format!("{rule} ({kind} rope scaling: not multiplied)");
         }
     }
@@ -419,8 +472,9 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
 
 /// Replaces KV head counts that the config did not state with the ones the `k_proj` shapes
 /// give: `rows(k_proj) / head_dim` per layer (`kv_rows[i]`, `None` when that layer's tensor is
-/// absent or unusable). A stated count that disagrees with the tensor is kept (the runtime
-/// reads the config) and warned about.
+/// absent or unusable: not a multiple of the head size, or more than 65,536 heads). A stated
+/// count that disagrees with the tensor is kept (the runtime reads the config) and warned
+/// about.
 pub fn infer_kv_heads(arch: &mut Architecture, kv_rows: &[Option<u64>]) {
     let mut inferred = None;
     let mut disagree = None;
@@ -431,10 +485,11 @@ pub fn infer_kv_heads(arch: &mut Architecture, kv_rows: &[Option<u64>]) {
         let Some(rows) = kv_rows.get(i).copied().flatten() else {
             continue;
         };
-        if rows % layer.head_dim_k != 0 {
+        let from_tensor = rows / layer.head_dim_k;
+        // A shape that does not divide, or gives more heads than any model has, is unusable.
+        if rows % layer.head_dim_k != 0 || Dim::Heads.beyond(from_tensor).is_some() {
             continue;
         }
-        let from_tensor = rows / layer.head_dim_k;
         if arch.kv_heads_from == KvHeadsFrom::Config {
             if from_tensor != layer.kv_heads && disagree.is_none() {
                 disagree = Some((i, layer.kv_heads, from_tensor));
@@ -576,5 +631,119 @@ mod tests {
         // A rope factor that is not a number is ignored, not a panic.
         let a = from_config_json(br#"{"num_hidden_layers":1,"num_attention_heads":1,"head_dim":8,"max_position_embeddings":100,"rope_scaling":{"type":"yarn","factor":"x"}}"#).unwrap();
         assert_eq!(a.max_context, Some(100));
+    }
+
+    /// Every dimension the estimators multiply is refused beyond its bound, naming the key and
+    /// the value; at the bound it is accepted.
+    #[test]
+    fn implausible_dimensions_are_refused_by_name() {
+        let base = r#""num_hidden_layers":2,"num_attention_heads":4,"head_dim":8"#;
+        let parse = |extra: &str| from_config_json(format!("{{{base},{extra}}}").as_bytes());
+        for (key, max, unit) in [
+            ("vocab_size", 1u64 << 24, "tokens"),
+            ("hidden_size", 1 << 20, "elements"),
+            ("n_embd", 1 << 20, "elements"),
+            ("intermediate_size", 1 << 22, "elements"),
+            ("num_attention_heads", 1 << 16, "heads"),
+            ("num_key_value_heads", 1 << 16, "heads"),
+            ("num_global_key_value_heads", 1 << 16, "heads"),
+            ("head_dim", 1 << 16, "elements"),
+            ("v_head_dim", 1 << 16, "elements"),
+            ("global_head_dim", 1 << 16, "elements"),
+            ("kv_lora_rank", 1 << 16, "elements"),
+            ("qk_rope_head_dim", 1 << 16, "elements"),
+            ("max_position_embeddings", 1 << 32, "tokens"),
+            ("seq_length", 1 << 32, "tokens"),
+            ("model_max_length", 1 << 32, "tokens"),
+            ("sliding_window", 1 << 32, "tokens"),
+        ] {
+            assert!(
+                parse(&format!(r#""{key}":{max}"#)).is_ok(),
+                "{key} at its bound"
+            );
+            for bad in [max + 1, u64::from(u32::MAX).max(max + 1), u64::MAX] {
+                let e = parse(&format!(r#""{key}":{bad}"#)).unwrap_err().message;
+                assert_eq!(
+                    e,
+                    format!("invalid {key} ({bad}: out of range, at most {max} {unit})")
+                );
+            }
+        }
+        // Inside text_config, and YaRN's original length.
+        let e = from_config_json(
+            br#"{"text_config":{"num_hidden_layers":2,"num_attention_heads":4,"hidden_size":18446744073709551615}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("invalid hidden_size (18446744073709551615"),
+            "{e}"
+        );
+        let e = parse(r#""max_position_embeddings":4096,"rope_scaling":{"type":"yarn","factor":4,"original_max_position_embeddings":18446744073709551615}"#)
+            .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("invalid original_max_position_embeddings (18446744073709551615"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn implausible_rope_factors_are_refused() {
+        let rope = |key: &str, r: &str| {
+            from_config_json(
+                format!(r#"{{"num_hidden_layers":2,"num_attention_heads":4,"head_dim":8,"max_position_embeddings":4096,"{key}":{r}}}"#)
+                    .as_bytes(),
+            )
+        };
+        let e = |key: &str, r: &str| rope(key, r).unwrap_err().message;
+        assert_eq!(
+            e(
+                "rope_scaling",
+                r#"{"type":"yarn","factor":1e308,"original_max_position_embeddings":18446744073709551615}"#
+            ),
+            "invalid rope_scaling.factor (1e+308: out of range, a positive number at most 65536)"
+        );
+        assert_eq!(
+            e("rope_scaling", r#"{"type":"linear","factor":-1}"#),
+            "invalid rope_scaling.factor (-1.0: out of range, a positive number at most 65536)"
+        );
+        assert!(
+            e("rope_scaling", r#"{"type":"dynamic","factor":0}"#).contains("(0.0: out of range")
+        );
+        assert!(
+            e(
+                "rope_parameters",
+                r#"{"full_attention":{"rope_type":"yarn","factor":1e9}}"#
+            )
+            .starts_with("invalid rope_parameters.full_attention.factor (1000000000.0")
+        );
+        // A plausible factor deriving more than 2³² tokens.
+        assert_eq!(
+            e(
+                "rope_scaling",
+                r#"{"type":"yarn","factor":2,"original_max_position_embeddings":4294967296}"#
+            ),
+            "invalid rope_scaling.factor (2.0: the derived context 4294967296 × 2.0 is out of range, at most 4294967296 tokens)"
+        );
+        // At the bounds: accepted.
+        let a = rope(
+            "rope_scaling",
+            r#"{"type":"yarn","factor":65536,"original_max_position_embeddings":65536}"#,
+        )
+        .unwrap();
+        assert_eq!(a.max_context, Some(1 << 32));
+        // Kinds that do not multiply keep ignoring their factor.
+        let a = rope("rope_scaling", r#"{"rope_type":"llama3","factor":1e308}"#).unwrap();
+        assert_eq!(a.max_context, Some(4096));
+    }
+
+    #[test]
+    fn kv_heads_from_implausible_tensor_shapes_are_not_taken() {
+        let cfg = br#"{"model_type":"llama","num_hidden_layers":1,"num_attention_heads":32,"hidden_size":4096}"#;
+        let mut a = from_config_json(cfg).unwrap();
+        infer_kv_heads(&mut a, &[Some(u64::MAX - u64::MAX % 128)]);
+        assert_eq!(a.layers[0].kv_heads, 32, "the assumed count stays");
+        assert_eq!(a.kv_heads_from, KvHeadsFrom::AttentionHeads);
     }
 }

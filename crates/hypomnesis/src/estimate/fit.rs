@@ -18,6 +18,7 @@ pub use super::params::{DEFAULT_CONTEXT, FitParams};
 pub use super::parts::{Component, Estimate, Memory};
 use super::parts::{GIB, MIB, kv_line, line};
 use super::runtime::{FlashAttn, Runtime};
+use super::sat::{add_all, mul_all};
 use super::{offload, vllm};
 
 /// The estimate for `params` (`p` is taken as valid; see [`FitParams::validate`]).
@@ -162,10 +163,10 @@ fn generic_activations(arch: Option<&Architecture>, p: &FitParams, w: u64) -> (u
             )
         }
         Some((h, v, _)) => {
-            let low = p.batch * v * 4 + tokens.saturating_mul(h) * 2 * 2;
+            let low = mul_all([p.batch, v, 4]).saturating_add(mul_all([tokens, h, 2, 2]));
             (
                 low,
-                (2 * low).max(w / 5),
+                low.saturating_mul(2).max(w / 5),
                 "logits + hidden states; up to 20 % of weights (EleutherAI rule)".to_string(),
             )
         }
@@ -214,10 +215,10 @@ fn vllm_components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Str
             "5–20 % of the weights (no hidden/vocab size known)".to_string(),
         ),
         Some((h, v)) => {
-            let low = mnbt * h * 2 * 8;
+            let low = mul_all([mnbt, h, 2, 8]);
             (
                 low,
-                3 * low + 256 * v * 4,
+                add_all([mul_all([3, low]), mul_all([256, v, 4])]),
                 format!("profile run of {mnbt} batched tokens + sampler logits"),
             )
         }

@@ -12,10 +12,13 @@
 //!
 //! A key that is absent is a default or, for the architecture, block count and head count, a
 //! weights-only estimate; a key present with the wrong type or out of range (a negative count,
-//! a float, a string, an array that is not per-layer) is an error: "invalid {key} (…)".
+//! a float, a string, an array that is not per-layer) is an error: "invalid {key} (…)". So is a
+//! dimension no real model has (`arch::Dim`: vocabulary, embedding and feed-forward widths,
+//! head counts, head sizes, context and window lengths): "invalid llama.vocab_size
+//! (18446744073709551615: expected at most 16777216 tokens)".
 
-use super::arch::MAX_LAYERS;
 use super::arch::{Architecture, KvHeadsFrom, Layer, LayerKind};
+use super::arch::{Dim, MAX_LAYERS};
 use super::gguf::{Header, Value, shown};
 use crate::types::error::ParseError;
 
@@ -62,23 +65,40 @@ fn int(h: &Header, key: &str) -> Result<Option<u64>, ParseError> {
     }
 }
 
-/// A number or a per-layer array of numbers (`None` when absent).
-fn per_layer(h: &Header, key: &str, n: u64) -> Result<Option<Vec<u64>>, ParseError> {
+/// "invalid {key} ({value}: expected at most {max} {unit})" when `x` is beyond `dim`'s bound.
+fn within(key: &str, x: u64, dim: Dim) -> Result<u64, ParseError> {
+    match dim.beyond(x) {
+        Some(why) => Err(invalid(key, &Value::Int(i128::from(x)), &why)),
+        None => Ok(x),
+    }
+}
+
+/// A dimension the estimators multiply ([`int`], then [`Dim`]'s bound).
+fn dim(h: &Header, key: &str, dim: Dim) -> Result<Option<u64>, ParseError> {
+    int(h, key)?.map(|x| within(key, x, dim)).transpose()
+}
+
+/// A number or a per-layer array of numbers (`None` when absent), each within `dim`'s bound.
+fn per_layer(h: &Header, key: &str, n: u64, dim: Dim) -> Result<Option<Vec<u64>>, ParseError> {
     let expected = "a non-negative integer or a per-layer array of at most 4096 of them";
-    match h.metadata.get(key) {
-        None => Ok(None),
+    let all = match h.metadata.get(key) {
+        None => return Ok(None),
         Some(v @ Value::Array { items, .. }) => {
             let all: Option<Vec<u64>> = items.iter().map(Value::as_u64).collect();
             match all {
-                Some(all) if !all.is_empty() => Ok(Some(all)),
-                _ => Err(invalid(key, v, expected)),
+                Some(all) if !all.is_empty() => all,
+                _ => return Err(invalid(key, v, expected)),
             }
         }
         Some(v) => match v.as_u64() {
-            Some(x) => Ok(Some(vec![x; usize::try_from(n).unwrap_or(0)])),
-            None => Err(invalid(key, v, expected)),
+            Some(x) => vec![x; usize::try_from(n).unwrap_or(0)],
+            None => return Err(invalid(key, v, expected)),
         },
+    };
+    for x in &all {
+        within(key, *x, dim)?;
     }
+    Ok(Some(all))
 }
 
 /// A per-layer pattern of bools (or 0/1), or a period (`None` when absent).
@@ -132,19 +152,19 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             "1 to 4096 layers",
         ));
     }
-    let Some(heads_arr) = per_layer(h, &key("attention.head_count"), n_layers)? else {
+    let Some(heads_arr) = per_layer(h, &key("attention.head_count"), n_layers, Dim::Heads)? else {
         return Ok(None);
     };
     let heads = heads_arr.iter().copied().max().unwrap_or(0);
-    let hidden = int(h, &key("embedding_length"))?;
+    let hidden = dim(h, &key("embedding_length"), Dim::Hidden)?;
     let derived = hidden.filter(|_| heads > 0).map_or(0, |h| h / heads);
-    let k_len = int(h, &key("attention.key_length"))?.unwrap_or(derived);
-    let v_len = int(h, &key("attention.value_length"))?.unwrap_or(k_len);
-    let k_swa = int(h, &key("attention.key_length_swa"))?.unwrap_or(k_len);
-    let v_swa = int(h, &key("attention.value_length_swa"))?.unwrap_or(v_len);
+    let k_len = dim(h, &key("attention.key_length"), Dim::HeadSize)?.unwrap_or(derived);
+    let v_len = dim(h, &key("attention.value_length"), Dim::HeadSize)?.unwrap_or(k_len);
+    let k_swa = dim(h, &key("attention.key_length_swa"), Dim::HeadSize)?.unwrap_or(k_len);
+    let v_swa = dim(h, &key("attention.value_length_swa"), Dim::HeadSize)?.unwrap_or(v_len);
     let mut warnings = Vec::new();
     let mut kv_from = KvHeadsFrom::Config;
-    let kv_heads = match per_layer(h, &key("attention.head_count_kv"), n_layers)? {
+    let kv_heads = match per_layer(h, &key("attention.head_count_kv"), n_layers, Dim::Heads)? {
         Some(v) => v,
         None => {
             // llama.cpp assumes head_count; the attn_k shapes say what the file holds.
@@ -156,7 +176,10 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
                         .find(|t| t.name == name)
                         .and_then(|t| t.dims.get(1).copied())
                         .filter(|_| k_len > 0)
-                        .map_or(heads, |rows| rows / k_len)
+                        .map(|rows| rows / k_len)
+                        // More heads than any model has: the shape is unusable.
+                        .filter(|kv| Dim::Heads.beyond(*kv).is_none())
+                        .unwrap_or(heads)
                 })
                 .collect();
             if from_tensors.iter().any(|k| *k != heads) {
@@ -168,7 +191,7 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             from_tensors
         }
     };
-    let window_key = int(h, &key("attention.sliding_window"))?;
+    let window_key = dim(h, &key("attention.sliding_window"), Dim::Context)?;
     let rule = swa_rule(&arch, n_layers);
     let window = match (window_key, rule) {
         (Some(0), _) => None,
@@ -183,9 +206,9 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             "{arch}.attention.sliding_window is set, but llama.cpp applies no sliding-window pattern to {arch:?} (phi3 disables it; other architectures do not use it): every layer is treated as full attention"
         ));
     }
-    let rope_dim = int(h, &key("rope.dimension_count"))?;
-    let mla =
-        int(h, &key("attention.kv_lora_rank"))?.map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
+    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::HeadSize)?;
+    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::HeadSize)?
+        .map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let layers = (0..n_layers)
         .map(|i| {
             let kv = at(&kv_heads, i).unwrap_or(heads);
@@ -213,16 +236,19 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
     a.name = Some(arch.clone());
     a.hidden_size = hidden;
     a.attention_heads = Some(heads);
-    a.max_context = int(h, &key("context_length"))?;
+    a.max_context = dim(h, &key("context_length"), Dim::Context)?;
     a.context_rule = a
         .max_context
         .map(|_| format!("{arch}.context_length (llama.cpp's n_ctx_train)"));
-    a.intermediate_size =
-        per_layer(h, &key("feed_forward_length"), n_layers)?.and_then(|v| v.into_iter().max());
-    a.vocab_size = match int(h, &key("vocab_size"))? {
+    a.intermediate_size = per_layer(h, &key("feed_forward_length"), n_layers, Dim::FeedForward)?
+        .and_then(|v| v.into_iter().max());
+    a.vocab_size = match dim(h, &key("vocab_size"), Dim::Vocab)? {
         Some(v) => Some(v),
         None => match h.metadata.get("tokenizer.ggml.tokens") {
-            Some(Value::Array { len, .. }) => Some(*len),
+            Some(v @ Value::Array { len, .. }) => match Dim::Vocab.beyond(*len) {
+                Some(why) => return Err(invalid("tokenizer.ggml.tokens", v, &why)),
+                None => Some(*len),
+            },
             _ => None,
         },
     };
@@ -319,6 +345,73 @@ mod tests {
         assert!(
             e.starts_with("invalid llama.attention.sliding_window_pattern"),
             "{e}"
+        );
+    }
+
+    /// Every dimension the estimators multiply is refused beyond its bound, naming the key and
+    /// the value, as a number or in a per-layer array; at the bound it is accepted.
+    #[test]
+    fn implausible_dimensions_are_refused_by_name() {
+        let base = || {
+            vec![
+                ("general.architecture", Value::String("llama".into())),
+                ("llama.block_count", Value::Int(2)),
+                ("llama.attention.head_count", Value::Int(4)),
+                ("llama.embedding_length", Value::Int(256)),
+            ]
+        };
+        let with = |key: &'static str, v: Value| {
+            let mut pairs = base();
+            pairs.retain(|(k, _)| *k != key);
+            pairs.push((key, v));
+            from_gguf(&header(&pairs))
+        };
+        for (key, max, unit) in [
+            ("llama.vocab_size", 1u64 << 24, "tokens"),
+            ("llama.embedding_length", 1 << 20, "elements"),
+            ("llama.feed_forward_length", 1 << 22, "elements"),
+            ("llama.attention.head_count", 1 << 16, "heads"),
+            ("llama.attention.head_count_kv", 1 << 16, "heads"),
+            ("llama.attention.key_length", 1 << 16, "elements"),
+            ("llama.attention.value_length", 1 << 16, "elements"),
+            ("llama.attention.key_length_swa", 1 << 16, "elements"),
+            ("llama.attention.value_length_swa", 1 << 16, "elements"),
+            ("llama.attention.kv_lora_rank", 1 << 16, "elements"),
+            ("llama.rope.dimension_count", 1 << 16, "elements"),
+            ("llama.context_length", 1 << 32, "tokens"),
+            ("llama.attention.sliding_window", 1 << 32, "tokens"),
+        ] {
+            let ok = with(key, Value::Int(i128::from(max)));
+            assert!(matches!(ok, Ok(Some(_))), "{key} at its bound: {ok:?}");
+            for bad in [max + 1, u64::from(u32::MAX).max(max + 1), u64::MAX] {
+                let e = with(key, Value::Int(i128::from(bad))).unwrap_err().message;
+                assert_eq!(
+                    e,
+                    format!("invalid {key} ({bad}: expected at most {max} {unit})")
+                );
+            }
+        }
+        // One layer of a per-layer array.
+        let arr = Value::Array {
+            len: 2,
+            items: vec![Value::Int(8), Value::Int(i128::from(u64::MAX))],
+        };
+        let e = with("llama.attention.head_count_kv", arr)
+            .unwrap_err()
+            .message;
+        assert_eq!(
+            e,
+            "invalid llama.attention.head_count_kv (18446744073709551615: expected at most 65536 heads)"
+        );
+        // The vocabulary from the token list's length.
+        let tokens = Value::Array {
+            len: u64::MAX,
+            items: Vec::new(),
+        };
+        let e = with("tokenizer.ggml.tokens", tokens).unwrap_err().message;
+        assert_eq!(
+            e,
+            "invalid tokenizer.ggml.tokens (an array of 18446744073709551615: expected at most 16777216 tokens)"
         );
     }
 }

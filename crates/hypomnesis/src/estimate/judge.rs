@@ -262,9 +262,9 @@ fn vllm_refusals(v: &mut Verdict, arch: &super::arch::Architecture, p: &FitParam
         .unwrap_or(0);
     let rest = |high: bool| {
         if high {
-            est.high_bytes - kv
+            est.high_bytes.saturating_sub(kv)
         } else {
-            est.low_bytes - kv
+            est.low_bytes.saturating_sub(kv)
         }
     };
     let left = |high: bool| i128::from(v.budget_bytes) - i128::from(rest(high));
@@ -301,7 +301,7 @@ pub fn largest_gpu_layers(model: &ModelSpec, p: FitParams, budget: &Budget) -> u
     }
     let top = Offload::new(n, None).on_gpu;
     // largest() searches 1..=cap; shift by one to include 0.
-    largest(top + 1, |x| fits(x - 1)).saturating_sub(1)
+    largest(top.saturating_add(1), |x| fits(x - 1)).saturating_sub(1)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 //!
 //! `compute = max(FFN, ATTN, OUT)` ([`Graph::cpu`]).
 
+use super::sat::{add_all, mul_all};
 use crate::types::spelling::spelled;
 
 /// Alignment of CPU and `CUDA_Host` buffers (`TENSOR_ALIGNMENT`, `ggml-impl.h:44`).
@@ -169,10 +170,13 @@ impl Graph {
             return None;
         }
         let mut nrot = 64u64;
-        while c.head_dim_k.is_multiple_of(nrot * 2) {
-            nrot *= 2;
+        while let Some(next) = nrot
+            .checked_mul(2)
+            .filter(|n| c.head_dim_k.is_multiple_of(*n))
+        {
+            nrot = next;
         }
-        Some(4 * nrot * nrot)
+        Some(mul_all([4, nrot, nrot]))
     }
 
     /// Whether the phases see the rotation (the full cache's).
@@ -193,20 +197,23 @@ impl Graph {
         let t = self.tokens;
         let mut sum = 0u64;
         if with_host_only {
-            sum += a(4 * t) + a(4 * self.n_embd * t);
+            sum = add_all([a(mul_all([4, t])), a(mul_all([4, self.n_embd, t]))]);
         }
-        sum += a(4 * t);
+        sum = sum.saturating_add(a(mul_all([4, t])));
         let mask_bytes = if self.flash_attn { 2 } else { 4 };
         for c in &self.caches {
-            sum += a(8 * t);
-            sum += a(8 * t * if self.flash_attn { 1 } else { c.v_gqa });
-            sum += a(c.cells * t * mask_bytes);
+            let v_idxs = if self.flash_attn { 1 } else { c.v_gqa };
+            sum = add_all([
+                sum,
+                a(mul_all([8, t])),
+                a(mul_all([8, t, v_idxs])),
+                a(mul_all([c.cells, t, mask_bytes])),
+            ]);
             if let Some(k) = self.k_rot(c) {
-                sum += a(k);
-                sum += a(4 * 64 * 64);
+                sum = add_all([sum, a(k), a(4 * 64 * 64)]);
             }
         }
-        sum + a(4 * self.outputs)
+        sum.saturating_add(a(mul_all([4, self.outputs])))
     }
 
     /// The CPU backend's compute buffer, phase by phase, with sizes aligned to `align`.
@@ -214,18 +221,19 @@ impl Graph {
         let a = |x: u64| pad(x, align);
         let (t, n_out) = (self.tokens, self.outputs);
         let i = self.inputs(align, true);
-        let e = a(4 * self.n_embd * t);
-        let q = a(4 * self.n_head * self.head_dim * t);
-        let f = a(4 * self.n_ff * t);
-        let e_out = a(4 * self.n_embd * n_out);
-        let l = a(4 * self.n_vocab * n_out);
+        // Every product and sum saturates: a buffer beyond u64 fits nowhere.
+        let e = a(mul_all([4, self.n_embd, t]));
+        let q = a(mul_all([4, self.n_head, self.head_dim, t]));
+        let f = a(mul_all([4, self.n_ff, t]));
+        let e_out = a(mul_all([4, self.n_embd, n_out]));
+        let l = a(mul_all([4, self.n_vocab, n_out]));
         let fa = self.flash_attn;
         let fused = self.fused_qkv;
         let rot = self.rot();
         let full_width = n_out == t;
         // The token-ids hole and inp_embd (never freed); the inputs freed after the last
         // layer's attention.
-        let base = a(4 * t) + e;
+        let base = a(mul_all([4, t])).saturating_add(e);
         let i_rest = i.saturating_sub(base);
         let q_slot = if fused { 0 } else { q };
         // FFN (`build_ffn`, `llama-graph.cpp:1762-1960`): gate, up and the GLU output
@@ -237,45 +245,53 @@ impl Graph {
         let mut ffn = if fa && rot {
             let x = match q.cmp(&e) {
                 std::cmp::Ordering::Greater => q,
-                std::cmp::Ordering::Less => 2 * q,
+                std::cmp::Ordering::Less => mul_all([2, q]),
                 std::cmp::Ordering::Equal => 0,
             };
-            i + 2 * e + x + 3 * f
+            add_all([i, mul_all([2, e]), x, mul_all([3, f])])
         } else if fa {
-            i + 2 * e + q_slot + 3 * f
+            add_all([i, mul_all([2, e]), q_slot, mul_all([3, f])])
         } else {
-            i + 2 * e + 3 * f
+            add_all([i, mul_all([2, e]), mul_all([3, f])])
         };
         // The last layer with every token an output: its residual (a GET_ROWS of out_ids,
         // `src/models/llama.cpp:174-177`) sits above the freed inputs and two slots, a low
         // block of I_rest + 2E. The FFN tensors go there in order while they fit (gate, up,
         // GLU: F, F, F; fused: 2F, F), the rest on the tail above the residual.
         if (rot || self.residual_first) && full_width {
-            let mut free = i_rest + 2 * e;
-            let mut top = 0;
-            let parts: &[u64] = if fused { &[2 * f, f] } else { &[f, f, f] };
+            let mut free = add_all([i_rest, mul_all([2, e])]);
+            let mut top = 0u64;
+            let parts: &[u64] = if fused {
+                &[mul_all([2, f]), f]
+            } else {
+                &[f, f, f]
+            };
             for part in parts {
                 if *part <= free {
                     free -= part;
                 } else {
-                    top += part;
+                    top = top.saturating_add(*part);
                 }
             }
-            ffn = ffn.max(i + 3 * e + top);
+            ffn = ffn.max(add_all([i, mul_all([3, e]), top]));
         }
         // Attention without flash attention: the F32 scores [n_kv, T, n_head] (soft-max in
         // place, `llama-graph.cpp:2722`); kqv and its cont fit in the holes.
         let kq = self
             .caches
             .iter()
-            .map(|c| 4 * c.cells * t * self.n_head)
+            .map(|c| mul_all([4, c.cells, t, self.n_head]))
             .max()
             .unwrap_or(0);
         let (attn, kq) = if fa {
             (0, 0)
         } else {
-            let rows = if fused { e + q } else { 2 * e + 2 * q };
-            (i + rows + a(kq), a(kq))
+            let rows = if fused {
+                e.saturating_add(q)
+            } else {
+                add_all([mul_all([2, e]), mul_all([2, q])])
+            };
+            (add_all([i, rows, a(kq)]), a(kq))
         };
         // Output: the last hidden state (E_out) and the logits (L) above inp_embd; for
         // residual-first graphs above the layer's slots unless the freed inputs can hold it.
@@ -285,16 +301,18 @@ impl Graph {
         // below R but the down projection no longer does, the last hidden state lands on the
         // residual and the logits above it.
         let r = match (fa && full_width && !fused, rot) {
-            (true, true) if q == e => Some(i + 2 * e),
-            (true, false) if q < e => Some(i + 2 * e + q),
+            (true, true) if q == e => Some(add_all([i, mul_all([2, e])])),
+            (true, false) if q < e => Some(add_all([i, mul_all([2, e]), q])),
             _ => None,
         };
         let out = if self.residual_first && i_rest < e_out {
-            i + 2 * e + e_out + l
+            add_all([i, mul_all([2, e]), e_out, l])
         } else {
-            match r {
-                Some(r) if f <= r - base && r - base < f + e_out => r + e + e_out + l,
-                _ => base + e_out + l,
+            match r.map(|r| (r, r.saturating_sub(base))) {
+                Some((r, above)) if f <= above && above < f.saturating_add(e_out) => {
+                    add_all([r, e, e_out, l])
+                }
+                _ => add_all([base, e_out, l]),
             }
         };
         Phases {
@@ -324,7 +342,9 @@ impl Graph {
     ///   offloaded, `ggml-cuda.cu:5636-5640`), all live at once.
     pub fn cuda_full_offload(&self, n_stream: u64) -> (u64, u64) {
         let d = self.cuda_device_phases(n_stream);
-        let host = self.inputs(ALIGN_CPU, true) + pad(4 * self.n_embd * self.tokens, ALIGN_CPU);
+        let host = self
+            .inputs(ALIGN_CPU, true)
+            .saturating_add(pad(mul_all([4, self.n_embd, self.tokens]), ALIGN_CPU));
         (d.total, host)
     }
 
@@ -341,21 +361,24 @@ impl Graph {
             .inputs(ALIGN_CUDA, true)
             .saturating_sub(float.inputs(ALIGN_CUDA, true));
         let mut phases = float.cpu(ALIGN_CUDA);
-        phases.ffn += rot_inputs;
-        phases.attn += if phases.attn > 0 { rot_inputs } else { 0 };
-        phases.out += rot_inputs;
-        let host_only = pad(4 * t, ALIGN_CUDA) + pad(4 * self.n_embd * t, ALIGN_CUDA);
-        let f = pad(4 * self.n_ff * t, ALIGN_CUDA);
-        let e = pad(4 * self.n_embd * t, ALIGN_CUDA);
+        phases.ffn = phases.ffn.saturating_add(rot_inputs);
+        if phases.attn > 0 {
+            phases.attn = phases.attn.saturating_add(rot_inputs);
+        }
+        phases.out = phases.out.saturating_add(rot_inputs);
+        let host_only = pad(mul_all([4, t]), ALIGN_CUDA)
+            .saturating_add(pad(mul_all([4, self.n_embd, t]), ALIGN_CUDA));
+        let f = pad(mul_all([4, self.n_ff, t]), ALIGN_CUDA);
+        let e = pad(mul_all([4, self.n_embd, t]), ALIGN_CUDA);
         let ffn = phases.ffn.saturating_sub(host_only);
         let mut total = phases.total().saturating_sub(host_only);
         let mut kv16_overflow = 0;
         if self.flash_attn && self.quantized_kv {
             let cells = self.caches.iter().map(|c| c.cells).max().unwrap_or(0);
             let gqa = self.caches.iter().map(|c| c.v_gqa).max().unwrap_or(0);
-            let kv16 = 2 * pad(cells * n_stream * gqa * 2, ALIGN_CUDA);
-            kv16_overflow = (kv16 + e).saturating_sub(3 * f);
-            total = total.max(ffn + kv16_overflow);
+            let kv16 = mul_all([2, pad(mul_all([cells, n_stream, gqa, 2]), ALIGN_CUDA)]);
+            kv16_overflow = kv16.saturating_add(e).saturating_sub(mul_all([3, f]));
+            total = total.max(ffn.saturating_add(kv16_overflow));
         }
         CudaPhases {
             total,
@@ -369,7 +392,7 @@ impl Graph {
 
     /// One `E` at `align`: the slot CUDA's fused-op dependencies may keep alive longer.
     pub fn hidden_block(&self, align: u64) -> u64 {
-        pad(4 * self.n_embd * self.tokens, align)
+        pad(mul_all([4, self.n_embd, self.tokens]), align)
     }
 }
 

@@ -47,8 +47,12 @@ mod parts;
 pub mod pick;
 pub mod plan;
 // The budget of a device with a memory pool (APU, unified memory, Apple's working set).
+#[cfg(test)]
+mod extremes;
 mod pool_budget;
 pub mod runtime;
+// Saturating products and sums of dimensions and settings.
+mod sat;
 pub mod split;
 #[cfg(test)]
 mod test_models;

@@ -15,6 +15,7 @@ use super::arch::ModelSpec;
 use super::llama_cpp::{Cells, Compute, compute, resolve_flash_attn};
 use super::params::FitParams;
 use super::parts::{Component, Estimate, GIB, MIB, host_line, kv_line, line};
+use super::sat::add_all;
 use super::split::{assign_units, split_weights};
 
 /// Where `-ngl` puts the units of a model of `n_layer` blocks.
@@ -39,7 +40,9 @@ impl Offload {
 
     /// The blocks on the GPU: the last `on_gpu − 1`.
     pub fn gpu_blocks(&self) -> Range<u64> {
-        let start = (self.n_layer + 1)
+        let start = self
+            .n_layer
+            .saturating_add(1)
             .saturating_sub(self.on_gpu)
             .min(self.n_layer);
         start..self.n_layer
@@ -52,7 +55,7 @@ impl Offload {
 
     /// Whether every unit is on the GPU.
     pub fn full(&self) -> bool {
-        self.on_gpu == self.n_layer + 1
+        self.on_gpu == self.n_layer.saturating_add(1)
     }
 }
 
@@ -77,7 +80,7 @@ fn weights_split(model: &ModelSpec, off: &Offload) -> WeightsSplit {
         };
         return WeightsSplit {
             gpu,
-            host: w - gpu,
+            host: w.saturating_sub(gpu),
             note: if off.full() {
                 "exact, from the file headers (all on the GPU: no tensor names to keep token_embd apart)".to_string()
             } else {
@@ -186,7 +189,13 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
     let split = weights_split(model, &off);
     if p.cpu_only {
         return (
-            cpu_components(model, p, kv_gpu + kv_host, &kv_note, comp.as_ref()),
+            cpu_components(
+                model,
+                p,
+                kv_gpu.saturating_add(kv_host),
+                &kv_note,
+                comp.as_ref(),
+            ),
             warnings,
         );
     }
@@ -226,13 +235,14 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
             if block_copy > 0 {
                 // Without flash attention the copy fits the scores' freed block when it can.
                 if block_copy > d.kq {
-                    low = low.max(d.ffn + block_copy.saturating_sub(d.f));
+                    low = low.max(d.ffn.saturating_add(block_copy.saturating_sub(d.f)));
                 }
-                high = high.max(d.ffn + block_copy + d.f + c.hidden_block);
+                high = high.max(add_all([d.ffn, block_copy, d.f, c.hidden_block]));
             }
             if out_copy > 0 {
-                low = low.max(d.out + out_copy);
-                high = high.max(band_high(d.out + out_copy).saturating_add(c.hidden_block));
+                let out = d.out.saturating_add(out_copy);
+                low = low.max(out);
+                high = high.max(band_high(out).saturating_add(c.hidden_block));
             }
             (
                 Some(low),
@@ -495,7 +505,7 @@ pub fn split_components_by(
     let pipeline = off.full() && used > 1;
     let copies = compute(arch, p, resolve_flash_attn(p, Some(arch)).on)
         .filter(|_| pipeline)
-        .map_or(0, |c| 3 * c.inputs);
+        .map_or(0, |c| c.inputs.saturating_mul(3));
     let start = off.gpu_blocks().start;
     let cells = Cells::new(p);
     let layout = model.layout.as_ref().filter(|l| l.has_blocks());
@@ -509,15 +519,22 @@ pub fn split_components_by(
                 if *dev != d {
                     continue;
                 }
-                let unit = start + k as u64;
+                let unit = start.saturating_add(k as u64);
                 if unit < n_layer {
-                    weights += layout.map_or(even, |l| l.blocks_bytes(unit..unit + 1));
-                    kv += arch.layers.get(unit as usize).map_or(0, |l| cells.layer_bytes(l, p.kv_dtype));
+                    let w = layout.map_or(even, |l| l.blocks_bytes(unit..unit + 1));
+                    weights = weights.saturating_add(w);
+                    let layer = arch.layers.get(unit as usize);
+                    kv = kv.saturating_add(layer.map_or(0, |l| cells.layer_bytes(l, p.kv_dtype)));
                 } else {
-                    weights += layout.map_or(model.weights_bytes.saturating_sub(even * n_layer), |l| {
-                        l.output.unwrap_or(l.token_embd) + l.output_norm + l.other
-                            + l.blocks_bytes(n_layer..l.blocks.len() as u64)
-                    });
+                    let rest = model.weights_bytes.saturating_sub(even.saturating_mul(n_layer));
+                    weights = weights.saturating_add(layout.map_or(rest, |l| {
+                        add_all([
+                            l.output.unwrap_or(l.token_embd),
+                            l.output_norm,
+                            l.other,
+                            l.blocks_bytes(n_layer..l.blocks.len() as u64),
+                        ])
+                    }));
                 }
             }
             let by = if p.tensor_split.and_then(|t| t.for_devices(proportions.len())).is_some() {
