@@ -169,14 +169,16 @@ impl<'p> Session<'p> {
     /// Device `index`'s memory and identity.
     pub(crate) fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
         if let Some(nvml) = self.nvml_device(index) {
-            #[cfg(feature = "nvml")]
             // Upstream's device info has no telemetry: none of it is read. A figure no device
             // can have (NVML's sentinel) is unknown, so the info is unanswered, not 16 EiB.
-            let mut dev = nvml.device_with(index, crate::backends::nvml::Reads::MEMORY);
-            let _ = crate::probe::plausible::check(&mut dev);
-            match convert::device_info(&dev) {
-                Ok(info) => return Ok(info),
-                Err(why) => trace!("[NVML debug]", "device {index}: {why}; trying nvidia-smi"),
+            #[cfg(feature = "nvml")]
+            {
+                let mut dev = nvml.device_with(index, crate::backends::nvml::Reads::MEMORY);
+                let _ = crate::probe::plausible::check(&mut dev);
+                match convert::device_info(&dev) {
+                    Ok(info) => return Ok(info),
+                    Err(why) => trace!("[NVML debug]", "device {index}: {why}; trying nvidia-smi"),
+                }
             }
             #[cfg(not(feature = "nvml"))]
             match nvml {}
