@@ -179,9 +179,9 @@ pub struct SamplerReport {
     pub samples: u64,
     /// Time from the first sample to the last.
     pub elapsed_ms: u64,
-    /// Samples that found a live member: with none, the target was never measured and the
-    /// sampled sums (`peak_rss_bytes`) say nothing — unknown, not 0 (a command that ended
-    /// before its first sample).
+    /// Samples that found a live member with resident memory: with none, the target was never
+    /// measured and the sampled sums (`peak_rss_bytes`) say nothing — unknown, not 0 (a command
+    /// that ended before its first sample, or was seen only mid-`exec` or exiting).
     pub measured_samples: u64,
     /// Highest sum of the members' RSS in one sample (meaningful only with
     /// `measured_samples` > 0).
@@ -283,14 +283,15 @@ impl Sampler {
     }
 
     /// The members now: one readdir of the proc root; `stat` read for new pids and members.
-    /// A zombie (ended, not yet reaped) is none: it holds no memory, and a sample of it is not
-    /// a measurement of the process (its RSS reads 0).
+    /// A zombie (ended, not yet reaped) is none, nor a process that has begun to exit: it is
+    /// releasing its memory, and a sample of it is not a measurement of the process (its RSS
+    /// reads 0 once its address space is gone).
     fn members(&mut self) -> Vec<Stat> {
         if self.table.refresh(&self.roots).is_err() {
             return Vec::new();
         }
         let mut members = self.table.members(&self.roots, &self.target);
-        members.retain(|m| !matches!(m.state, 'Z' | 'X' | 'x'));
+        members.retain(|m| !matches!(m.state, 'Z' | 'X' | 'x') && !m.is_exiting());
         members
     }
 
@@ -453,7 +454,10 @@ impl Sampler {
             r.peak_rss_t_ms = s.t_ms;
         }
         r.samples += 1;
-        if !s.processes.is_empty() {
+        // A sample whose members all read no resident page measured nothing: a process caught
+        // between `exec`'s new, empty address space and its first page (a command that ends
+        // at once is often seen only there).
+        if s.processes.iter().any(|p| p.rss_bytes > 0) {
             r.measured_samples += 1;
         }
         r.elapsed_ms = s.t_ms;
@@ -659,3 +663,6 @@ fn thread_cpu_ms() -> Option<f64> {
     let ms = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3;
     Some(ms(u.user_time()) + ms(u.system_time()))
 }
+
+#[cfg(test)]
+mod tests;

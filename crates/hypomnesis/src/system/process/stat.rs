@@ -47,6 +47,10 @@ pub struct Stat {
 /// `PF_KTHREAD`: the process is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
+/// `PF_EXITING`: the process has begun to exit (`do_exit` sets it before it releases the
+/// address space).
+const PF_EXITING: u64 = 0x0000_0004;
+
 impl Stat {
     /// This process's identity.
     pub fn id(&self) -> ProcessId {
@@ -59,6 +63,12 @@ impl Stat {
     /// Whether it is a kernel thread (`PF_KTHREAD`): it has no file descriptors of its own.
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
+    }
+
+    /// Whether it is exiting (`PF_EXITING`): its memory is being released, so its RSS is no
+    /// longer a measurement of it (it reads 0 once the address space is gone).
+    pub fn is_exiting(&self) -> bool {
+        self.flags & PF_EXITING != 0
     }
 
     /// Whether it is a zombie (`Z`) or dead (`X`): exited, its files closed.

@@ -145,6 +145,12 @@ mod tests {
         assert_eq!(st.comm, "a) b (c");
         assert_eq!(st.state, 'S');
         assert!(!st.is_kernel_thread(), "flags 0x400100");
+        assert!(!st.is_exiting());
+        // The same process as it exits: PF_EXITING (0x4) set, its address space going.
+        let exiting = text
+            .replace(" 4194560 ", " 4194564 ")
+            .replace(" 250 ", " 0 ");
+        assert!(parse_stat(&exiting).unwrap().is_exiting());
         assert_eq!(st.ppid, 1);
         assert_eq!(st.start_time, 987_654);
         assert_eq!(st.rss_pages, 250);
