@@ -89,6 +89,9 @@ pub struct ClientStats {
     /// Lines with a known key and a value that could not be parsed (at most
     /// [`MAX_PROBLEMS`]).
     pub problems: Vec<String>,
+    /// The first memory size line that could not be parsed, whatever the cap on `problems`:
+    /// the client's memory figures are short of it.
+    pub malformed_size: Option<String>,
     /// The file has more than [`MAX_KEYS`] `key: value` lines: parsing stopped there, and
     /// its figures must not be used (they may be incomplete).
     pub over_key_limit: bool,
@@ -173,8 +176,12 @@ pub fn parse(text: &str) -> ClientStats {
         }
         let (key, value) = (key.trim(), value.trim());
         if let Err(what) = parse_line(&mut c, &mut legacy_amdgpu, key, value) {
+            let problem = || format!("{key}: {what} {value:?}");
+            if what == MALFORMED_SIZE && c.malformed_size.is_none() {
+                c.malformed_size = Some(problem());
+            }
             if c.problems.len() < MAX_PROBLEMS {
-                c.problems.push(format!("{key}: {what} {value:?}"));
+                c.problems.push(problem());
             }
         }
     }
@@ -186,6 +193,9 @@ pub fn parse(text: &str) -> ClientStats {
 
 type LineResult = Result<(), &'static str>;
 
+/// What a memory size line that could not be parsed is called ([`ClientStats::malformed_size`]).
+const MALFORMED_SIZE: &str = "malformed size";
+
 fn parse_line(c: &mut ClientStats, legacy: &mut bool, key: &str, value: &str) -> LineResult {
     if let Some(rest) = key.strip_prefix("drm-") {
         match rest {
@@ -196,11 +206,11 @@ fn parse_line(c: &mut ClientStats, legacy: &mut bool, key: &str, value: &str) ->
             _ => parse_drm_key(c, rest, value)?,
         }
     } else if let Some(region) = key.strip_prefix("amd-evicted-") {
-        let v = parse_size(value).ok_or("malformed size")?;
+        let v = parse_size(value).ok_or(MALFORMED_SIZE)?;
         c.regions.entry(region.to_string()).or_default().evicted = Some(v);
     } else if let Some(region) = key.strip_prefix("amd-requested-") {
         // amdgpu's "requested" = all allocations, i.e. the total; drm-total wins if printed.
-        let v = parse_size(value).ok_or("malformed size")?;
+        let v = parse_size(value).ok_or(MALFORMED_SIZE)?;
         let r = c.regions.entry(region.to_string()).or_default();
         r.total = r.total.or(Some(v));
     } else if key == "pasid" {
@@ -211,7 +221,7 @@ fn parse_line(c: &mut ClientStats, legacy: &mut bool, key: &str, value: &str) ->
     } else if let Some(region) = key.strip_suffix(" mem") {
         // amdgpu 5.14–5.18: `vram mem: N kB` (resident).
         *legacy = true;
-        let v = parse_size(value).ok_or("malformed size")?;
+        let v = parse_size(value).ok_or(MALFORMED_SIZE)?;
         c.regions
             .entry(region.to_string())
             .or_default()
@@ -251,7 +261,7 @@ fn parse_drm_key(c: &mut ClientStats, rest: &str, value: &str) -> LineResult {
             .and_then(|r| r.strip_prefix('-'))
             .map(|r| (*k, r))
     }) {
-        let bytes = parse_size(value).ok_or("malformed size")?;
+        let bytes = parse_size(value).ok_or(MALFORMED_SIZE)?;
         let r = c.regions.entry(region.to_string()).or_default();
         let slot = match kind {
             "total" => &mut r.total,
@@ -360,6 +370,20 @@ mod tests {
         assert_eq!(c.problems.len(), MAX_PROBLEMS);
         let small = parse("drm-driver: amdgpu\ndrm-total-vram: 1 KiB\n");
         assert!(!small.over_key_limit);
+        assert_eq!(small.malformed_size, None);
+        // A malformed size after the problems' cap is still known: the figures are short of it.
+        let mut text = String::from("drm-driver: amdgpu\n");
+        for i in 0..MAX_PROBLEMS + 4 {
+            text.push_str(&format!("drm-engine-e{i}: x\n"));
+        }
+        text.push_str("drm-resident-vram: 12 parsecs\ndrm-resident-gtt: -1 KiB\n");
+        let c = parse(&text);
+        assert_eq!(c.problems.len(), MAX_PROBLEMS);
+        assert_eq!(
+            c.malformed_size.as_deref(),
+            Some("drm-resident-vram: malformed size \"12 parsecs\""),
+            "the first one"
+        );
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl DrmBackend {
             // A size the driver printed and the parser could not read: the process's figure
             // would be short of it, so it is unknown, and says why (not "prints no memory
             // stats").
-            if let Some(p) = stats.problems.iter().find(|p| p.contains("malformed size")) {
+            if let Some(p) = &stats.malformed_size {
                 let detail = format!(
                     "{}: the driver's memory figure could not be read: {p}",
                     self.roots
