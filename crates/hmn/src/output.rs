@@ -136,20 +136,29 @@ pub fn note(line: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`note`] from a thread of its own, waiting at most `wait` for it: for a process about to
-/// end whose stderr may be a pipe nobody reads (the write would never return).
-pub fn note_within(line: &str, wait: std::time::Duration) {
+/// Runs `write` on a thread of its own (`name`) and waits at most `wait` for it: a write to a
+/// terminal that stopped reading (a stalled ssh session) or a pipe nobody reads would never
+/// return, and a process about to end must not wait on it.
+pub fn write_within(name: &str, wait: std::time::Duration, write: impl FnOnce() + Send + 'static) {
     let (done, waited) = std::sync::mpsc::channel();
-    let line = line.to_string();
     let writer = std::thread::Builder::new()
-        .name("hmn-note".to_string())
+        .name(name.to_string())
         .spawn(move || {
-            let _ = note(&line);
+            write();
             let _ = done.send(());
         });
     if writer.is_ok() {
         let _ = waited.recv_timeout(wait);
     }
+}
+
+/// [`note`] through [`write_within`]: for a process about to end whose stderr may be a pipe
+/// nobody reads.
+pub fn note_within(line: &str, wait: std::time::Duration) {
+    let line = line.to_string();
+    write_within("hmn-note", wait, move || {
+        let _ = note(&line);
+    });
 }
 
 /// Writes warnings to stderr, one `hmn: warning: …` line each.

@@ -43,21 +43,14 @@ use crate::health::now_ms;
 /// as it keeps any thread holding stdout's lock mid-frame, which that write would wait for too.
 fn restore() {
     let _ = terminal::disable_raw_mode();
-    let (done, wait) = mpsc::channel();
-    let writer = std::thread::Builder::new()
-        .name("hmn-restore".to_string())
-        .spawn(move || {
-            let _ = execute!(
-                io::stdout(),
-                ratatui::crossterm::event::DisableMouseCapture,
-                terminal::LeaveAlternateScreen,
-                cursor::Show
-            );
-            let _ = done.send(());
-        });
-    if writer.is_ok() {
-        let _ = wait.recv_timeout(RESTORE_WAIT);
-    }
+    crate::output::write_within("hmn-restore", RESTORE_WAIT, || {
+        let _ = execute!(
+            io::stdout(),
+            ratatui::crossterm::event::DisableMouseCapture,
+            terminal::LeaveAlternateScreen,
+            cursor::Show
+        );
+    });
 }
 
 /// The longest [`restore`] waits for the terminal to take its sequences.
