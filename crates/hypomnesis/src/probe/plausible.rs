@@ -16,7 +16,7 @@
 //! hardware. A process row's figure has its own guard where it is read (above the device
 //! total: `implausible`, in the NVML and nvidia-smi backends).
 
-use crate::types::{Device, Field, Unknown, UnknownReason, Warning};
+use crate::types::{Device, Field, Telemetry, Unknown, UnknownReason, Warning};
 
 /// More device memory than any device has: 1 PiB (a unified-memory pool is the host's RAM,
 /// which no machine has this much of either).
@@ -34,74 +34,90 @@ pub(crate) const MAX_JOULES: f64 = 1e13;
 /// A faster clock than any device's, MHz.
 pub(crate) const MAX_MHZ: u32 = 20_000;
 
+/// What a refused figure is called: its field, under which its unknown is recorded, or a
+/// region's figure, which has no field of its own (the warning names it).
+#[derive(Debug, Clone, Copy)]
+enum Label<'a> {
+    Field(Field),
+    /// A region's name and which of its figures.
+    Region(&'a str, &'static str),
+}
+
+impl std::fmt::Display for Label<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Label::Field(field) => write!(f, "{field}"),
+            Label::Region(name, which) => write!(f, "region {name} {which}"),
+        }
+    }
+}
+
 /// What one figure was, and why it is unknown now.
-struct Refusal {
-    field: Field,
+struct Refusal<'a> {
+    label: Label<'a>,
     reason: UnknownReason,
     shown: String,
 }
 
+/// One figure in bytes, and what it is called.
+type Figure<'a, 'b> = (Label<'a>, &'b mut Option<u64>);
+
 /// Makes every figure of `d` that no device can have unknown, with its reason; a warning
 /// naming them when there is any.
 pub(crate) fn check(d: &mut Device) -> Option<Warning> {
-    let mut refused: Vec<Refusal> = Vec::new();
+    let mut refused: Vec<Refusal<'_>> = Vec::new();
     let m = &mut d.memory;
-    bytes(
+    memory(
+        (Label::Field(Field::MemoryTotalBytes), &mut m.total_bytes),
         [
-            (Field::MemoryTotalBytes, &mut m.total_bytes),
-            (Field::MemoryUsedBytes, &mut m.used_bytes),
-            (Field::MemoryFreeBytes, &mut m.free_bytes),
-            (Field::MemoryReservedBytes, &mut m.reserved_bytes),
+            (Label::Field(Field::MemoryUsedBytes), &mut m.used_bytes),
+            (Label::Field(Field::MemoryFreeBytes), &mut m.free_bytes),
         ],
         &mut refused,
     );
+    size(
+        (
+            Label::Field(Field::MemoryReservedBytes),
+            &mut m.reserved_bytes,
+        ),
+        &mut refused,
+    );
     if let Some(p) = d.pool.as_mut() {
-        bytes(
+        memory(
+            (Label::Field(Field::PoolTotalBytes), &mut p.total_bytes),
             [
-                (Field::PoolTotalBytes, &mut p.total_bytes),
-                (Field::PoolUsedBytes, &mut p.used_bytes),
-                (Field::PoolFreeBytes, &mut p.free_bytes),
+                (Label::Field(Field::PoolUsedBytes), &mut p.used_bytes),
+                (Label::Field(Field::PoolFreeBytes), &mut p.free_bytes),
             ],
             &mut refused,
         );
     }
-    // A region has no field of its own: its figure is dropped and the warning names it.
-    let mut regions: Vec<String> = Vec::new();
     for (name, r) in &mut d.regions {
-        let mut dropped = Vec::new();
-        bytes(
-            [
-                (Field::MemoryTotalBytes, &mut r.total_bytes),
-                (Field::MemoryUsedBytes, &mut r.used_bytes),
-            ],
-            &mut dropped,
+        memory(
+            (Label::Region(name, "total"), &mut r.total_bytes),
+            [(Label::Region(name, "used"), &mut r.used_bytes)],
+            &mut refused,
         );
-        regions.extend(dropped.into_iter().map(|x| {
-            let which = if x.field == Field::MemoryTotalBytes {
-                "total"
-            } else {
-                "used"
-            };
-            format!("region {name} {which} {}", x.shown)
-        }));
     }
-    telemetry(d, &mut refused);
-    if refused.is_empty() && regions.is_empty() {
+    telemetry(&mut d.telemetry, &mut refused);
+    if refused.is_empty() {
         return None;
     }
     let mut shown: Vec<String> = Vec::new();
     for r in refused {
-        shown.push(format!("{} {}", r.field, r.shown));
-        d.unknown.retain(|u| u.field != r.field);
+        shown.push(format!("{} {}", r.label, r.shown));
+        let Label::Field(field) = r.label else {
+            continue;
+        };
+        d.unknown.retain(|u| u.field != field);
         let detail = match r.reason {
             UnknownReason::DriverSentinel => {
                 "the driver's \"not available\" value (2^64 - 1)".to_string()
             }
             _ => format!("the driver reported {}, which no device can have", r.shown),
         };
-        d.unknown.push(Unknown::new(r.field, r.reason, detail));
+        d.unknown.push(Unknown::new(field, r.reason, detail));
     }
-    shown.extend(regions);
     Some(Warning::device(
         d.index,
         format!(
@@ -111,63 +127,52 @@ pub(crate) fn check(d: &mut Device) -> Option<Warning> {
     ))
 }
 
-/// Total, used, free (and reserved) of one memory: the sentinel, a size beyond
-/// [`MAX_BYTES`], and a used or free figure above the total.
-fn bytes<const N: usize>(mut figures: [(Field, &mut Option<u64>); N], refused: &mut Vec<Refusal>) {
-    for (field, v) in &mut figures {
-        let reason = match **v {
-            Some(u64::MAX) => UnknownReason::DriverSentinel,
-            Some(b) if b > MAX_BYTES => UnknownReason::Implausible,
-            _ => continue,
-        };
-        refused.push(Refusal {
-            field: *field,
-            reason,
-            shown: format!("{} bytes", v.unwrap_or_default()),
-        });
-        **v = None;
+/// A size that is the sentinel or beyond [`MAX_BYTES`]: unknown.
+fn size<'a>((label, v): Figure<'a, '_>, refused: &mut Vec<Refusal<'a>>) {
+    let reason = match *v {
+        Some(u64::MAX) => UnknownReason::DriverSentinel,
+        Some(b) if b > MAX_BYTES => UnknownReason::Implausible,
+        _ => return,
+    };
+    refused.push(Refusal {
+        label,
+        reason,
+        shown: format!("{} bytes", v.unwrap_or_default()),
+    });
+    *v = None;
+}
+
+/// One memory: each figure as [`size`]; then a share of the total (used, free) above it
+/// makes every share unknown (free is often total − used, so neither stands).
+fn memory<'a, const N: usize>(
+    total: Figure<'a, '_>,
+    mut shares: [Figure<'a, '_>; N],
+    refused: &mut Vec<Refusal<'a>>,
+) {
+    let (total_label, total_bytes) = total;
+    size((total_label, &mut *total_bytes), refused);
+    for (label, v) in &mut shares {
+        size((*label, &mut **v), refused);
     }
-    let total = figures
-        .iter()
-        .find(|(f, _)| matches!(f, Field::MemoryTotalBytes | Field::PoolTotalBytes))
-        .and_then(|(_, v)| **v);
-    let Some(total) = total else {
+    let Some(total) = *total_bytes else {
         return;
     };
-    let over = figures.iter().any(|(f, v)| {
-        matches!(
-            f,
-            Field::MemoryUsedBytes
-                | Field::MemoryFreeBytes
-                | Field::PoolUsedBytes
-                | Field::PoolFreeBytes
-        ) && v.is_some_and(|b| b > total)
-    });
-    if !over {
+    if !shares.iter().any(|(_, v)| v.is_some_and(|b| b > total)) {
         return;
     }
-    for (field, v) in &mut figures {
-        let used_or_free = matches!(
-            field,
-            Field::MemoryUsedBytes
-                | Field::MemoryFreeBytes
-                | Field::PoolUsedBytes
-                | Field::PoolFreeBytes
-        );
-        if let (true, Some(b)) = (used_or_free, **v) {
+    for (label, v) in shares {
+        if let Some(b) = v.take() {
             refused.push(Refusal {
-                field: *field,
+                label,
                 reason: UnknownReason::Implausible,
                 shown: format!("{b} bytes (total {total})"),
             });
-            **v = None;
         }
     }
 }
 
 /// Utilization, temperature, power, energy and clocks outside what a device can report.
-fn telemetry(d: &mut Device, refused: &mut Vec<Refusal>) {
-    let t = &mut d.telemetry;
+fn telemetry(t: &mut Telemetry, refused: &mut Vec<Refusal<'_>>) {
     let percent = 0.0..=100.0;
     for (field, v, ok, unit) in [
         (
@@ -205,7 +210,7 @@ fn telemetry(d: &mut Device, refused: &mut Vec<Refusal>) {
             && !ok.contains(&x)
         {
             refused.push(Refusal {
-                field,
+                label: Label::Field(field),
                 reason: UnknownReason::Implausible,
                 shown: format!("{x} {unit}"),
             });
@@ -227,7 +232,7 @@ fn telemetry(d: &mut Device, refused: &mut Vec<Refusal>) {
     ] {
         if let Some(x) = v.filter(|&x| x > MAX_MHZ) {
             refused.push(Refusal {
-                field,
+                label: Label::Field(field),
                 reason: UnknownReason::Implausible,
                 shown: format!("{x} MHz"),
             });
