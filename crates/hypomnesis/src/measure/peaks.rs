@@ -387,8 +387,10 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
     indices
         .into_iter()
         .map(|index| {
-            let sampled = report.peak_vram_bytes.get(&index).copied();
             let unknown = report.vram_unknown.get(&index);
+            // A lower bound of 0 says nothing: unknown.
+            let informative = |b: &u64| *b > 0 || unknown.is_none();
+            let sampled = report.peak_vram_bytes.get(&index).copied();
             let largest = report.max_process_peak_vram_bytes.get(&index).copied();
             let (state, mut detail) = accounting_state(report, index);
             if state == AccountingState::Enabled && largest.is_none() {
@@ -396,13 +398,8 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
             }
             DevicePeak {
                 index,
-                // A lower bound of 0 says nothing: unknown.
-                peak_vram_bytes: sampled
-                    .into_iter()
-                    .chain(largest)
-                    .max()
-                    .filter(|&b| b > 0 || unknown.is_none()),
-                sampled_peak_vram_bytes: sampled.filter(|&b| b > 0 || unknown.is_none()),
+                peak_vram_bytes: sampled.into_iter().chain(largest).max().filter(informative),
+                sampled_peak_vram_bytes: sampled.filter(informative),
                 // The driver's record of a process is its whole peak, but not the tree's sum.
                 peak_vram_is_lower_bound: unknown.is_some(),
                 vram_unknown_detail: unknown.map(|u| {
