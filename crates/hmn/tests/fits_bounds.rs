@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use hmn_testbed::hostile_models::{
-    gguf_attacks, hf_cache, safetensors_with_header, symlinked_shards,
+    self, at_the_bounds, gguf_attacks, hf_cache, safetensors_with_header, symlinked_shards,
 };
 use hmn_testbed::{GgufWriter, ggml};
 use serde_json::Value;
@@ -32,6 +32,17 @@ fn fits_json(bed: &Bed, path: &Path) -> Value {
 
 /// Runs `hmn fits ARG` and checks it is one `hmn:` line naming `names` with exit 2 and no
 /// control character (other than the final newline) anywhere in its output; returns the line.
+/// Writes each GGUF as `{stem}{i}.gguf`: [`refused`], the line holding its needle.
+fn each_gguf_refused<const N: usize>(bed: &Bed, stem: &str, cases: [(GgufWriter, &str); N]) {
+    for (i, (w, needle)) in cases.into_iter().enumerate() {
+        let name = format!("{stem}{i}.gguf");
+        let path = bed.path(&name);
+        w.write(&path).unwrap();
+        let err = refused(bed, &path, &name);
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
 fn refused(bed: &Bed, arg: &Path, names: &str) -> String {
     let o = bed
         .cmd(&["fits", "--free", "1TiB"])
@@ -265,56 +276,46 @@ fn integer_fields_of_the_wrong_type_are_invalid_not_absent() {
             .u32("llama.embedding_length", 256)
             .tensor("token_embd.weight", &[256, 32], ggml::F16)
     };
-    for (i, (w, needle)) in [
-        (
-            base().str("llama.block_count", "2"),
-            "invalid llama.block_count (\"2\": expected a non-negative integer)",
-        ),
-        (
-            base().raw("llama.block_count", 5, &(-1i32).to_le_bytes()),
-            "invalid llama.block_count (-1: expected a non-negative integer)",
-        ),
-        (
-            base().raw("llama.block_count", 6, &2.5f32.to_le_bytes()),
-            "invalid llama.block_count (2.5: expected a non-negative integer)",
-        ),
-        (
-            base().u32("llama.block_count", 2).raw(
-                "llama.attention.head_count_kv",
-                5,
-                &(-2i32).to_le_bytes(),
+    each_gguf_refused(
+        &bed,
+        "bad",
+        [
+            (
+                base().str("llama.block_count", "2"),
+                "invalid llama.block_count (\"2\": expected a non-negative integer)",
             ),
-            "invalid llama.attention.head_count_kv (-2: expected",
-        ),
-        (
-            base().u32("llama.block_count", 2).raw(
-                "llama.context_length",
-                12,
-                &4096.0f64.to_le_bytes(),
+            (
+                base().raw("llama.block_count", 5, &(-1i32).to_le_bytes()),
+                "invalid llama.block_count (-1: expected a non-negative integer)",
             ),
-            "invalid llama.context_length (4096.0: expected a non-negative integer)",
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let path = bed.path(&format!("bad{i}.gguf"));
-        w.write(&path).unwrap();
-        let err = refused(&bed, &path, &format!("bad{i}.gguf"));
-        assert!(err.contains(needle), "{err}");
-    }
+            (
+                base().raw("llama.block_count", 6, &2.5f32.to_le_bytes()),
+                "invalid llama.block_count (2.5: expected a non-negative integer)",
+            ),
+            (
+                base().u32("llama.block_count", 2).raw(
+                    "llama.attention.head_count_kv",
+                    5,
+                    &(-2i32).to_le_bytes(),
+                ),
+                "invalid llama.attention.head_count_kv (-2: expected",
+            ),
+            (
+                base().u32("llama.block_count", 2).raw(
+                    "llama.context_length",
+                    12,
+                    &4096.0f64.to_le_bytes(),
+                ),
+                "invalid llama.context_length (4096.0: expected a non-negative integer)",
+            ),
+        ],
+    );
 }
 
 /// A 2-layer llama GGUF whose `llama.vocab_size` is `u64::MAX` (QA's `vocab_u64max.gguf`:
 /// the estimator's `batch · vocab · 4` overflowed).
 pub(crate) fn vocab_u64_max_gguf(path: &Path) {
-    GgufWriter::new()
-        .str("general.architecture", "llama")
-        .u32("llama.block_count", 2)
-        .u32("llama.attention.head_count", 4)
-        .u32("llama.attention.head_count_kv", 2)
-        .u32("llama.embedding_length", 256)
-        .u32("llama.context_length", 4096)
+    hostile_models::base()
         .raw("llama.vocab_size", 10, &u64::MAX.to_le_bytes())
         .tensor("token_embd.weight", &[256, 32], ggml::F16)
         .write(path)
@@ -352,32 +353,28 @@ fn implausible_model_dimensions_are_refused_by_name() {
             .tensor("token_embd.weight", &[256, 32], ggml::F16)
     };
     let max = u64::MAX.to_le_bytes();
-    for (i, (w, needle)) in [
-        (
-            base().raw("llama.context_length", 10, &max),
-            "invalid llama.context_length (18446744073709551615: expected at most 4294967296 tokens)",
-        ),
-        (
-            base().u32("llama.feed_forward_length", u32::MAX),
-            "invalid llama.feed_forward_length (4294967295: expected at most 4194304 elements)",
-        ),
-        (
-            base().raw("llama.attention.key_length", 10, &max),
-            "invalid llama.attention.key_length (18446744073709551615: expected at most 65536 elements)",
-        ),
-        (
-            base().u32s("llama.attention.head_count_kv", &[2, u32::MAX]),
-            "invalid llama.attention.head_count_kv (4294967295: expected at most 65536 heads)",
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let path = bed.path(&format!("dim{i}.gguf"));
-        w.write(&path).unwrap();
-        let err = refused(&bed, &path, &format!("dim{i}.gguf"));
-        assert!(err.contains(needle), "{err}");
-    }
+    each_gguf_refused(
+        &bed,
+        "dim",
+        [
+            (
+                base().raw("llama.context_length", 10, &max),
+                "invalid llama.context_length (18446744073709551615: expected at most 4294967296 tokens)",
+            ),
+            (
+                base().u32("llama.feed_forward_length", u32::MAX),
+                "invalid llama.feed_forward_length (4294967295: expected at most 4194304 elements)",
+            ),
+            (
+                base().raw("llama.attention.key_length", 10, &max),
+                "invalid llama.attention.key_length (18446744073709551615: expected at most 65536 elements)",
+            ),
+            (
+                base().u32s("llama.attention.head_count_kv", &[2, u32::MAX]),
+                "invalid llama.attention.head_count_kv (4294967295: expected at most 65536 heads)",
+            ),
+        ],
+    );
     // config.json: a width, and a YaRN factor deriving a context beyond 2³².
     let dir = model_with_config(&bed, "hidden", "hidden_size", "18446744073709551615");
     let err = refused(&bed, &dir, "config.json");
@@ -402,20 +399,14 @@ fn implausible_model_dimensions_are_refused_by_name() {
 fn a_model_at_the_bounds_with_the_longest_context_does_not_fit() {
     let bed = Bed::new();
     let path = bed.path("bounds.gguf");
-    GgufWriter::new()
-        .str("general.architecture", "llama")
-        .u32("llama.block_count", 2)
-        .u32("llama.attention.head_count", 1 << 16)
-        .u32("llama.attention.head_count_kv", 1 << 16)
-        .u32("llama.attention.key_length", 1 << 16)
-        .u32("llama.attention.value_length", 1 << 16)
-        .u32("llama.embedding_length", 1 << 20)
-        .u32("llama.feed_forward_length", 1 << 22)
-        .u32("llama.vocab_size", 1 << 24)
-        .raw("llama.context_length", 10, &(1u64 << 32).to_le_bytes())
-        .tensor("token_embd.weight", &[256, 32], ggml::F16)
-        .write(&path)
-        .unwrap();
+    at_the_bounds(
+        GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.block_count", 2),
+    )
+    .tensor("token_embd.weight", &[256, 32], ggml::F16)
+    .write(&path)
+    .unwrap();
     for args in [
         &["--runtime", "generic"][..],
         &["--runtime", "llama.cpp", "--context", "4294967296"],

@@ -282,19 +282,24 @@ fn the_split_each_runtime_would_use() {
     );
 }
 
+/// Two H100s, the second's memory calls failing with NVML_ERROR_UNKNOWN: its free memory is
+/// unknown. (Both answering NOT_SUPPORTED would be a GB10-class part whose pool is host RAM,
+/// issue 23.)
+fn second_without_free_memory() -> FakeNvml {
+    FakeNvml::new().device(FakeDevice::h100(0)).device(
+        FakeDevice::h100(1)
+            .error("nvmlDeviceGetMemoryInfo_v2", 999)
+            .error("nvmlDeviceGetMemoryInfo", 999),
+    )
+}
+
 /// Issue 21 (unknown is never 0): a device whose free memory cannot be read leaves llama.cpp's
 /// layer split unknown — the other device is not judged as if it held every layer. (The
 /// memory calls fail with NVML_ERROR_UNKNOWN: both answering NOT_SUPPORTED is a GB10-class
 /// part whose pool is host RAM, issue 23.)
 #[test]
 fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
-    let (_bed, o) = layer_split(
-        &FakeNvml::new().device(FakeDevice::h100(0)).device(
-            FakeDevice::h100(1)
-                .error("nvmlDeviceGetMemoryInfo_v2", 999)
-                .error("nvmlDeviceGetMemoryInfo", 999),
-        ),
-    );
+    let (_bed, o) = layer_split(&second_without_free_memory());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let v = json(&o);
     assert_eq!(v["plan"], "split_layers");
@@ -334,13 +339,7 @@ fn an_unknown_free_figure_leaves_the_split_without_a_verdict() {
 /// whose budget is unknown has no verdict (exit 2: a split's answer is every part's).
 #[test]
 fn explicit_proportions_judge_the_devices_an_unknown_free_figure_does_not_concern() {
-    let (bed, _) = layer_split(
-        &FakeNvml::new().device(FakeDevice::h100(0)).device(
-            FakeDevice::h100(1)
-                .error("nvmlDeviceGetMemoryInfo_v2", 999)
-                .error("nvmlDeviceGetMemoryInfo", 999),
-        ),
-    );
+    let (bed, _) = layer_split(&second_without_free_memory());
     let path = bed.dir.path().join("llama.gguf");
     let o = bed.run(&[
         "fits",

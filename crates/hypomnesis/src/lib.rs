@@ -251,16 +251,11 @@ pub mod fuzzing {
         fn gguf_estimate_survives_extreme_headers() {
             let max = u64::MAX.to_le_bytes();
             let bound = (1u64 << 32).to_le_bytes();
-            let at_bounds = llama()
-                .u32("llama.attention.head_count", 1 << 16)
-                .u32("llama.attention.head_count_kv", 1 << 16)
-                .u32("llama.attention.key_length", 1 << 16)
-                .u32("llama.attention.value_length", 1 << 16)
-                .u32("llama.embedding_length", 1 << 20)
-                .u32("llama.feed_forward_length", 1 << 22)
-                .u32("llama.vocab_size", 1 << 24)
-                .raw("llama.attention.sliding_window", 10, &bound)
-                .raw("llama.context_length", 10, &bound);
+            let at_bounds = hmn_testbed::hostile_models::at_the_bounds(llama()).raw(
+                "llama.attention.sliding_window",
+                10,
+                &bound,
+            );
             let base = || {
                 llama()
                     .u32("llama.attention.head_count", 4)

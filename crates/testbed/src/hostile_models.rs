@@ -34,6 +34,21 @@ pub fn base() -> GgufWriter {
         .u32("llama.context_length", 4096)
 }
 
+/// `w` (an architecture, its layers and tensors) with every llama dimension `hmn fits` bounds
+/// at its bound (`estimate::arch::Dim`): heads and head sizes 2¹⁶, embedding 2²⁰, FFN 2²²,
+/// vocabulary 2²⁴, context 2³² — a header to be read and estimated (it fits nowhere), not
+/// refused.
+pub fn at_the_bounds(w: GgufWriter) -> GgufWriter {
+    w.u32("llama.attention.head_count", 1 << 16)
+        .u32("llama.attention.head_count_kv", 1 << 16)
+        .u32("llama.attention.key_length", 1 << 16)
+        .u32("llama.attention.value_length", 1 << 16)
+        .u32("llama.embedding_length", 1 << 20)
+        .u32("llama.feed_forward_length", 1 << 22)
+        .u32("llama.vocab_size", 1 << 24)
+        .raw("llama.context_length", 10, &(1u64 << 32).to_le_bytes())
+}
+
 fn finish(w: GgufWriter) -> GgufWriter {
     w.tensor("token_embd.weight", &[256, 32], ggml::F16)
 }
