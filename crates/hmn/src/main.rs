@@ -21,6 +21,10 @@
 //! | [`top`] | `top` (feature `top`) and `record`: the live view, its snapshots, recordings |
 //! | [`signals`] | the stop signals of `watch`, `record`, `top` and `pick --wait` (Ctrl+C, SIGTERM, SIGHUP; SIGQUIT too for `record` and `top`) |
 //! | [`generate`] | `hmn completions` and `hmn man`, generated from the clap definition |
+//!
+//! `unsafe` is denied here as in the library; the three files that need it (`top/pidfd.rs`,
+//! `run/helper.rs`, `run/job.rs`) are allowed at their `mod` lines.
+#![deny(unsafe_code)]
 
 mod args;
 mod devices;

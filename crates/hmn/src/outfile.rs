@@ -58,6 +58,19 @@ fn refused(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what)
 }
 
+/// The refusal of a target that is neither absent nor a regular file nor a link (a FIFO, a
+/// device, a directory): typed, so a caller can add what it accepts instead.
+#[derive(Debug)]
+struct NotRegular(String);
+
+impl std::fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotRegular {}
+
 /// What a non-regular file is, in words.
 #[cfg(not(unix))]
 fn kind_of(t: std::fs::FileType) -> &'static str {
@@ -97,11 +110,16 @@ fn regular_or_absent(path: &Path) -> io::Result<bool> {
         Ok(md) if md.file_type().is_file() => Ok(true),
         Ok(md) => {
             let kind = kind_of(md.file_type());
-            Err(refused(if md.file_type().is_symlink() {
-                format!("is {kind}; hmn does not write through links (name its target)")
+            Err(if md.file_type().is_symlink() {
+                refused(format!(
+                    "is {kind}; hmn does not write through links (name its target)"
+                ))
             } else {
-                format!("is {kind}; hmn only replaces regular files")
-            }))
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    NotRegular(format!("is {kind}; hmn only replaces regular files")),
+                )
+            })
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
@@ -304,9 +322,7 @@ impl Sink {
             ))),
             // Where `-` is accepted, a refusal says so (`serve --textfile` takes no `-`).
             Dest::File(p) => AtomicFile::create(p).map(Sink::File).map_err(|e| {
-                if e.kind() == io::ErrorKind::InvalidInput
-                    && e.to_string().contains("regular files")
-                {
+                if e.get_ref().is_some_and(|r| r.is::<NotRegular>()) {
                     refused(format!("{e} (- writes to stdout)"))
                 } else {
                     e
@@ -423,6 +439,16 @@ mod tests {
             let e = write_atomic(target, b"x").unwrap_err();
             assert!(e.to_string().contains(words), "{}: {e}", target.display());
             assert!(!e.to_string().contains('\n'));
+            // Where `-` is accepted the refusal says so, except for a link (name its target).
+            let Err(e) = Sink::open(&Dest::File(target.to_path_buf())) else {
+                panic!("{} opened", target.display());
+            };
+            assert_eq!(
+                e.to_string().ends_with("(- writes to stdout)"),
+                target != link.as_path(),
+                "{}: {e}",
+                target.display()
+            );
         }
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
         assert!(

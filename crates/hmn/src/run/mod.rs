@@ -6,8 +6,10 @@ mod gpu;
 #[cfg(target_os = "linux")]
 mod guard;
 #[cfg(unix)]
+#[allow(unsafe_code)]
 mod helper;
 #[cfg(unix)]
+#[allow(unsafe_code)]
 pub mod job;
 #[cfg(windows)]
 #[path = "job_windows.rs"]

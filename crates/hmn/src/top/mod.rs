@@ -46,6 +46,7 @@ mod lines_tests;
 #[cfg(feature = "top")]
 mod panes;
 #[cfg(all(feature = "top", target_os = "linux"))]
+#[allow(unsafe_code)]
 mod pidfd;
 #[cfg(feature = "top")]
 mod player;

@@ -7,7 +7,7 @@
 use super::facts::{DeviceMemoryFacts, Facts};
 use super::model::Check;
 use crate::system::pidns::ProcRootNamespace;
-use crate::types::{Cause, MemoryHealth, Severity, Unknown, UnknownReason};
+use crate::types::{Cause, HealthFinding, MemoryHealth, Severity, Unknown, UnknownReason};
 
 /// What to do when a counter could not be read.
 const REMEDY_UNREAD: &str = "run hmn doctor again in a minute (amdgpu answers once RAS is ready); \
@@ -50,8 +50,9 @@ fn unread_words(h: &MemoryHealth) -> String {
 fn describe(d: &DeviceMemoryFacts, h: &MemoryHealth) -> String {
     let name = format!("GPU {} ({})", d.index, d.name);
     let findings = h.findings();
-    if let Some(f) = findings.first() {
-        return format!("{name}: {}", f.what);
+    if !findings.is_empty() {
+        let what: Vec<&str> = findings.iter().map(|f| f.what.as_str()).collect();
+        return format!("{name}: {}", what.join(", "));
     }
     let mut parts = Vec::new();
     match h.ecc {
@@ -95,7 +96,22 @@ fn describe(d: &DeviceMemoryFacts, h: &MemoryHealth) -> String {
     format!("{name}: {}", parts.join(", "))
 }
 
-/// `memory-health`: the worst finding of any device decides; the remedy is its own.
+/// Every remedy the findings (heaviest first) ask for, each once: a pending remap's reset is not
+/// lost beside an uncorrectable error's "drain the GPU". "Watch the counts" only where nothing
+/// asks for more, since a reset or service covers it.
+fn remedies(findings: &[HealthFinding]) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for f in findings {
+        let acts = f.weight().1 > 1;
+        if (acts || out.is_empty()) && !out.contains(&f.remedy) {
+            out.push(f.remedy);
+        }
+    }
+    out.join(". Also ")
+}
+
+/// `memory-health`: the worst finding of any device decides the status; every finding is named
+/// and every remedy they ask for is given.
 pub(super) fn health(f: &Facts) -> Check {
     let Some(m) = &f.memory else {
         return Check::ok("memory-health", "not checked");
@@ -122,20 +138,21 @@ pub(super) fn health(f: &Facts) -> Check {
         .map(|(d, h)| describe(d, h))
         .collect::<Vec<_>>()
         .join("; ");
-    // The heaviest finding (severity, then the remedy's urgency); the first of equals.
-    let worst = read
-        .iter()
-        .flat_map(|(_, h)| h.findings())
-        .min_by_key(|x| std::cmp::Reverse(x.weight()));
-    match worst {
-        None if read.iter().any(|(_, h)| !unread(h).is_empty()) => {
+    // Every finding, heaviest first (severity, then the remedy's urgency).
+    let mut findings: Vec<_> = read.iter().flat_map(|(_, h)| h.findings()).collect();
+    findings.sort_by_key(|x| std::cmp::Reverse(x.weight()));
+    let Some(worst) = findings.first() else {
+        return if read.iter().any(|(_, h)| !unread(h).is_empty()) {
             Check::warn("memory-health", saw, Some(REMEDY_UNREAD.to_string()))
-        }
-        None => Check::ok("memory-health", saw),
-        Some(x) if x.severity == Severity::Fail => {
-            Check::fail("memory-health", saw, Some(x.remedy.to_string()))
-        }
-        Some(x) => Check::warn("memory-health", saw, Some(x.remedy.to_string())),
+        } else {
+            Check::ok("memory-health", saw)
+        };
+    };
+    let remedy = Some(remedies(&findings));
+    if worst.severity == Severity::Fail {
+        Check::fail("memory-health", saw, remedy)
+    } else {
+        Check::warn("memory-health", saw, remedy)
     }
 }
 
@@ -285,6 +302,21 @@ mod tests {
         let failed = health(&facts(vec![gpu(0, sick)]));
         assert_eq!(failed.status, Status::Fail);
         assert_eq!(failed.remedy.as_deref(), Some(REMEDY_SERVICE));
+        // Uncorrectable errors beside a pending remap: the failure decides the status, but the
+        // remap and its reset are not lost (QA: doctor named only the worst finding).
+        let mut both = hopper(RemappedRows::new(0, 1, true, false));
+        both.ecc_errors.uncorrected_volatile = Some(2);
+        let c = health(&facts(vec![gpu(0, both)]));
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.saw,
+            "GPU 0 (NVIDIA H200): 2 uncorrectable ECC errors since the driver loaded, \
+             a row remapping is pending, 1 row remapped after uncorrectable errors"
+        );
+        assert_eq!(
+            c.remedy.as_deref(),
+            Some(format!("{REMEDY_SERVICE}. Also {REMEDY_RESET}").as_str())
+        );
     }
 
     #[test]
