@@ -321,7 +321,14 @@ fn a_process_left_in_the_cgroup_is_moved_out_and_the_cgroup_removed() {
         warnings.contains("1 process the command left running moved out of the transient cgroup"),
         "{warnings}"
     );
-    assert!(!own.join(format!("hmn-run-{hmn}")).exists(), "removed");
+    // Its group is `hmn-run-<pid>-<start>` (the start time tells a reused pid from it).
+    let left: Vec<String> = std::fs::read_dir(&own)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n == &format!("hmn-run-{hmn}") || n.starts_with(&format!("hmn-run-{hmn}-")))
+        .collect();
+    assert!(left.is_empty(), "removed: {left:?}");
     assert!(alive(daemon), "moved, not killed");
     assert!(
         !memory_cgroup_of(daemon).contains("hmn-run-"),
@@ -395,6 +402,21 @@ fn a_killed_runs_cgroup_is_removed_by_the_next_run() {
         "{err}"
     );
     assert!(!stale.exists(), "the stale group is removed");
+    assert!(alive(daemon.id()), "its process is moved, not killed");
+    assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
+
+    // A group whose pid now names another process (the daemon, started long after tick 1):
+    // its hmn is gone too, though the pid is alive.
+    let reused = own.join(format!("hmn-run-{}-1", daemon.id()));
+    std::fs::create_dir(&reused).unwrap();
+    std::fs::write(reused.join("cgroup.procs"), daemon.id().to_string()).unwrap();
+    let o = bed
+        .cmd(&["run", "--", "true"])
+        .env("HMN_SYS_ROOT", "/sys")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!reused.exists(), "a reused pid's group is removed");
     assert!(alive(daemon.id()), "its process is moved, not killed");
     assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
     daemon.kill().unwrap();

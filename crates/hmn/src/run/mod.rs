@@ -40,7 +40,8 @@ use report::RunReport;
 
 /// Environment variable that disables the cgroup (as `--no-cgroup`).
 const ENV_NO_CGROUP: &str = "HMN_NO_CGROUP";
-/// The transient cgroup's name: this prefix and hmn's pid.
+/// The transient cgroup's name: this prefix, hmn's pid and its start time
+/// (`hypomnesis::cgroup::transient_name`).
 const CGROUP_PREFIX: &str = "hmn-run-";
 
 /// Removes the transient cgroups of earlier runs whose hmn was killed, and the probe groups of
@@ -119,7 +120,7 @@ pub fn run(
         remove_stale_cgroups(&opts.roots)?;
         match PeakCgroup::create(
             &opts.roots,
-            &format!("{CGROUP_PREFIX}{}", std::process::id()),
+            &hypomnesis::cgroup::transient_name(&opts.roots, CGROUP_PREFIX),
         ) {
             Ok(c) => Some(c),
             Err(e) => {

@@ -264,11 +264,7 @@ fn cgroup_facts(roots: &Roots) -> CgroupFacts {
     // A doctor killed between creating its probe group and removing it left the group: gone
     // now (it never holds a process, so nothing is moved).
     let _ = crate::system::cgroup::remove_stale(roots, super::model::PROBE_CGROUP_PREFIX);
-    let name = format!(
-        "{}{}",
-        super::model::PROBE_CGROUP_PREFIX,
-        std::process::id()
-    );
+    let name = crate::system::cgroup::transient_name(roots, super::model::PROBE_CGROUP_PREFIX);
     let creatable = match crate::system::cgroup::PeakCgroup::create(roots, &name) {
         Ok(group) => {
             let dir = group.dir().to_path_buf();

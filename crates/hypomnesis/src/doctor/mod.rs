@@ -103,7 +103,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
 }
 
 /// Gathers the facts under `options` and checks them. The `cgroup` check creates and removes
-/// an empty group, `hmn-doctor-<pid>` ([`PROBE_CGROUP_PREFIX`]), as `hmn run` would make its
+/// an empty group, `hmn-doctor-<pid>-<start>` ([`PROBE_CGROUP_PREFIX`], [`crate::system::cgroup::transient_name`]), as `hmn run` would make its
 /// own, after removing such groups of doctors that were killed before they could
 /// ([`crate::system::cgroup::remove_stale`]; `hmn run` removes them too); nothing else is written.
 pub fn run(options: &ProbeOptions) -> Report {

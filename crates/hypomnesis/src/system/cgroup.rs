@@ -18,7 +18,7 @@ mod leftovers;
 pub(crate) mod lines;
 mod peak;
 
-pub use leftovers::{StaleCgroup, remove_stale};
+pub use leftovers::{StaleCgroup, remove_stale, transient_name};
 pub use lines::{CgroupLine, parse_proc_cgroup, v1_memory_path, v2_path};
 pub use peak::{CgroupError, CgroupVersion, PeakCgroup, Refusal};
 

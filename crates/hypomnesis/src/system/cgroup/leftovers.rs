@@ -6,7 +6,8 @@
 //!   the group's parent — the group the caller itself is in, where they would have been without
 //!   it — and the group is removed. Nothing is killed.
 //! - [`remove_stale`]: a group `<prefix><pid>` beside where [`PeakCgroup::create`] makes one,
-//!   whose pid names no live process in the proc root, belonged to a run whose owner was killed
+//!   whose pid names no live process in the proc root (or one that started at another time than
+//!   the name records: [`transient_name`]), belonged to a run whose owner was killed
 //!   (`SIGKILL`, a crash) before it could remove it: its processes are moved out the same way
 //!   and it is removed. Only groups in the caller's own cgroup are looked at, and only names
 //!   made of the prefix and a pid; a group whose owner is alive is never touched.
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use super::lines::{parse_proc_cgroup, v1_memory_path, v2_path};
 use super::peak::{CgroupError, PeakCgroup, v2_root};
 use crate::system::fsread::{self, Cap};
+use crate::system::process::stat::parse_stat_bytes;
 use crate::system::roots::Roots;
 
 /// Rounds of moving a group's processes out: a process that forks while it is moved may leave
@@ -127,19 +129,53 @@ fn own_groups(roots: &Roots) -> Vec<PathBuf> {
     out
 }
 
-/// The owner pid in a group name `<prefix><pid>` (pure).
-fn owner_of(name: &str, prefix: &str) -> Option<u32> {
-    let digits = name.strip_prefix(prefix)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// The name of a transient group this process makes: `<prefix><pid>-<start>`, its pid and its
+/// start time (clock ticks after boot, `stat`'s field 22), so a later run can tell this
+/// process from one that reuses its pid; `<prefix><pid>` where the start time cannot be read.
+pub fn transient_name(roots: &Roots, prefix: &str) -> String {
+    let me = std::process::id();
+    match fsread::read_pid_bytes(roots, me, "stat", parse_stat_bytes) {
+        Ok(s) => format!("{prefix}{me}-{}", s.start_time),
+        Err(_) => format!("{prefix}{me}"),
     }
-    digits.parse().ok()
 }
 
-/// Removes the stale `<prefix><pid>` groups in the caller's own cgroups — left by a run whose
-/// owner was killed (`SIGKILL`, a crash) before it could remove its group: each group whose pid
-/// names no process in the proc root (and is not the caller), after moving its processes to the
-/// caller's group. Only names made of the prefix and a pid are looked at. Best effort: a group that cannot
+/// The owner in a group name `<prefix><pid>` or `<prefix><pid>-<start ticks>` (pure): its pid
+/// and, in the second form, its start time.
+fn owner_of(name: &str, prefix: &str) -> Option<(u32, Option<u64>)> {
+    let rest = name.strip_prefix(prefix)?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    match rest.split_once('-') {
+        None if digits(rest) => Some((rest.parse().ok()?, None)),
+        Some((pid, start)) if digits(pid) && digits(start) => {
+            Some((pid.parse().ok()?, Some(start.parse().ok()?)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the owner a group's name records may still be running: its pid names a process
+/// and, where the name records a start time, that process started then (a pid reused by
+/// another process is not the owner). A `stat` that cannot be read keeps the group.
+fn owner_alive(roots: &Roots, pid: u32, start: Option<u64>) -> bool {
+    if !roots.proc.join(pid.to_string()).exists() {
+        return false;
+    }
+    match (
+        start,
+        fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes),
+    ) {
+        (Some(t), Ok(s)) => s.start_time == t,
+        _ => true,
+    }
+}
+
+/// Removes the stale `<prefix><pid>[-<start>]` groups ([`transient_name`]) in the caller's own
+/// cgroups — left by a run whose owner was killed (`SIGKILL`, a crash) before it could remove
+/// its group: each group whose pid names no process in the proc root, or a process that started
+/// at another time than the name records (the pid reused), and is not the caller, after moving
+/// its processes to the caller's group. Only names made of the prefix, a pid and optionally a
+/// start time are looked at. Best effort: a group that cannot
 /// be removed is an error in the list, the others are still removed.
 pub fn remove_stale(roots: &Roots, prefix: &str) -> Vec<Result<StaleCgroup, CgroupError>> {
     let me = std::process::id();
@@ -149,11 +185,12 @@ pub fn remove_stale(roots: &Roots, prefix: &str) -> Vec<Result<StaleCgroup, Cgro
             continue;
         };
         for entry in entries.flatten() {
-            let Some(owner) = entry.file_name().to_str().and_then(|n| owner_of(n, prefix)) else {
+            let Some((owner, start)) = entry.file_name().to_str().and_then(|n| owner_of(n, prefix))
+            else {
                 continue;
             };
             let dir = entry.path();
-            if owner == me || !dir.is_dir() || roots.proc.join(owner.to_string()).exists() {
+            if owner == me || !dir.is_dir() || owner_alive(roots, owner, start) {
                 continue;
             }
             out.push(evacuate_and_remove(&dir).map(|moved| StaleCgroup { dir, owner, moved }));
@@ -168,7 +205,11 @@ mod tests {
 
     #[test]
     fn owners_are_named_by_a_pid() {
-        assert_eq!(owner_of("hmn-run-4242", "hmn-run-"), Some(4242));
+        assert_eq!(owner_of("hmn-run-4242", "hmn-run-"), Some((4242, None)));
+        assert_eq!(
+            owner_of("hmn-run-4242-123456", "hmn-run-"),
+            Some((4242, Some(123_456)))
+        );
         for other in [
             "hmn-run-",
             "hmn-run-12a",
@@ -176,6 +217,10 @@ mod tests {
             "hmn-run-99999999999",
             "session.scope",
             "hmn-run-4242/x",
+            "hmn-run-12-",
+            "hmn-run-12-3a",
+            "hmn-run-1-2-3",
+            "hmn-run--12",
         ] {
             assert_eq!(owner_of(other, "hmn-run-"), None, "{other}");
         }
@@ -191,8 +236,23 @@ mod tests {
         std::fs::create_dir_all(proc.join("self")).unwrap();
         std::fs::write(proc.join("self/cgroup"), "4:memory:/job\n").unwrap();
         std::fs::create_dir(proc.join("77")).unwrap(); // a live owner
+        // A live process that started at tick 5000 (stat's field 22).
+        std::fs::create_dir(proc.join("66")).unwrap();
+        std::fs::write(
+            proc.join("66/stat"),
+            "66 (hmn) S 1 66 66 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5000 1000 100 0 0 0\n",
+        )
+        .unwrap();
         let job = sys.join("fs/cgroup/memory/job");
-        for name in ["hmn-run-77", "hmn-run-88", "other-99", "hmn-run-x"] {
+        for name in [
+            "hmn-run-77",
+            "hmn-run-88",
+            "other-99",
+            "hmn-run-x",
+            "hmn-run-66-5000",
+            "hmn-run-66-4000",
+            "hmn-run-77-1",
+        ] {
             std::fs::create_dir_all(job.join(name)).unwrap();
         }
         std::fs::write(job.join("cgroup.procs"), "").unwrap();
@@ -200,11 +260,23 @@ mod tests {
         // is the kernel's. Here the stale group is empty, so `rmdir` succeeds.
         let roots = Roots::system().with_proc(&proc).with_sys(&sys);
         let removed = remove_stale(&roots, "hmn-run-");
-        assert_eq!(removed.len(), 1, "{removed:?}");
-        let stale = removed[0].as_ref().unwrap();
-        assert_eq!((stale.owner, stale.moved), (88, 0));
+        let mut owners: Vec<(u32, usize)> = removed
+            .iter()
+            .map(|r| r.as_ref().map(|s| (s.owner, s.moved)).unwrap())
+            .collect();
+        owners.sort_unstable();
+        // 88 is gone; 66 is alive but started at tick 5000, not 4000: its pid was reused.
+        assert_eq!(owners, [(66, 0), (88, 0)], "{removed:?}");
         assert!(!job.join("hmn-run-88").exists());
-        for kept in ["hmn-run-77", "other-99", "hmn-run-x"] {
+        assert!(!job.join("hmn-run-66-4000").exists());
+        // 77's stat cannot be read: a group that may be a live run's is kept.
+        for kept in [
+            "hmn-run-77",
+            "other-99",
+            "hmn-run-x",
+            "hmn-run-66-5000",
+            "hmn-run-77-1",
+        ] {
             assert!(job.join(kept).exists(), "{kept}");
         }
     }

@@ -14,7 +14,7 @@
 
 mod cmdline;
 mod read;
-mod stat;
+pub(crate) mod stat;
 pub mod table;
 pub mod tree;
 // Platform seam (ARCHITECTURE.md "Platforms"): native process lists where there is no procfs.
