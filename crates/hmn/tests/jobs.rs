@@ -380,45 +380,36 @@ fn a_killed_runs_cgroup_is_removed_by_the_next_run() {
     let mut gone = Command::new("true").spawn().unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
-    let stale = own.join(format!("hmn-run-{dead}"));
-    std::fs::create_dir(&stale).unwrap();
-    // The killed run's daemon, still in its group.
+    // The killed run's daemon, left in its group.
     let mut daemon = Command::new("sleep").arg("30").spawn().unwrap();
-    std::fs::write(stale.join("cgroup.procs"), daemon.id().to_string()).unwrap();
-    assert!(memory_cgroup_of(daemon.id()).contains(&format!("hmn-run-{dead}")));
-
     let bed = Bed::new().real_proc();
-    let o = bed
-        .cmd(&["run", "--", "true"])
-        .env("HMN_SYS_ROOT", "/sys")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let err = stderr(&o);
-    assert!(
-        err.contains(&format!(
-            "(its hmn, pid {dead}, is gone); moved the 1 process left in it"
-        )),
-        "{err}"
-    );
-    assert!(!stale.exists(), "the stale group is removed");
-    assert!(alive(daemon.id()), "its process is moved, not killed");
-    assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
-
-    // A group whose pid now names another process (the daemon, started long after tick 1):
-    // its hmn is gone too, though the pid is alive.
-    let reused = own.join(format!("hmn-run-{}-1", daemon.id()));
-    std::fs::create_dir(&reused).unwrap();
-    std::fs::write(reused.join("cgroup.procs"), daemon.id().to_string()).unwrap();
-    let o = bed
-        .cmd(&["run", "--", "true"])
-        .env("HMN_SYS_ROOT", "/sys")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!reused.exists(), "a reused pid's group is removed");
-    assert!(alive(daemon.id()), "its process is moved, not killed");
-    assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
+    // A group of an older hmn, named by a pid that is gone; then one whose pid now names
+    // another process (the daemon, started long after tick 1): its hmn is gone too.
+    for (name, owner) in [
+        (format!("hmn-run-{dead}"), dead),
+        (format!("hmn-run-{}-1", daemon.id()), daemon.id()),
+    ] {
+        let stale = own.join(&name);
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("cgroup.procs"), daemon.id().to_string()).unwrap();
+        assert!(memory_cgroup_of(daemon.id()).contains(&name));
+        let o = bed
+            .cmd(&["run", "--", "true"])
+            .env("HMN_SYS_ROOT", "/sys")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!(
+                "(its hmn, pid {owner}, is gone); moved the 1 process left in it"
+            )),
+            "{name}: {err}"
+        );
+        assert!(!stale.exists(), "{name}: the stale group is removed");
+        assert!(alive(daemon.id()), "its process is moved, not killed");
+        assert!(!memory_cgroup_of(daemon.id()).contains("hmn-run-"));
+    }
     daemon.kill().unwrap();
     daemon.wait().unwrap();
 }
