@@ -1,12 +1,14 @@
 //! Containers and PID namespaces from the outside and the inside (issue 13): the workload of
-//! each row (column, JSON, `--workload`), the innermost pid, and NVML's host pids in a
-//! container with and without the host's `/proc`.
+//! each row (column, JSON, `--workload`), Docker's container names, the innermost pid, and
+//! NVML's host pids in a container with and without the host's `/proc`.
 
 use hmn_testbed::{FakeNvml, FakeProc, FakeProcess};
 
 use crate::util::{Bed, json, stderr, stdout};
 
 const ID: &str = "4e9a6f0b6d7c1f1a0e8c8f5a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
+const CUT_ID: &str = "5f0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b";
+const FIFO_ID: &str = "6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b";
 const UID_: &str = "8a1c5bc0_0cf5_4b4a_9f8b_0c2f6e7a5d11";
 const HOST_NS: u64 = 4_026_531_836;
 const CTR_NS: u64 = 4_026_532_777;
@@ -156,6 +158,111 @@ fn record_and_watch_name_the_pod_as_ps_does() {
         .find(|r| r["kind"] == "sample")
         .unwrap();
     assert_eq!(names(&sample["workload"]), want, "{sample}");
+}
+
+/// Docker containers' names from their `config.v2.json` under `HMN_DOCKER_ROOT`: pid 48213 in a
+/// container named `my-llm` (keys as Docker writes them, the environment included); pid 2000
+/// in one whose config is cut short; pid 3000 in one whose config is a FIFO nobody writes to.
+fn docker_bed() -> Bed {
+    let fake = FakeNvml::h100s(1)
+        .process(FakeProcess::compute(0, 48213, 8 << 30))
+        .process(FakeProcess::compute(0, 2000, 2 << 30))
+        .process(FakeProcess::compute(0, 3000, 1 << 30));
+    let bed = Bed::with_nvml(&fake);
+    let fx = bed.fixture();
+    let containers = bed.env.runtimes.join("docker/containers");
+    // cgroup v2 with Docker's systemd driver (`docker-<id>.scope`), and with cgroupfs.
+    for (pid, name, id, cgroup) in [
+        (
+            48213,
+            "vllm",
+            ID,
+            format!("0::/system.slice/docker-{ID}.scope\n"),
+        ),
+        (2000, "ollama", CUT_ID, format!("0::/docker/{CUT_ID}\n")),
+        (3000, "python3", FIFO_ID, format!("0::/docker/{FIFO_ID}\n")),
+    ] {
+        fx.process(&FakeProc::new(pid, name)).unwrap();
+        fx.file(&format!("{pid}/cgroup"), &cgroup).unwrap();
+        std::fs::create_dir_all(containers.join(id)).unwrap();
+    }
+    let config = serde_json::json!({
+        "ID": ID,
+        "Created": "2025-03-02T10:11:12.123456789Z",
+        "Path": "python3",
+        "Args": ["-m", "vllm.entrypoints.openai.api_server"],
+        "Config": {
+            "Hostname": &ID[..12],
+            "Env": ["HF_TOKEN=hf_secret_do_not_log", "PATH=/usr/bin"],
+            "Image": "vllm/vllm-openai:latest",
+            "Labels": {},
+        },
+        "Name": "/my-llm",
+        "Driver": "overlay2",
+    });
+    std::fs::write(
+        containers.join(ID).join("config.v2.json"),
+        config.to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        containers.join(CUT_ID).join("config.v2.json"),
+        r#"{"ID":"5f0b","Name":"/half-writ"#,
+    )
+    .unwrap();
+    nix::unistd::mkfifo(
+        &containers.join(FIFO_ID).join("config.v2.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    bed
+}
+
+/// `hmn ps ARGS` in `bed`, killed after 20 s (a read that blocked on the FIFO would hang it).
+fn ps_within(bed: &Bed, args: &[&str]) -> std::process::Output {
+    bed.env
+        .command("timeout")
+        .args(["-s", "KILL", "20"])
+        .arg(env!("CARGO_BIN_EXE_hmn"))
+        .arg("ps")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn docker_names_a_container_and_an_unreadable_config_leaves_its_id() {
+    let bed = docker_bed();
+    let o = ps_within(&bed, &["--json", "--sort", "pid"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let rows = v["processes"].as_array().unwrap();
+    let named = &rows[2]["workload"];
+    assert_eq!(rows[2]["pid"], 48213);
+    assert_eq!(named["kind"], "container");
+    assert_eq!(named["runtime"], "docker");
+    assert_eq!(named["container_id"], ID);
+    assert_eq!(named["container_name"], "my-llm");
+    assert_eq!(named["names_from"], "docker");
+    // The config holds the container's environment: none of it is kept or shown.
+    assert!(!stdout(&o).contains("hf_secret"), "{}", stdout(&o));
+    // A config cut short, and one that is not a regular file: the id alone, no failure.
+    for (row, id) in [(&rows[0], CUT_ID), (&rows[1], FIFO_ID)] {
+        let w = &row["workload"];
+        assert_eq!(w["kind"], "container", "{row}");
+        assert_eq!(w["container_id"], id, "{row}");
+        assert!(
+            w.get("container_name").is_none() && w.get("names_from").is_none(),
+            "{row}"
+        );
+    }
+    let o = ps_within(&bed, &["--sort", "pid"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[1].ends_with("docker:5f0b1c2d3e4f"), "{out}");
+    assert!(lines[2].ends_with("docker:6a7b8c9d0e1f"), "{out}");
+    assert!(lines[3].ends_with("docker:my-llm"), "{out}");
 }
 
 /// A container's own `/proc`: hmn is pid 1 there, its namespace is not the initial one, and

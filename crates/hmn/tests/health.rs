@@ -1,6 +1,7 @@
 //! Running a GPU box (issue 24) end to end: memory health in the device view and `serve`,
 //! memory no process accounts for in `ps` and `serve`, workload names from the kubelet's log
-//! layout in `ps` and `serve`, and `watch`'s growth flags and `--exit-on-growth`.
+//! layout in `ps` and `serve`, and `watch`'s growth flags (VRAM and RAM) and
+//! `--exit-on-growth`.
 
 use hmn_testbed::{FakeDevice, FakeEvent, FakeHealth, FakeNvml, FakeProc, FakeProcess};
 use serde_json::Value;
@@ -242,6 +243,100 @@ fn watch_does_not_flag_a_model_load_that_jumps_once() {
     let o = watch_growth(&load, &["--exit-on-growth", "1MiB/s"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("grows steadily"), "{}", stderr(&o));
+}
+
+/// `watch --json PID` of a fixture process whose RSS is `pages(n)` pages from its `n`th sample
+/// on: the test rewrites its `stat` as each sample arrives (as the spill test fills its card),
+/// so the figure follows the samples as the fake NVML's VRAM does, not the clock. Returns the
+/// output and the records.
+fn watch_ram_growth(
+    pages: impl Fn(u64) -> u64,
+    extra: &[&str],
+) -> (std::process::Output, Vec<Value>) {
+    use std::io::BufRead;
+    const PID: u32 = 4242;
+    let bed = Bed::new();
+    let fx = bed.fixture();
+    fx.process(&FakeProc::new(PID, "python3")).unwrap();
+    fx.stat(PID, "python3", 1, pages(0)).unwrap();
+    let mut args = vec![
+        "watch",
+        "--json",
+        "--interval",
+        "20ms",
+        "--duration",
+        "1500ms",
+        "--growth-window",
+        "900ms",
+        "--growth-min",
+        "64MiB",
+    ];
+    args.extend_from_slice(extra);
+    let p = PID.to_string();
+    args.push(&p);
+    let mut watch = bed
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut records = Vec::new();
+    let mut samples = 0;
+    let lines = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    for line in lines {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["kind"] == "sample" {
+            samples += 1;
+            fx.stat(PID, "python3", 1, pages(samples)).unwrap();
+        }
+        records.push(v);
+    }
+    (watch.wait_with_output().unwrap(), records)
+}
+
+#[test]
+fn watch_flags_a_steady_rise_of_ram_and_exits_on_it_when_asked() {
+    // 4096 pages a sample: 16 MiB at 4 KiB pages, as the VRAM test's rise.
+    let steady = |n: u64| (GIB >> 12) + n * 4096;
+    let (o, records) = watch_ram_growth(steady, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("pid 4242 (python3) RAM grows steadily: ↑ "),
+        "{err}"
+    );
+    let flagged = records
+        .iter()
+        .filter(|r| r["kind"] == "sample")
+        .filter_map(|r| r["growth"]["ram"]["growth"]["bytes_per_second"].as_f64())
+        .next_back()
+        .expect("the JSON carries the slope");
+    assert!(flagged > 0.0);
+    let (o, _) = watch_ram_growth(steady, &["--exit-on-growth", "1MiB/s"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("watch: --exit-on-growth: pid 4242 RAM ↑ "),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn watch_does_not_flag_ram_that_jumps_once() {
+    // A model loaded into RAM at the 10th sample, then flat.
+    let load = |n: u64| if n < 10 { GIB >> 12 } else { (20 * GIB) >> 12 };
+    let (o, records) = watch_ram_growth(load, &["--exit-on-growth", "1MiB/s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("grows steadily"), "{}", stderr(&o));
+    let samples: Vec<&Value> = records.iter().filter(|r| r["kind"] == "sample").collect();
+    assert!(
+        samples.last().unwrap()["rss_delta_bytes"].as_i64().unwrap() > 0,
+        "the jump was seen: {samples:?}"
+    );
+    assert!(
+        samples.iter().all(|r| r["growth"].get("ram").is_none()),
+        "{samples:?}"
+    );
 }
 
 /// `watch PID --json` of a process holding 8 GiB on GPU 0 (used: 20 GiB, then 22 GiB) while

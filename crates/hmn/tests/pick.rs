@@ -1,6 +1,6 @@
 //! `hmn pick` and `hmn run --gpu`: best fit first, reservations that keep concurrent picks
-//! off the same memory, `--need` as a size or a model, the child's visibility variables, and
-//! bad input refused with one line and exit 2.
+//! off the same memory, `--need` as a size or a model, the child's visibility variables,
+//! `--wait` for a device with room, and bad input refused with one line and exit 2.
 
 use std::process::Stdio;
 
@@ -223,6 +223,58 @@ fn waiting_ends_with_exit_1_and_the_reason() {
     let o = bed.run(&["pick", "--need", "10GiB", "--wait", "300ms"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("no device has room"), "{}", stderr(&o));
+}
+
+/// One H100 that is too full for 10 GiB until its memory is freed: the fake answers its memory
+/// calls in order, the last repeating (from the first again in each hmn), and hmn reads the
+/// memory once to list the devices and once per attempt — so the first attempt finds 79 GiB
+/// used and the next (a retry every 2 s, `hypomnesis::estimate::pick::RETRY`) 1 GiB.
+fn freed_on_the_second_attempt() -> Bed {
+    Bed::with_nvml(&FakeNvml::new().device(FakeDevice::h100(0).memory_used(&[
+        79 * GIB,
+        79 * GIB,
+        GIB,
+    ])))
+}
+
+#[test]
+fn waiting_picks_the_device_once_its_memory_is_freed() {
+    let bed = freed_on_the_second_attempt();
+    // Without --wait the one attempt finds no room: what the wait below is for.
+    let once = bed.run(&["pick", "--need", "10GiB"]);
+    assert_eq!(once.status.code(), Some(1), "{}", stderr(&once));
+    assert_eq!(stdout(&once), "");
+    let o = bed.run(&["pick", "--need", "10GiB", "--wait", "30s"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{}\n", uuid(0)));
+    assert!(
+        stderr(&o).contains("10 GiB reserved for 60 s"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn run_gpu_waits_for_room_then_starts_the_command() {
+    let bed = freed_on_the_second_attempt().real_proc();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--gpu", "auto", "--need", "10GiB"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", "echo \"cuda=$CUDA_VISIBLE_DEVICES\""]);
+        bed.run(&args)
+    };
+    // Without --wait: no room, the command never starts.
+    let once = run(&[]);
+    assert_eq!(once.status.code(), Some(1), "{}", stderr(&once));
+    assert!(!stdout(&once).contains("cuda="), "{}", stdout(&once));
+    let o = run(&["--wait", "30s"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("cuda={}", uuid(0))),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("run: on GPU 0"), "{}", stderr(&o));
 }
 
 #[test]

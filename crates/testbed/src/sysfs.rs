@@ -147,6 +147,19 @@ impl FakeGpu {
         )
     }
 
+    /// An Intel integrated GPU on xe (Lunar Lake, 0x64a0) at 0000:00:02.0: no xe hwmon, which
+    /// only discrete cards have.
+    pub fn xe_igpu(card: u32, render: u32) -> Self {
+        FakeGpu::new(
+            "0000:00:02.0",
+            true,
+            Some(0x8086),
+            Some(0x64a0),
+            "xe",
+            &[&format!("card{card}"), &format!("renderD{render}")],
+        )
+    }
+
     /// An Intel discrete GPU on xe, with xe hwmon energy.
     pub fn xe_dgpu(slot: &str, card: u32, render: u32) -> Self {
         FakeGpu::new(
