@@ -1,5 +1,6 @@
 //! What each command asks the NVIDIA driver, in the fake NVML's call log: the device view reads
-//! telemetry and the energy counter; `ps`, `fits` and `pick`, which show no telemetry, ask none
+//! telemetry and the energy counter; `ps`, `fits`, `pick` and `run --gpu`'s pick, which show no
+//! telemetry, ask none
 //! of it (the first telemetry calls of a fresh NVML session took ~11 ms on an H200, a third of
 //! `hmn ps`: docs/validation.md, run 7).
 
@@ -42,4 +43,15 @@ fn commands_that_show_no_telemetry_do_not_ask_the_driver_for_it() {
         );
         assert_eq!(telemetry_calls(&calls), [&""; 0], "{args:?}");
     }
+    // `run --gpu auto`'s pick neither: a need no device meets ends hmn before the command and
+    // its sampler start.
+    let before = nvml_calls(&bed.env.nvml).len();
+    let o = bed.run(&["run", "--gpu", "auto", "--need", "1000GiB", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let calls = nvml_calls(&bed.env.nvml)[before..].to_vec();
+    assert!(
+        calls.iter().any(|c| c == "nvmlDeviceGetMemoryInfo_v2"),
+        "run --gpu auto read the memory: {calls:?}"
+    );
+    assert_eq!(telemetry_calls(&calls), [&""; 0], "run --gpu auto's pick");
 }

@@ -96,7 +96,8 @@ pub fn prepare(
         return Ok(Ok(None));
     };
     let need = need_of(args, gpu)?;
-    let probe = Probe::with_options(opts.clone());
+    // The pick judges memory only: no telemetry asked (the command's sampler asks its own).
+    let probe = Probe::with_options(opts.clone().telemetry(false));
     let within: Option<Vec<Selected>> = match gpu {
         GpuArg::Auto => crate::pick::inherited_within(&probe.devices().devices),
         GpuArg::Device(sel) => {
