@@ -89,8 +89,9 @@ pub struct ClientStats {
     /// Lines with a known key and a value that could not be parsed (at most
     /// [`MAX_PROBLEMS`]).
     pub problems: Vec<String>,
-    /// The first memory size line that could not be parsed, whatever the cap on `problems`:
-    /// the client's memory figures are short of it.
+    /// The first size line of the client's figure (total, resident or its `memory` alias, amdgpu's
+    /// requested) that could not be parsed, whatever the cap on `problems`: the figure is short
+    /// of it. A malformed shared, purgeable, active or evicted size is only a problem.
     pub malformed_size: Option<String>,
     /// The file has more than [`MAX_KEYS`] `key: value` lines: parsing stopped there, and
     /// its figures must not be used (they may be incomplete).
@@ -193,8 +194,17 @@ pub fn parse(text: &str) -> ClientStats {
 
 type LineResult = Result<(), &'static str>;
 
-/// What a memory size line that could not be parsed is called ([`ClientStats::malformed_size`]).
+/// What a memory size line that could not be parsed is called ([`ClientStats::malformed_size`])
+/// when the figure is made of it: resident (or its `memory` alias) and total.
 const MALFORMED_SIZE: &str = "malformed size";
+/// The same for the sizes the figure is not made of (shared, purgeable, active, evicted): that
+/// detail is unknown, the figure is not short of it.
+const MALFORMED_DETAIL: &str = "malformed size (a detail; the figure does not include it)";
+
+/// Whether a `drm-<kind>-<region>` size is part of a client's figure.
+fn in_figure(kind: &str) -> bool {
+    matches!(kind, "total" | "resident" | "memory")
+}
 
 fn parse_line(c: &mut ClientStats, legacy: &mut bool, key: &str, value: &str) -> LineResult {
     if let Some(rest) = key.strip_prefix("drm-") {
@@ -206,7 +216,7 @@ fn parse_line(c: &mut ClientStats, legacy: &mut bool, key: &str, value: &str) ->
             _ => parse_drm_key(c, rest, value)?,
         }
     } else if let Some(region) = key.strip_prefix("amd-evicted-") {
-        let v = parse_size(value).ok_or(MALFORMED_SIZE)?;
+        let v = parse_size(value).ok_or(MALFORMED_DETAIL)?;
         c.regions.entry(region.to_string()).or_default().evicted = Some(v);
     } else if let Some(region) = key.strip_prefix("amd-requested-") {
         // amdgpu's "requested" = all allocations, i.e. the total; drm-total wins if printed.
@@ -261,7 +271,11 @@ fn parse_drm_key(c: &mut ClientStats, rest: &str, value: &str) -> LineResult {
             .and_then(|r| r.strip_prefix('-'))
             .map(|r| (*k, r))
     }) {
-        let bytes = parse_size(value).ok_or(MALFORMED_SIZE)?;
+        let bytes = parse_size(value).ok_or(if in_figure(kind) {
+            MALFORMED_SIZE
+        } else {
+            MALFORMED_DETAIL
+        })?;
         let r = c.regions.entry(region.to_string()).or_default();
         let slot = match kind {
             "total" => &mut r.total,
@@ -384,6 +398,23 @@ mod tests {
             Some("drm-resident-vram: malformed size \"12 parsecs\""),
             "the first one"
         );
+        // A detail the figure is not made of: that detail is unknown, the figure is not short.
+        for line in [
+            "amd-evicted-vram: 12 parsecs",
+            "drm-evicted-vram: -1 KiB",
+            "drm-shared-vram: x",
+            "drm-purgeable-gtt: 18446744073709551615 KiB",
+            "drm-active-vram: 1 furlong",
+        ] {
+            let c = parse(&format!(
+                "drm-driver: amdgpu\ndrm-resident-vram: 2 MiB\n{line}\n"
+            ));
+            assert_eq!(c.malformed_size, None, "{line}");
+            assert_eq!(c.regions["vram"].resident, Some(2 * MIB), "{line}");
+            assert_eq!(c.regions["vram"].evicted, None, "{line}");
+            assert_eq!(c.problems.len(), 1, "{line}");
+            assert!(c.problems[0].contains("a detail"), "{:?}", c.problems);
+        }
     }
 
     #[test]

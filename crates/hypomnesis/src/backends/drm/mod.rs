@@ -554,6 +554,28 @@ mod tests {
                 "{warnings:?}"
             );
         }
+        // A malformed evicted size is a detail the figure is not made of: the figure stays,
+        // the problem is still a warning.
+        let dir = tempfile::tempdir().unwrap();
+        let world = World::new(dir.path()).unwrap();
+        world.gpu(FakeGpu::amdgpu("0000:03:00.0", 1, 128)).unwrap();
+        let text = "drm-driver:\tamdgpu\ndrm-client-id:\t7\ndrm-pdev:\t0000:03:00.0\n\
+                    drm-memory-vram:\t2048 KiB\namd-evicted-vram:\t-1 KiB\n";
+        world
+            .client(4242, "llama", &[(3, "renderD128", text)])
+            .unwrap();
+        let roots = Roots::system()
+            .with_proc(dir.path().join("proc"))
+            .with_sys(world.sys.root());
+        let backend = DrmBackend::new(roots, Duration::from_secs(3600));
+        let (_, map) = backend.devices(0, &[], None);
+        let mut warnings = Vec::new();
+        let rows = backend.processes(&map, &mut warnings).rows;
+        assert_eq!(rows[0].used_bytes, Some(2 << 20), "{:?}", rows[0].unknown);
+        assert!(
+            warnings.iter().any(|w| w.message.contains("a detail")),
+            "{warnings:?}"
+        );
     }
 
     #[test]
