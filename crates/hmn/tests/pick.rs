@@ -350,6 +350,62 @@ fn an_unusable_lock_dir_means_uncoordinated_picks_said_once() {
     }
 }
 
+/// A lock file nobody can use — a link or a directory where it goes (anyone may write the
+/// shared directory), or a holder that keeps it — does not deny its device: it is picked
+/// without coordination, and said so (QA: every device was refused, "no device has room").
+#[test]
+fn an_unusable_lock_file_does_not_deny_its_device() {
+    // GPU 0 (≈ 19 GiB free) is the best fit for 1 GiB.
+    let bed = two(60 * GIB, GIB);
+    let locks = &bed.env.locks;
+    std::fs::create_dir_all(locks).unwrap();
+    let lock = |i: u32| locks.join(format!("{}.lock", uuid(i)));
+    std::os::unix::fs::symlink("/nonexistent", lock(0)).unwrap();
+    std::fs::create_dir(lock(1)).unwrap();
+    let o = bed.run(&["pick", "--json", "--count", "2", "--need", "1GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["picked"].as_array().unwrap().len(), 2, "{v}");
+    let err = stderr(&o);
+    for i in 0..2 {
+        assert!(
+            err.contains(&format!("GPU {i}: picked without coordination")),
+            "{err}"
+        );
+    }
+    assert!(err.contains(&uuid(0)) && err.contains(".lock"), "{err}");
+    let o = bed.run(&["run", "--gpu", "auto", "--need", "1GiB", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A holder that keeps GPU 0's lock past the wait.
+    std::fs::remove_file(lock(0)).unwrap();
+    std::fs::write(lock(0), b"").unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(lock(0))
+        .args(["-c", "echo held; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "held\n");
+    let o = bed.run(&["pick", "--need", "1GiB"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{}\n", uuid(0)));
+    assert!(
+        stderr(&o).contains("GPU 0: picked without coordination")
+            && stderr(&o).contains("no lock within"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// GPU 0 is the tightest fit but prohibited; GPU 1 is exclusive and held; GPU 2 is exclusive
 /// and free; GPU 3 has the most room.
 #[test]

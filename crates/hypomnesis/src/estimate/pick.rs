@@ -344,7 +344,7 @@ pub fn pick(
 ) -> Result<Picked, PickError> {
     let roots = probe.roots();
     let list = probe.devices();
-    let (mut cands, notes) = candidates(&list.devices, req);
+    let (mut cands, mut notes) = candidates(&list.devices, req);
     // The host's available RAM, where a verdict needs it: a model partly on the host, a
     // device whose memory is (partly) host RAM.
     let needs_host = matches!(req.need, Need::Model { estimate, .. } if estimate.host_high_bytes.is_some())
@@ -393,8 +393,16 @@ pub fn pick(
             picked.push(c.clone());
             continue;
         };
-        let Ok(mut l) = dir.lock(&c.selector, LOCK_WAIT) else {
-            continue;
+        // A lock file that cannot be used (a link or a directory in its place, no permission,
+        // a holder that keeps it): coordination is advisory, so the device is not refused for
+        // it — anyone who can write the shared directory could otherwise deny every device.
+        let mut l = match dir.lock(&c.selector, LOCK_WAIT) {
+            Ok(l) => l,
+            Err(e) => {
+                notes.push(uncoordinated(c, &e));
+                picked.push(c.clone());
+                continue;
+            }
         };
         // Re-judged under the lock: another pick may have reserved since the ranking.
         let mut records = live(roots, l.read(), &boot);
@@ -419,12 +427,13 @@ pub fn pick(
             (r.pid, r.start_ticks) = (pid, start_ticks);
         }
         records.push(r);
-        if l.write(&records).is_ok() {
-            tokens.push((c.selector.clone(), token));
-            let [mut got] = again;
-            got.reserved_bytes = Some(others);
-            picked.push(got);
+        let [mut got] = again;
+        got.reserved_bytes = Some(others);
+        match l.write(&records) {
+            Ok(()) => tokens.push((c.selector.clone(), token)),
+            Err(e) => notes.push(uncoordinated(c, &e)),
         }
+        picked.push(got);
     }
     let lock = locks.map(|d| d.path.clone()).map_err(Clone::clone);
     if picked.len() < req.count {
@@ -456,6 +465,14 @@ pub fn pick(
         lock,
         notes,
     })
+}
+
+/// The note for a device picked without a reservation: its lock file could not be used.
+fn uncoordinated(c: &Candidate, e: &LeaseError) -> String {
+    format!(
+        "GPU {}: picked without coordination (another pick may choose it too): its lock: {e}",
+        c.device.index
+    )
 }
 
 /// Removes our reservations (the command allocated, or ended).
