@@ -26,8 +26,13 @@ impl Bed {
 
 /// A one-tensor safetensors file whose data is a hole (sparse): real headers, no disk use.
 pub(crate) fn sparse_safetensors(path: &Path, dtype: &str, shape: &[u64], bytes: u64) {
+    sparse_tensor(path, "weight", dtype, shape, bytes);
+}
+
+/// [`sparse_safetensors`] with the tensor named `name`.
+fn sparse_tensor(path: &Path, name: &str, dtype: &str, shape: &[u64], bytes: u64) {
     let mut header = format!(
-        r#"{{"weight":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[0,{bytes}]}}}}"#
+        r#"{{"{name}":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[0,{bytes}]}}}}"#
     );
     while header.len() % 8 != 0 {
         header.push(' ');
@@ -388,6 +393,62 @@ fn hostile_and_wrong_inputs_are_one_line_errors() {
     let o = bed.run(&["fits", "14GiB", "--context", "8192"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("need a model file"));
+}
+
+/// A directory without an index is one model only when its files are one shard set: files
+/// that are not (a set beside an adapter, `model.safetensors` beside its `consolidated` copy,
+/// two shards of three) are refused, never summed (QA: part of a set, or twice the weights).
+#[test]
+fn a_directory_that_is_not_one_model_is_refused_not_summed() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(1));
+    let config = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../hypomnesis/tests/fixtures/models/llama-3.1-8b.json");
+    let dir = |name: &str, files: &[&str]| {
+        let d = bed.path(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(&config, d.join("config.json")).unwrap();
+        for (i, f) in files.iter().enumerate() {
+            sparse_tensor(&d.join(f), &format!("t{i}"), "BF16", &[1024, 1024], 2 << 20);
+        }
+        d
+    };
+    let set = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ];
+    let whole = dir("whole", &set);
+    let o = bed.run(&["fits", whole.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["input"]["weights_bytes"].as_u64(), Some(4 << 20), "{v}");
+    assert_eq!(v["input"]["tensor_count"], 2, "{v}");
+    for (d, needle) in [
+        (
+            dir("adapter", &[set[0], set[1], "adapter_model.safetensors"]),
+            "3 .safetensors files that are not one shard set (adapter_model.safetensors, ",
+        ),
+        (
+            dir("copy", &["model.safetensors", "consolidated.safetensors"]),
+            "2 .safetensors files that are not one shard set (consolidated.safetensors, model.safetensors)",
+        ),
+        (
+            dir(
+                "two-of-three",
+                &[
+                    "model-00001-of-00003.safetensors",
+                    "model-00002-of-00003.safetensors",
+                ],
+            ),
+            "model-00003-of-00003.safetensors: shard 3 of 3 is missing",
+        ),
+    ] {
+        let o = bed.run(&["fits", d.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", d.display());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{}: {err}", d.display());
+        assert!(stdout(&o).is_empty());
+    }
 }
 
 #[test]

@@ -194,22 +194,7 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
                 .iter()
                 .all(|p| p.extension().is_some_and(|x| x == "safetensors")) =>
             {
-                let first = many
-                    .first()
-                    .and_then(|f| f.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                // A shard set: every shard of it, checked by name.
-                if let (Some(f), Some((prefix, total))) = (many.first(), shard_name(&first)) {
-                    if total as usize == many.len() {
-                        return from_safetensors(shard_set(f, prefix, total)?, path);
-                    }
-                }
-                let mut total = safetensors::ShardReader::new();
-                for f in many {
-                    total.read(f)?;
-                }
-                from_safetensors(total.finish(), path)
+                open_safetensors_dir(path, many)
             }
             // One split GGUF (its shard 1 names the others).
             [first, ..]
@@ -242,6 +227,36 @@ pub fn open(path: &Path) -> Result<OpenedModel, Error> {
         return from_safetensors(safetensors::read_file(path)?, dir);
     }
     open_gguf(path)
+}
+
+/// Several `.safetensors` files in a directory without an index: one shard set, every shard
+/// read (a missing one is an error naming it), or a refusal to guess — never a sum of files
+/// that are not one model (a set beside an adapter, `model.safetensors` beside its
+/// `consolidated.safetensors` copy, two shards of three).
+fn open_safetensors_dir(dir: &Path, files: &[PathBuf]) -> Result<OpenedModel, Error> {
+    let name = |p: &PathBuf| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let names: Vec<String> = files.iter().map(name).collect();
+    let sets: Vec<Option<(&str, u32)>> = names.iter().map(|n| shard_name(n)).collect();
+    if let (Some(Some(first)), true) = (sets.first(), sets.windows(2).all(|w| w[0] == w[1])) {
+        if let Some(f) = files.first() {
+            return from_safetensors(shard_set(f, first.0, first.1)?, dir);
+        }
+    }
+    let shown: Vec<&str> = names.iter().take(6).map(String::as_str).collect();
+    Err(Error::parse(
+        dir,
+        None,
+        format!(
+            "{} .safetensors files that are not one shard set ({}{}): name one (a shard names its whole set)",
+            names.len(),
+            shown.join(", "),
+            if names.len() > 6 { ", …" } else { "" }
+        ),
+    ))
 }
 
 /// `name-00001-of-00003.gguf` → (`name`, 3): llama.cpp's split files.
