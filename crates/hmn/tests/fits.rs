@@ -395,6 +395,37 @@ fn hostile_and_wrong_inputs_are_one_line_errors() {
     assert!(stderr(&o).contains("need a model file"));
 }
 
+/// A driver that fails (NVML cannot initialise, no `nvidia-smi` answering for it) may hide
+/// GPUs: `fits` says so and exits 2, the estimate still shown — never "no GPU" and a verdict
+/// for the CPU with exit 0 (QA), whichever way the device is chosen.
+#[test]
+fn a_failed_driver_is_no_reason_to_judge_on_the_cpu() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(1).init_error(999));
+    let model = llama_8b(bed.dir.path());
+    let model = model.to_str().unwrap();
+    for extra in [
+        &[][..],
+        &["--device", "all"],
+        &["--device", "0"],
+        &["--device", "GPU-x"],
+    ] {
+        let o = bed.run(&[&["fits", model, "--json"][..], extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        let v = json(&o);
+        let error = v["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("fits failed to count devices: NVML"),
+            "{extra:?}: {v}"
+        );
+        assert!(v["fit"].is_null(), "{extra:?}: {v}");
+        assert_ne!(v["plan"], "cpu", "{extra:?}: {v}");
+        assert!(
+            v["estimate"]["components"].is_array(),
+            "{extra:?}: estimate shown"
+        );
+    }
+}
+
 /// A directory without an index is one model only when its files are one shard set: files
 /// that are not (a set beside an adapter, `model.safetensors` beside its `consolidated` copy,
 /// two shards of three) are refused, never summed (QA: part of a set, or twice the weights).

@@ -18,10 +18,8 @@ pub(super) fn one(
 ) -> (Vec<Device>, Vec<Warning>, Option<String>, bool) {
     let list = probe.devices();
     if list.devices.is_empty() {
-        let e = hypomnesis::Error::NoGpu {
-            reasons: list.absent_reasons(),
-        };
-        return (Vec::new(), Vec::new(), Some(e.to_string()), true);
+        let (err, no_gpu) = super::none_found(&list);
+        return (Vec::new(), Vec::new(), err, no_gpu);
     }
     let view = crate::select::cuda(cli, &list.devices);
     if let (Some(v), DeviceSelector::Index(_)) = (&view, sel) {
