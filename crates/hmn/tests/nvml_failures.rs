@@ -82,6 +82,31 @@ fn watch_and_spill_with_an_nvml_that_cannot_start() {
     );
 }
 
+/// The commands that choose a GPU: a driver that cannot start may hide the one to choose, so
+/// each exits 2 naming it — not "no device to pick from" with exit 1 (`run --gpu auto`, QA),
+/// and the command does not start.
+#[test]
+fn pick_and_run_gpu_with_an_nvml_that_cannot_start() {
+    let bed = Bed::with_nvml(&FakeNvml::h100s(1).version_mismatch());
+    for (args, prefix) in [
+        (
+            &["pick", "--need", "1GiB"][..],
+            "hmn: pick failed to count devices: NVML",
+        ),
+        (
+            &[
+                "run", "--gpu", "auto", "--need", "1GiB", "--", "echo", "RAN",
+            ],
+            "hmn: run --gpu failed to count devices: NVML",
+        ),
+    ] {
+        let o = bed.run(args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with(prefix), "{args:?}: {}", stderr(&o));
+        assert!(!stdout(&o).contains("RAN"), "{args:?}: the command ran");
+    }
+}
+
 #[test]
 fn a_failing_device_count_exits_2() {
     let bed = Bed::with_nvml(&FakeNvml::h100s(2).count_error(999));

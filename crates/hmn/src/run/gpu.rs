@@ -99,7 +99,14 @@ pub fn prepare(
     // The pick judges memory only: no telemetry asked (the command's sampler asks its own).
     let probe = Probe::with_options(opts.clone().telemetry(false));
     let within: Option<Vec<Selected>> = match gpu {
-        GpuArg::Auto => crate::pick::inherited_within(&probe.devices().devices),
+        GpuArg::Auto => {
+            let list = probe.devices();
+            // A backend that failed may hide the GPU to pick: an error, as for `hmn pick`.
+            if let Some(failed) = list.completeness().failed_backends.first() {
+                anyhow::bail!("run --gpu failed to count devices: {failed}");
+            }
+            crate::pick::inherited_within(&list.devices)
+        }
         GpuArg::Device(sel) => {
             let list = probe.devices();
             Some(crate::select::resolve(
