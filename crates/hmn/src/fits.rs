@@ -224,26 +224,6 @@ struct Gathered {
     cpu_note: Option<String>,
 }
 
-/// Why a list holds no device, and whether that means no GPU is here: a backend that failed
-/// (NVML that cannot initialise, no `nvidia-smi` answering for it) may hide GPUs, so it is an
-/// error, never "no GPU" — which would judge a model on the CPU (QA: exit 0 for the CPU on a
-/// machine whose driver was broken). `(None, false)` when the list has devices.
-pub(super) fn none_found(list: &hypomnesis::DeviceList) -> (Option<String>, bool) {
-    if !list.devices.is_empty() {
-        return (None, false);
-    }
-    match list.failed_reasons().first() {
-        Some(failed) => (
-            Some(format!("fits failed to count devices: {failed}")),
-            false,
-        ),
-        None => (
-            Some(crate::output::no_gpu_line(&list.absent_reasons())),
-            true,
-        ),
-    }
-}
-
 fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathered {
     let asked = match &a.device {
         None => Asked::Default,
@@ -265,7 +245,7 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
         || (a.device.is_none() && a.tensor_parallel_size.is_some_and(|n| n > 1));
     let (devices, warnings, error, no_gpu) = if all {
         let list = probe.devices();
-        let (err, no_gpu) = none_found(&list);
+        let (err, no_gpu) = mig::none_found(&list);
         // A GPU in MIG mode judged as its MIG devices (the library's rule).
         let (devices, mut warnings) = judged_devices(&list.devices);
         warnings.extend(list.warnings);
@@ -294,7 +274,7 @@ fn gather(probe: &Probe, cli: &GlobalArgs, a: &FitsArgs, model: bool) -> Gathere
                 (vec![d], w, None, false)
             }
             Err(hypomnesis::Error::NoGpu { .. }) => {
-                let (err, no_gpu) = none_found(&probe.devices());
+                let (err, no_gpu) = mig::none_found(&probe.devices());
                 (Vec::new(), Vec::new(), err, no_gpu)
             }
             Err(e) => (

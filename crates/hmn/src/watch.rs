@@ -32,6 +32,15 @@ use crate::output;
 use crate::ps::name_matches;
 use crate::spill::{SpillFields, not_measurable_line, text_block};
 
+/// A process's device memory: `?` when unknown, `≥ X` when a device's figure is missing.
+fn vram_cell(v: Option<u64>, lower_bound: bool) -> String {
+    match (v, lower_bound) {
+        (None, _) => "?".to_string(),
+        (Some(v), true) => format!("≥ {}", bytes(v)),
+        (Some(v), false) => bytes(v),
+    }
+}
+
 fn signed(delta: i128) -> String {
     let magnitude = bytes(u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX));
     match delta {
@@ -70,18 +79,25 @@ fn check_conflicts(args: &WatchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The explicit pids (each must exist), their workloads named as `hmn ps` names them.
+/// The explicit pids (each must be a running process; one given twice is watched once), their
+/// workloads named as `hmn ps` names them.
 fn explicit(probe: &Probe, pids: &[u32]) -> anyhow::Result<Vec<Followed>> {
     let names = hypomnesis::workload::names::NameCache::new();
+    let mut seen = std::collections::BTreeSet::new();
     pids.iter()
+        .filter(|pid| seen.insert(**pid))
         .map(|pid| {
-            read_stat(probe.roots(), *pid)
-                .map(|s| Followed {
-                    id: s.id(),
-                    name: s.comm,
-                    workload: hypomnesis::workload::of_process_named(probe.roots(), *pid, &names),
-                })
-                .map_err(|_| anyhow::anyhow!("watch: no process {pid}"))
+            let s = read_stat(probe.roots(), *pid)
+                .map_err(|_| anyhow::anyhow!("watch: no process {pid}"))?;
+            // A zombie has exited: nothing of it is left to watch.
+            if s.has_exited() {
+                anyhow::bail!("watch: process {pid} has exited (state {})", s.state);
+            }
+            Ok(Followed {
+                id: s.id(),
+                name: s.comm,
+                workload: hypomnesis::workload::of_process_named(probe.roots(), *pid, &names),
+            })
         })
         .collect()
 }
@@ -286,7 +302,8 @@ pub fn run(
                 .iter()
                 .find(|f| f.id.pid == p.pid)
                 .and_then(|f| f.workload.as_ref());
-            let vram: u64 = p.vram_bytes.values().sum();
+            // Unknown where it has rows without a figure (never 0); a lower bound where some.
+            let vram = p.vram();
             // The sampler follows fixed (pid, start time) identities: a pid names one process.
             let (r0, v0) = peaks
                 .iter()
@@ -294,16 +311,17 @@ pub fn run(
                 .map_or((p.rss_bytes, vram), |b| {
                     (b.baseline_rss_bytes, b.baseline_vram_bytes)
                 });
-            let (dr, dv) = (
-                i128::from(p.rss_bytes) - i128::from(r0),
-                i128::from(vram) - i128::from(v0),
-            );
+            let dr = i128::from(p.rss_bytes) - i128::from(r0);
+            let dv = vram.zip(v0).map(|(v, v0)| i128::from(v) - i128::from(v0));
             if g.json {
                 let mut line = json!({"kind": "sample", "t_ms": s.t_ms, "unix_ms": s.unix_ms,
                 "pid": p.pid, "name": p.name, "rss_bytes": p.rss_bytes, "rss_delta_bytes": dr,
                 "vram_bytes": vram, "vram_delta_bytes": dv, "vram_by_device": p.vram_bytes,
                 "spilling": spilling, "utilization_by_device": p.utilization,
                 "workload": workload, "growth": growth});
+                if let (false, Some(o)) = (p.vram_unknown.is_empty(), line.as_object_mut()) {
+                    o.insert("vram_unknown".to_string(), json!(p.vram_unknown));
+                }
                 if let (Some(hex), Some(o)) = (p.name.bytes_hex(), line.as_object_mut()) {
                     o.insert("name_bytes_hex".to_string(), hex.into());
                 }
@@ -315,8 +333,8 @@ pub fn run(
                     p.name.escaped(),
                     bytes(p.rss_bytes),
                     signed(dr),
-                    bytes(vram),
-                    signed(dv),
+                    vram_cell(vram, p.vram_is_lower_bound()),
+                    dv.map_or_else(|| "?".to_string(), signed),
                     crate::watch_gpu::sm_cell(p),
                 ];
                 if with_workload {
@@ -476,8 +494,8 @@ fn closing_report(
             p.name.escaped(),
             bytes(p.baseline_rss_bytes),
             bytes(p.peak_rss_bytes),
-            bytes(p.baseline_vram_bytes),
-            bytes(p.peak_vram_bytes),
+            vram_cell(p.baseline_vram_bytes, p.vram_is_lower_bound),
+            vram_cell(p.peak_vram_bytes, p.vram_is_lower_bound),
         ]);
     }
     let mut text = format!(
@@ -502,95 +520,5 @@ fn closing_report(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use hypomnesis::test_helpers::GpuProcessBuilder;
-
-    fn args(extra: &[&str]) -> WatchArgs {
-        use clap::Parser;
-        let cli =
-            crate::args::Cli::try_parse_from(["hmn", "watch"].iter().chain(extra.iter()).copied())
-                .unwrap();
-        match cli.command {
-            Some(crate::args::Command::Watch(w)) => w,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn auto_selection_flags_conflict_with_explicit_pids() {
-        assert!(check_conflicts(&args(&["1", "--top", "3"])).is_ok());
-        assert!(check_conflicts(&args(&["--follow-new", "--min", "1G"])).is_ok());
-        for (flag, extra) in [
-            ("--follow-new", &["--follow-new"][..]),
-            ("--filter", &["--filter", "py"]),
-            ("--min", &["--min", "1GiB"]),
-        ] {
-            let mut all = vec!["42"];
-            all.extend_from_slice(extra);
-            assert_eq!(
-                check_conflicts(&args(&all)).unwrap_err().to_string(),
-                format!(
-                    "watch {flag} only applies to auto-selection; drop {flag} or the explicit PID list"
-                )
-            );
-        }
-    }
-
-    #[test]
-    fn candidates_rank_by_memory_then_name_then_pid() {
-        let row = |pid, dev, used: Option<u64>, name: &str| {
-            GpuProcessBuilder::new(pid, dev)
-                .used_bytes(used)
-                .name(name)
-                .build()
-        };
-        let rows = vec![
-            row(1, 0, Some(5 << 30), "python3"),
-            row(2, 0, Some(5 << 30), "llama"),
-            row(3, 1, Some(9 << 30), "vllm"),
-            row(4, 0, None, "unknown"),
-            row(5, 0, Some(1 << 20), "Xorg"),
-        ];
-        let pids = |a: &WatchArgs| {
-            let on = a.device.as_ref().map(|d| match d {
-                DeviceSelector::Index(i) => Selected::device(*i),
-                other => panic!("{other:?}"),
-            });
-            candidates(&rows, a, on)
-                .iter()
-                .map(|r| r.pid)
-                .collect::<Vec<u32>>()
-        };
-        assert_eq!(pids(&args(&[])), [3, 2, 1, 5, 4]);
-        assert_eq!(pids(&args(&["--device", "0"])), [2, 1, 5, 4]);
-        assert_eq!(
-            pids(&args(&["--min", "1GiB"])),
-            [3, 2, 1],
-            "unknown left out"
-        );
-        assert_eq!(pids(&args(&["--filter", "PY", "--filter", "org"])), [1, 5]);
-        assert_eq!(
-            criteria(&args(&["--device", "1", "--filter", "py", "--min", "1GiB"])),
-            "top 5 on GPU 1 matching \"py\" at least 1 GiB"
-        );
-    }
-
-    #[test]
-    fn set_changes_name_who_entered_and_left() {
-        let f = |pid, name: &str| Followed {
-            id: ProcessId { pid, start_time: 7 },
-            name: name.into(),
-            workload: None,
-        };
-        assert_eq!(set_change(&[f(1, "a")], &[f(1, "a")]), None);
-        assert_eq!(
-            set_change(&[f(1, "a"), f(2, "b")], &[f(1, "a"), f(3, "c"), f(4, "d")]).as_deref(),
-            Some("entered pid=3 (c), pid=4 (d); left pid=2 (b)")
-        );
-        assert_eq!(
-            set_change(&[f(1, "a")], &[]).as_deref(),
-            Some("left pid=1 (a)")
-        );
-    }
-}
+#[path = "watch_tests.rs"]
+mod tests;

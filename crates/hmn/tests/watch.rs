@@ -271,3 +271,103 @@ fn a_spill_observed_on_the_tracked_device_exits_1() {
     );
     assert!(stderr(&o).contains("episodes       0 — no spill observed"));
 }
+
+/// A process whose row has no memory figure (NVML's `VALUE_NOT_AVAILABLE`): its VRAM is
+/// unknown in every sample and in the summary — `?` and `null` with the reason, never 0 B
+/// (QA). A pid given twice is watched once (it made a second row with a +1 GiB change that
+/// never happened); a zombie is refused as a pid that is gone is.
+#[test]
+fn unknown_vram_duplicate_pids_and_zombies() {
+    let (a, b) = (Sleeper::start(), Sleeper::start());
+    let fake = FakeNvml::h100s(1)
+        .process(FakeProcess::compute(0, a.pid(), 0).not_available())
+        .process(FakeProcess::compute(0, b.pid(), GIB));
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let (pa, pb) = (a.pid().to_string(), b.pid().to_string());
+    let watch = |json: bool| {
+        let mut args = vec![
+            "watch",
+            &pa,
+            &pb,
+            &pb,
+            "--interval",
+            "100ms",
+            "--duration",
+            "250ms",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let o = bed.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    let v = lines(&watch(true));
+    assert_eq!(
+        v[0]["pids"],
+        serde_json::json!([a.pid(), b.pid()]),
+        "once each"
+    );
+    let samples: Vec<&Value> = v.iter().filter(|l| l["kind"] == "sample").collect();
+    assert!(!samples.is_empty());
+    for s in &samples {
+        if s["pid"] == a.pid() {
+            assert!(
+                s["vram_bytes"].is_null() && s["vram_delta_bytes"].is_null(),
+                "{s}"
+            );
+            assert!(
+                s["vram_unknown"]["0"]
+                    .as_str()
+                    .unwrap()
+                    .contains("has no memory figure"),
+                "{s}"
+            );
+        } else {
+            assert_eq!(s["vram_bytes"].as_u64(), Some(GIB), "{s}");
+            assert_eq!(s["vram_delta_bytes"].as_i64(), Some(0), "{s}");
+        }
+    }
+    let per_pid = &v.last().unwrap()["per_pid"];
+    let of = |pid: u32| {
+        per_pid
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap()
+            .clone()
+    };
+    assert!(of(a.pid())["peak_vram_bytes"].is_null(), "{per_pid}");
+    assert_eq!(of(a.pid())["vram_is_lower_bound"], true, "{per_pid}");
+    assert_eq!(
+        of(b.pid())["peak_vram_bytes"].as_u64(),
+        Some(GIB),
+        "{per_pid}"
+    );
+    let o = watch(false);
+    let out = stdout(&o) + &stderr(&o);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(&pa)).collect();
+    assert!(!rows.is_empty(), "{out}");
+    for r in rows {
+        // Samples: VRAM and ΔVRAM; the summary: baseline and peak VRAM.
+        let unknown = r.split_whitespace().filter(|c| *c == "?").count();
+        assert_eq!(unknown, 2, "{r}");
+    }
+    // A zombie: exited, not reaped.
+    let mut z = Command::new("true").spawn().unwrap();
+    let zpid = z.id();
+    while !std::fs::read_to_string(format!("/proc/{zpid}/stat"))
+        .unwrap()
+        .contains(") Z ")
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = bed.run(&["watch", &zpid.to_string(), "--duration", "100ms"]);
+    z.wait().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!("hmn: watch: process {zpid} has exited (state Z)\n")
+    );
+}

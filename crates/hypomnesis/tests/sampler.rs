@@ -125,8 +125,9 @@ fn vram_of_the_tree_from_nvml_with_processes_coming_and_going() {
     let report = sampler.report();
     assert_eq!(report.peak_vram_bytes[&0], 3072 * MIB);
     assert_eq!(report.peak_device_used_bytes[&0], 9000 * MIB);
-    assert_eq!(report.processes[0].peak_vram_bytes, 3072 * MIB);
-    assert_eq!(report.processes[0].baseline_vram_bytes, 1024 * MIB);
+    assert_eq!(report.processes[0].peak_vram_bytes, Some(3072 * MIB));
+    assert_eq!(report.processes[0].baseline_vram_bytes, Some(1024 * MIB));
+    assert!(!report.processes[0].vram_is_lower_bound);
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -360,8 +361,26 @@ fn the_targets_device_memory_is_unknown_not_zero_without_a_figure() {
     };
     assert_eq!(on(&first, 0), (Some(4096 * MIB), false));
     assert_eq!(on(&first, 1), (None, false), "no figure: unknown, not 0");
+    // The process itself: 4 GiB known on device 0, device 1 unknown — a lower bound.
+    let p = &first.processes[0];
+    assert_eq!(
+        (p.vram(), p.vram_is_lower_bound()),
+        (Some(4096 * MIB), true)
+    );
+    assert!(p.vram_unknown[&1].contains("has no memory figure"), "{p:?}");
     let second = sampler.sample();
     assert_eq!(on(&second, 0), (None, false));
+    // No figure anywhere: unknown, not 0 (QA: `hmn watch` printed 0 B).
+    assert_eq!(second.processes[0].vram(), None);
+    let per = &sampler.report().processes[0];
+    assert_eq!(
+        (
+            per.baseline_vram_bytes,
+            per.peak_vram_bytes,
+            per.vram_is_lower_bound
+        ),
+        (Some(4096 * MIB), Some(4096 * MIB), true)
+    );
     let peaks = hypomnesis::peaks::device_peaks(&sampler.report());
     assert_eq!(peaks.len(), 2, "{peaks:?}");
     assert_eq!(peaks[0].peak_vram_bytes, Some(4096 * MIB));

@@ -71,5 +71,7 @@ pub const HMN: Table = Table {
         // `watch`: `ps`'s rows, `spill`'s fields, `watch_gpu`'s NVIDIA parts, `watch_device`'s device
         // figures and `watch_growth`'s trends.
         l("watch", 5),
+        // `watch`'s unit tests, in a file of their own for its size.
+        l("watch_tests", 6),
     ],
 };

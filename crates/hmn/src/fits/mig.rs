@@ -3,6 +3,8 @@
 //! memory ([`hypomnesis::MigDevice::as_device`]), since a CUDA process runs inside one
 //! instance; a GPU in MIG mode judged as a whole gets a note saying so. (`--device all` judges
 //! a MIG GPU's MIG devices instead of it: the library's `estimate::plan::judged_devices`.)
+//! Also what an empty device list means for a verdict ([`none_found`]): no GPU, or a driver
+//! that failed and may hide one.
 
 use hypomnesis::select::{DeviceSelector, Resolver};
 use hypomnesis::{Device, Probe, Warning};
@@ -18,7 +20,7 @@ pub(super) fn one(
 ) -> (Vec<Device>, Vec<Warning>, Option<String>, bool) {
     let list = probe.devices();
     if list.devices.is_empty() {
-        let (err, no_gpu) = super::none_found(&list);
+        let (err, no_gpu) = none_found(&list);
         return (Vec::new(), Vec::new(), err, no_gpu);
     }
     let view = crate::select::cuda(cli, &list.devices);
@@ -74,4 +76,24 @@ pub(super) fn parent_note(d: &Device) -> Vec<Warning> {
             "MIG is enabled: a CUDA process runs inside one MIG device, not the whole GPU{hint}"
         ),
     )]
+}
+
+/// Why a list holds no device, and whether that means no GPU is here: a backend that failed
+/// (NVML that cannot initialise, no `nvidia-smi` answering for it) may hide GPUs, so it is an
+/// error, never "no GPU" — which would judge a model on the CPU (QA: exit 0 for the CPU on a
+/// machine whose driver was broken). `(None, false)` when the list has devices.
+pub(super) fn none_found(list: &hypomnesis::DeviceList) -> (Option<String>, bool) {
+    if !list.devices.is_empty() {
+        return (None, false);
+    }
+    match list.failed_reasons().first() {
+        Some(failed) => (
+            Some(format!("fits failed to count devices: {failed}")),
+            false,
+        ),
+        None => (
+            Some(crate::output::no_gpu_line(&list.absent_reasons())),
+            true,
+        ),
+    }
 }

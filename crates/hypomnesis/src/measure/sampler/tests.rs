@@ -1,4 +1,5 @@
 use super::*;
+use crate::types::ProcessName;
 
 fn sampler() -> (tempfile::TempDir, Sampler) {
     let dir = tempfile::tempdir().unwrap();
@@ -28,6 +29,7 @@ fn sample(t_ms: u64, rss: &[u64]) -> Sample {
                 name: ProcessName::from("cat".as_bytes()),
                 rss_bytes,
                 vram_bytes: BTreeMap::new(),
+                vram_unknown: BTreeMap::new(),
                 utilization: BTreeMap::new(),
             })
             .collect(),
