@@ -220,6 +220,19 @@ fn scrape_is_lint_clean_and_complete() {
     assert!(om.contains("# TYPE hmn_device_energy_joules counter"));
 }
 
+/// An NVML that cannot start (a driver upgraded under a running library) is the failure an
+/// alert on `hmn_collector_success{collector="nvml"} == 0` is for: the series says 0, it is
+/// not left out (QA: a failed backend had no series at all).
+#[test]
+fn a_failed_nvml_is_a_collector_at_0_not_a_missing_series() {
+    let bed = Bed::with_nvml(&hmn_testbed::FakeNvml::h100s(1).version_mismatch());
+    let body = scrape_lint_clean_once(&bed, |b| b.contains("hmn_collector_success{"));
+    assert!(
+        body.contains("hmn_collector_success{collector=\"nvml\"} 0"),
+        "{body}"
+    );
+}
+
 #[test]
 fn unknown_paths_methods_and_malformed_requests_get_bounded_answers() {
     let s = start(&[], &[("HMN_SERVE_CONN_TIMEOUT_MS", "500")]);

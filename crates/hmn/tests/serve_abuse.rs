@@ -416,10 +416,17 @@ fn a_textfile_never_reads_fresh_before_the_first_collection_or_after_the_server(
     // Three intervals and more: no collection has completed, and the file says so.
     std::thread::sleep(Duration::from_millis(800));
     let starting = read();
+    // Every collector at 0, the GPU backends' too (QA: an alert on nvml's never fired).
+    for collector in ["nvml", "drm", "host", "processes"] {
+        assert!(
+            starting.contains(&format!(
+                "hmn_collector_success{{collector=\"{collector}\"}} 0"
+            )),
+            "{collector}: {starting}"
+        );
+    }
     assert!(
-        starting.contains("hmn_collector_success{collector=\"processes\"} 0")
-            && !starting.contains("} 1")
-            && !starting.contains("hmn_device_memory"),
+        !starting.contains("} 1") && !starting.contains("hmn_device_memory"),
         "{starting}"
     );
     let (ok, problems) = crate::serve::promtool(&starting);

@@ -241,10 +241,12 @@ pub fn render(c: &Collection, stale: bool) -> String {
     );
     let ok = |answered: bool| Some(if answered && !stale { 1.0 } else { 0.0 });
     for b in &c.list.backends {
+        // A fallback that was not needed has no series; a backend that failed says 0 (an
+        // NVML broken by a driver upgrade is the failure an alert on it is for).
         let v = match b.state {
             BackendState::Active { .. } if !stale => 1.0,
-            BackendState::Active { .. } | BackendState::Absent { .. } => 0.0,
-            _ => continue,
+            BackendState::NotTried => continue,
+            _ => 0.0,
         };
         set(
             &success,
@@ -316,7 +318,9 @@ pub fn render_starting() -> String {
          or when that collection is stale (older than 3 intervals and 2 s)",
         None,
     );
-    for collector in ["host", "processes"] {
+    // The collectors every collection reports (serve.md), the GPU backends' included: an alert
+    // on `hmn_collector_success{collector="nvml"} == 0` fires while the first collection hangs.
+    for collector in ["nvml", "drm", "host", "processes"] {
         set(
             &success,
             vec![("collector", collector.to_string())],
