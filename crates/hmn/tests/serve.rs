@@ -402,6 +402,29 @@ fn bad_serve_arguments() {
     );
     let o = run(&["--listen", "127.0.0.1:0", "--textfile", "/nonexistent/dir"]);
     assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(o.stderr).unwrap(),
+        "hmn: --textfile /nonexistent/dir: No such file or directory (os error 2)\n",
+        "what it is, not 'not a directory'"
+    );
+    // The timeouts hmn reads from the environment: refused, not ignored (QA).
+    for (name, value) in [
+        ("HMN_SERVE_CONN_TIMEOUT_MS", "abc"),
+        ("HMN_SERVE_CONN_TIMEOUT_MS", "0"),
+        ("HMN_SERVE_CONN_TIMEOUT_MS", "99999999999999999999"),
+        ("HMN_NVIDIA_SMI_TIMEOUT_MS", "-5"),
+    ] {
+        let o = bed
+            .cmd(&["serve", "--listen", "127.0.0.1:0"])
+            .env(name, value)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}={value}");
+        assert_eq!(
+            String::from_utf8(o.stderr).unwrap(),
+            format!("hmn: {name}={value:?}: expected whole milliseconds from 1 to 86400000\n")
+        );
+    }
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let o = run(&["--listen", &addr]);

@@ -18,7 +18,7 @@ pub use fits::{DeviceSel, FitsArgs};
 use fits::{parse_device_sel, parse_runtime};
 // The value parsers every subcommand's options share, and their error.
 mod values;
-pub use values::{ArgError, GpuArg, parse_size};
+pub use values::{ArgError, GpuArg, env_millis, parse_size};
 #[cfg(test)]
 use values::{parse_duration, parse_pattern, parse_selector};
 
@@ -406,6 +406,11 @@ impl GlobalArgs {
         let mut opts = ProbeOptions::from_env().roots(roots);
         opts.nvml_library = nonempty(&self.nvml_lib);
         opts.nvidia_smi = nonempty(&self.nvidia_smi);
+        // The library falls back to its default on a value it cannot read; the command line
+        // refuses it, as a bad flag is refused.
+        if let Some(t) = values::env_millis(hypomnesis::probe::ENV_NVIDIA_SMI_TIMEOUT_MS)? {
+            opts = opts.nvidia_smi_timeout(t);
+        }
         Ok(opts)
     }
 }

@@ -40,6 +40,16 @@ pub enum ArgError {
         /// Why it is refused.
         why: String,
     },
+    /// An environment variable hmn reads whose value is not what it takes.
+    #[error("{name}={value:?}: {expected}")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// Its value (lossy).
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
     /// A blank `--filter` pattern.
     #[error("invalid filter {0:?}: expected a non-blank name pattern")]
     BlankPattern(String),
@@ -113,6 +123,23 @@ pub fn parse_size(text: &str) -> Result<u64, ArgError> {
         return Err(too_large());
     }
     Ok(bytes as u64)
+}
+
+/// A timeout in whole milliseconds from the environment variable `name`: `None` when it is
+/// unset or empty; refused (not ignored) when it is not a number from 1 to 86,400,000 (24 h).
+pub fn env_millis(name: &'static str) -> Result<Option<std::time::Duration>, ArgError> {
+    let Some(v) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let text = v.to_string_lossy();
+    match text.trim().parse::<u64>() {
+        Ok(ms) if (1..=86_400_000).contains(&ms) => Ok(Some(std::time::Duration::from_millis(ms))),
+        _ => Err(ArgError::Env {
+            name,
+            value: text.into_owned(),
+            expected: "expected whole milliseconds from 1 to 86400000",
+        }),
+    }
 }
 
 /// Parses a duration: a number with `ms`, `s`, `m` or `h` (a bare number is seconds), at least

@@ -103,12 +103,12 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
         .listen
         .parse()
         .with_context(|| format!("--listen {}: expected ADDRESS:PORT", args.listen))?;
+    let timeout = crate::args::env_millis(ENV_CONN_TIMEOUT_MS)?.unwrap_or(Duration::from_secs(5));
     if let Some(dir) = &args.textfile {
-        anyhow::ensure!(
-            dir.is_dir(),
-            "--textfile {}: not a directory",
-            dir.display()
-        );
+        match std::fs::metadata(dir) {
+            Ok(m) => anyhow::ensure!(m.is_dir(), "--textfile {}: not a directory", dir.display()),
+            Err(e) => anyhow::bail!("--textfile {}: {e}", dir.display()),
+        }
         // Refused before serving: a target that is not a regular file, or a directory where no
         // file can be created. Later failures are warnings (the exporter keeps serving).
         crate::outfile::AtomicFile::create(&dir.join("hmn.prom"))
@@ -121,11 +121,6 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("--listen {addr}"))?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
-    let timeout = std::env::var(ENV_CONN_TIMEOUT_MS)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-        .map_or(Duration::from_secs(5), Duration::from_millis);
 
     let latest: Latest = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));
