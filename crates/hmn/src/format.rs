@@ -160,8 +160,25 @@ impl Table {
 
     /// Renders header and rows, each line ending in `\n`; the last column is not padded.
     pub fn render(&self) -> String {
-        let widths: Vec<usize> = self
-            .headers
+        self.render_at(&self.widths())
+    }
+
+    /// [`Table::render`] for a table printed again and again under one header (`watch`'s
+    /// samples): each column at least as wide as `kept` says it was, `kept` widened to this
+    /// table's; `true` when a column widened (the header printed before no longer lines up).
+    pub fn render_kept(&self, kept: &mut Vec<usize>) -> (String, bool) {
+        let mut widths = self.widths();
+        let grew = widths.len() != kept.len() || widths.iter().zip(kept.iter()).any(|(w, k)| w > k);
+        for (w, k) in widths.iter_mut().zip(kept.iter()) {
+            *w = (*w).max(*k);
+        }
+        kept.clone_from(&widths);
+        (self.render_at(&widths), grew)
+    }
+
+    /// Each column's width: its widest cell or its header.
+    fn widths(&self) -> Vec<usize> {
+        self.headers
             .iter()
             .enumerate()
             .map(|(i, (h, _))| {
@@ -173,13 +190,16 @@ impl Table {
                     .max()
                     .unwrap_or(0)
             })
-            .collect();
+            .collect()
+    }
+
+    fn render_at(&self, widths: &[usize]) -> String {
         let mut out = String::new();
         let header: Vec<String> = self.headers.iter().map(|(h, _)| (*h).to_string()).collect();
         for cells in std::iter::once(&header).chain(&self.rows) {
             let last = self.headers.len().saturating_sub(1);
             let mut line = String::new();
-            for (i, ((_, align), width)) in self.headers.iter().zip(&widths).enumerate() {
+            for (i, ((_, align), width)) in self.headers.iter().zip(widths).enumerate() {
                 let cell = cells.get(i).map_or("", String::as_str);
                 let pad = width.saturating_sub(cell.width());
                 if i > 0 {
@@ -378,6 +398,36 @@ mod tests {
         assert_eq!(lines[2], "12345  python    512 MiB");
         let widths: Vec<usize> = lines.iter().map(|l| l.width()).collect();
         assert!(widths.iter().all(|w| *w == widths[0]), "{widths:?}");
+    }
+
+    /// `watch`'s tables, one per sample under one header: a column never narrows, and a
+    /// widening is said (the header is printed again), so rows stay under their header.
+    #[test]
+    fn a_kept_table_keeps_its_widest_columns() {
+        let headers = [
+            ("PID", Align::Right),
+            ("NAME", Align::Left),
+            ("RSS", Align::Right),
+        ];
+        let table = |name: &str| {
+            let mut t = Table::new(&headers);
+            t.row(vec!["7".into(), name.into(), "1 MiB".into()]);
+            t
+        };
+        let mut kept = Vec::new();
+        let (first, grew) = table("python3").render_kept(&mut kept);
+        assert!(grew, "the first table sets the widths");
+        let (second, grew) = table("sh").render_kept(&mut kept);
+        assert!(!grew);
+        assert_eq!(
+            first.lines().next(),
+            second.lines().next(),
+            "the same header"
+        );
+        assert_eq!(second.lines().nth(1), Some("  7  sh       1 MiB"));
+        let (third, grew) = table("a-much-longer-name").render_kept(&mut kept);
+        assert!(grew, "a wider name: the header again");
+        assert_eq!(third.lines().nth(1), Some("  7  a-much-longer-name  1 MiB"));
     }
 
     #[test]

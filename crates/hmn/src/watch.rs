@@ -246,7 +246,7 @@ pub fn run(
     let host_devices: Vec<u32> = host_notes.iter().map(|(i, _)| *i).collect();
     start_record(g, args, &followed, spill_device, on, &host_devices, out)?;
     if !g.json {
-        for n in crate::watch_gpu::mig_notes(&devices) {
+        for n in crate::watch_gpu::mig_notes(&devices, on.map(|s| s.device_index)) {
             output::note(&n)?;
         }
         for (_, n) in &host_notes {
@@ -258,6 +258,7 @@ pub fn run(
     // the last sample is taken.
     let deadline = args.duration.map(|d| started + d);
     let mut header = !g.json;
+    let mut widths: Vec<usize> = Vec::new();
     let mut first = true;
     let mut trends = crate::watch_growth::Trends::new(args);
     let mut grown = None;
@@ -344,10 +345,11 @@ pub fn run(
             }
         }
         if !g.json && !s.processes.is_empty() {
-            let text = table.render();
+            // Columns keep the widest width seen; the header again when one widened.
+            let (text, grew) = table.render_kept(&mut widths);
             let mut lines = text.lines();
             let head = lines.next().unwrap_or_default();
-            if header {
+            if header || grew {
                 writeln!(out, "{head}")?;
                 header = false;
             }

@@ -42,12 +42,13 @@ pub fn device(
     Ok(s)
 }
 
-/// One line per GPU in MIG mode: what `watch` cannot show there.
-pub fn mig_notes(devices: &DeviceList) -> Vec<String> {
+/// One line per GPU in MIG mode (only `only`'s, when `--device` named one): what `watch`
+/// cannot show there.
+pub fn mig_notes(devices: &DeviceList, only: Option<u32>) -> Vec<String> {
     devices
         .devices
         .iter()
-        .filter(|d| d.mig_enabled())
+        .filter(|d| d.mig_enabled() && only.is_none_or(|i| i == d.index))
         .map(|d| {
             format!(
                 "watch: GPU {} is in MIG mode: NVML gives no per-process utilization and keeps no accounting records there",

@@ -287,6 +287,37 @@ fn watch_follows_a_mig_device_and_says_what_mig_hides() {
     );
 }
 
+/// `watch --device` on a GPU that is not in MIG mode says nothing of another that is (QA: the
+/// MIG note named GPU 0 while GPU 1 was watched).
+#[test]
+fn watch_on_another_gpu_gives_no_mig_note() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let fake = FakeNvml::h100_mig_two_1g10gb()
+        .device(hmn_testbed::FakeDevice::h100(1))
+        .process(FakeProcess::compute(0, sleeper.id(), 1 << 30).mig(13, 0))
+        .process(FakeProcess::compute(1, sleeper.id(), 2 << 30));
+    let bed = Bed::with_nvml(&fake).real_proc();
+    let watch = |device: &str| {
+        let o = bed.run(&[
+            "watch",
+            "--device",
+            device,
+            "--interval",
+            "100ms",
+            "--duration",
+            "150ms",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let err = watch("1");
+    assert!(!err.contains("MIG mode"), "{err}");
+    let err = watch("0");
+    assert!(err.contains("GPU 0 is in MIG mode"), "{err}");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
 /// The second instance vanishes after its handle answered `n` calls: every command still
 /// answers (exit 0), at most one warning names it, nothing panics.
 #[test]

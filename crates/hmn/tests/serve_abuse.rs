@@ -325,6 +325,57 @@ fn a_textfile_target_that_is_not_a_regular_file_is_refused() {
     assert!(!err.contains("- writes"), "--textfile takes no `-`: {err}");
 }
 
+/// A target that becomes a FIFO while serving: never written (a FIFO would block the
+/// collector), a warning naming the file, and serving goes on.
+#[test]
+fn a_textfile_that_becomes_a_fifo_is_a_warning_naming_it() {
+    use std::io::BufRead as _;
+    let bed = Bed::with_nvml(&hmn_testbed::FakeNvml::h100s(1));
+    let dir = bed.path("tf");
+    std::fs::create_dir(&dir).unwrap();
+    let file = dir.join("hmn.prom");
+    let mut child = bed
+        .cmd(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "100ms",
+            "--textfile",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .contains("hmn_collector_success{collector=\"nvml\"} 1")
+    {
+        assert!(Instant::now() < deadline, "never written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let warning = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no warning");
+        if line.contains("warning") {
+            break line.clone();
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        warning.starts_with("hmn: serve: warning: --textfile ")
+            && warning.contains("tf/hmn.prom: is a FIFO"),
+        "{warning}"
+    );
+}
+
 #[test]
 fn the_textfile_goes_stale_while_the_driver_hangs() {
     let dir = tempfile::tempdir().unwrap();

@@ -92,10 +92,13 @@ fn render(c: &Collection, interval: Duration) -> Rendered {
     }
 }
 
+/// The textfile's name in `--textfile DIR`.
+const TEXTFILE: &str = "hmn.prom";
+
 /// Writes `DIR/hmn.prom` atomically for node_exporter's textfile collector (see
 /// [`crate::outfile`]: a random temporary name, `fsync`, renamed only over a regular file).
 fn write_textfile(dir: &Path, text: &str) -> std::io::Result<()> {
-    crate::outfile::write_atomic(&dir.join("hmn.prom"), text.as_bytes())
+    crate::outfile::write_atomic(&dir.join(TEXTFILE), text.as_bytes())
 }
 
 pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -111,12 +114,12 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
         }
         // Refused before serving: a target that is not a regular file, or a directory where no
         // file can be created. Later failures are warnings (the exporter keeps serving).
-        crate::outfile::AtomicFile::create(&dir.join("hmn.prom"))
-            .with_context(|| format!("--textfile {}", dir.join("hmn.prom").display()))?;
+        crate::outfile::AtomicFile::create(&dir.join(TEXTFILE))
+            .with_context(|| format!("--textfile {}", dir.join(TEXTFILE).display()))?;
         // Until the first collection: no figure, every collector unsuccessful — never what an
         // earlier run left (a driver that hangs now would otherwise leave it "fresh").
         write_textfile(dir, &starting_text())
-            .with_context(|| format!("--textfile {}", dir.join("hmn.prom").display()))?;
+            .with_context(|| format!("--textfile {}", dir.join(TEXTFILE).display()))?;
     }
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("--listen {addr}"))?;
     listener.set_nonblocking(true)?;
@@ -176,10 +179,7 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
         let last = latest.read().ok().and_then(|l| l.clone());
         let text = last.map_or_else(starting_text, |r| r.stale_prometheus.clone());
         if let Err(e) = write_textfile(dir, &text) {
-            let _ = crate::output::note(&format!(
-                "serve: warning: --textfile {}: {e}",
-                dir.display()
-            ));
+            textfile_warning(dir, &e);
         }
     }
     // A collector between collections stops at once; one stuck in the driver is not waited
@@ -187,6 +187,14 @@ pub fn run(opts: ProbeOptions, args: &ServeArgs, _out: &mut dyn Write) -> anyhow
     let _ = done_rx.recv_timeout(COLLECTOR_JOIN_WAIT);
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A failed write of the textfile, said on stderr naming the file (serving goes on).
+fn textfile_warning(dir: &Path, e: &dyn std::fmt::Display) {
+    let _ = crate::output::note(&format!(
+        "serve: warning: --textfile {}: {e}",
+        dir.join(TEXTFILE).display()
+    ));
 }
 
 /// The textfile before the first collection (Prometheus text format).
@@ -212,10 +220,7 @@ fn textfile_watchdog(dir: &Path, latest: &Latest, stop: &AtomicBool, lock: &Mute
             continue;
         }
         if let Err(e) = write_textfile(dir, &r.stale_prometheus) {
-            let _ = crate::output::note(&format!(
-                "serve: warning: --textfile {}: {e}",
-                dir.display()
-            ));
+            textfile_warning(dir, &e);
         }
         marked = Some(r);
     }
@@ -242,10 +247,7 @@ fn collector_loop(
                 Ok(()) => textfile_failed = false,
                 Err(e) if !textfile_failed => {
                     textfile_failed = true;
-                    let _ = crate::output::note(&format!(
-                        "serve: warning: --textfile {}: {e}",
-                        dir.display()
-                    ));
+                    textfile_warning(dir, &e);
                 }
                 Err(_) => {}
             }
