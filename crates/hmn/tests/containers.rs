@@ -13,14 +13,20 @@ const UID_: &str = "8a1c5bc0_0cf5_4b4a_9f8b_0c2f6e7a5d11";
 const HOST_NS: u64 = 4_026_531_836;
 const CTR_NS: u64 = 4_026_532_777;
 
+/// One H100 whose NVML lists pids 48213 (8 GiB), 2000 (2 GiB) and 3000 (1 GiB).
+fn three_processes() -> Bed {
+    Bed::with_nvml(
+        &FakeNvml::h100s(1)
+            .process(FakeProcess::compute(0, 48213, 8 << 30))
+            .process(FakeProcess::compute(0, 2000, 2 << 30))
+            .process(FakeProcess::compute(0, 3000, 1 << 30)),
+    )
+}
+
 /// NVML with three processes: a pod's container (host pid 48213, pid 7 inside), a systemd
 /// service, and one in no cgroup file this root can read.
 fn host_bed() -> Bed {
-    let fake = FakeNvml::h100s(1)
-        .process(FakeProcess::compute(0, 48213, 8 << 30))
-        .process(FakeProcess::compute(0, 2000, 2 << 30))
-        .process(FakeProcess::compute(0, 3000, 1 << 30));
-    let bed = Bed::with_nvml(&fake);
+    let bed = three_processes();
     let fx = bed.fixture();
     let vllm = FakeProc::new(48213, "vllm");
     fx.process(&vllm).unwrap();
@@ -164,11 +170,7 @@ fn record_and_watch_name_the_pod_as_ps_does() {
 /// container named `my-llm` (keys as Docker writes them, the environment included); pid 2000
 /// in one whose config is cut short; pid 3000 in one whose config is a FIFO nobody writes to.
 fn docker_bed() -> Bed {
-    let fake = FakeNvml::h100s(1)
-        .process(FakeProcess::compute(0, 48213, 8 << 30))
-        .process(FakeProcess::compute(0, 2000, 2 << 30))
-        .process(FakeProcess::compute(0, 3000, 1 << 30));
-    let bed = Bed::with_nvml(&fake);
+    let bed = three_processes();
     let fx = bed.fixture();
     let containers = bed.env.runtimes.join("docker/containers");
     // cgroup v2 with Docker's systemd driver (`docker-<id>.scope`), and with cgroupfs.

@@ -184,15 +184,9 @@ fn serve_says_which_devices_xid_events_are_counted() {
     assert!(!body.contains("hmn_device_xid_events_total{"), "{body}");
 }
 
-/// `watch PID` of a process whose VRAM follows `used` (one value per NVML list call).
-fn watch_growth(used: &[u64], extra: &[&str]) -> std::process::Output {
-    let mut sleeper = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
-    let pid = sleeper.id();
-    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, pid, GIB).used_sequence(used));
-    let bed = Bed::with_nvml(&fake).real_proc();
+/// `hmn watch` of `pid` with the growth rule shortened for a test (a 900 ms window, 64 MiB),
+/// every 20 ms for 1.5 s, and `extra`.
+fn growth_watch<'a>(extra: &[&'a str], pid: &'a str) -> Vec<&'a str> {
     let mut args = vec![
         "watch",
         "--interval",
@@ -205,8 +199,21 @@ fn watch_growth(used: &[u64], extra: &[&str]) -> std::process::Output {
         "64MiB",
     ];
     args.extend_from_slice(extra);
+    args.push(pid);
+    args
+}
+
+/// `watch PID` of a process whose VRAM follows `used` (one value per NVML list call).
+fn watch_growth(used: &[u64], extra: &[&str]) -> std::process::Output {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let fake = FakeNvml::h100s(1).process(FakeProcess::compute(0, pid, GIB).used_sequence(used));
+    let bed = Bed::with_nvml(&fake).real_proc();
     let p = pid.to_string();
-    args.push(&p);
+    let args = growth_watch(extra, &p);
     let o = bed.run(&args);
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
@@ -259,21 +266,9 @@ fn watch_ram_growth(
     let fx = bed.fixture();
     fx.process(&FakeProc::new(PID, "python3")).unwrap();
     fx.stat(PID, "python3", 1, pages(0)).unwrap();
-    let mut args = vec![
-        "watch",
-        "--json",
-        "--interval",
-        "20ms",
-        "--duration",
-        "1500ms",
-        "--growth-window",
-        "900ms",
-        "--growth-min",
-        "64MiB",
-    ];
-    args.extend_from_slice(extra);
     let p = PID.to_string();
-    args.push(&p);
+    let mut args = growth_watch(extra, &p);
+    args.insert(1, "--json");
     let mut watch = bed
         .cmd(&args)
         .stdout(std::process::Stdio::piped())

@@ -267,14 +267,18 @@ fn run_gpu_waits_for_room_then_starts_the_command() {
     let once = run(&[]);
     assert_eq!(once.status.code(), Some(1), "{}", stderr(&once));
     assert!(!stdout(&once).contains("cuda="), "{}", stdout(&once));
-    let o = run(&["--wait", "30s"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ran_on_gpu_0(&run(&["--wait", "30s"]));
+}
+
+/// `hmn run --gpu` ran its command (which printed `cuda=$CUDA_VISIBLE_DEVICES`) on GPU 0.
+fn ran_on_gpu_0(o: &std::process::Output) {
+    assert!(o.status.success(), "{}", stderr(o));
     assert!(
-        stdout(&o).contains(&format!("cuda={}", uuid(0))),
+        stdout(o).contains(&format!("cuda={}", uuid(0))),
         "{}",
-        stdout(&o)
+        stdout(o)
     );
-    assert!(stderr(&o).contains("run: on GPU 0"), "{}", stderr(&o));
+    assert!(stderr(o).contains("run: on GPU 0"), "{}", stderr(o));
 }
 
 #[test]
@@ -291,13 +295,7 @@ fn run_gpu_sets_the_variable_and_ends_its_reservation() {
         "-c",
         "echo \"cuda=$CUDA_VISIBLE_DEVICES\"",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains(&format!("cuda={}", uuid(0))),
-        "{}",
-        stdout(&o)
-    );
-    assert!(stderr(&o).contains("run: on GPU 0"), "{}", stderr(&o));
+    ran_on_gpu_0(&o);
     // The command ended: its reservation is gone, the next pick sees all of GPU 0's room.
     let after = bed.run(&["pick", "--json", "--need", "10GiB", "--lease", "1ms"]);
     let v = json(&after);
