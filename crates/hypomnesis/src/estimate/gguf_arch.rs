@@ -65,9 +65,10 @@ fn int(h: &Header, key: &str) -> Result<Option<u64>, ParseError> {
     }
 }
 
-/// "invalid {key} ({value}: expected at most {max} {unit})" when `x` is beyond `dim`'s bound.
+/// "invalid {key} ({value}: expected at most {max} {unit})" when `x` is beyond `dim`'s bound,
+/// "… expected at least 1 {unit}" when below it.
 fn within(key: &str, x: u64, dim: Dim) -> Result<u64, ParseError> {
-    match dim.beyond(x) {
+    match dim.outside(x) {
         Some(why) => Err(invalid(key, &Value::Int(i128::from(x)), &why)),
         None => Ok(x),
     }
@@ -78,7 +79,9 @@ fn dim(h: &Header, key: &str, dim: Dim) -> Result<Option<u64>, ParseError> {
     int(h, key)?.map(|x| within(key, x, dim)).transpose()
 }
 
-/// A number or a per-layer array of numbers (`None` when absent), each within `dim`'s bound.
+/// A number or a per-layer array of numbers (`None` when absent), each at most `dim`'s bound.
+/// A 0 is taken here (a layer without attention, or without an FFN); whether it is
+/// meaningful is [`check_attention`]'s.
 fn per_layer(h: &Header, key: &str, n: u64, dim: Dim) -> Result<Option<Vec<u64>>, ParseError> {
     let expected = "a non-negative integer or a per-layer array of at most 4096 of them";
     let all = match h.metadata.get(key) {
@@ -96,7 +99,9 @@ fn per_layer(h: &Header, key: &str, n: u64, dim: Dim) -> Result<Option<Vec<u64>>
         },
     };
     for x in &all {
-        within(key, *x, dim)?;
+        if let Some(why) = dim.beyond(*x) {
+            return Err(invalid(key, &Value::Int(i128::from(*x)), &why));
+        }
     }
     Ok(Some(all))
 }
@@ -128,6 +133,93 @@ fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>
 
 fn at(v: &[u64], i: u64) -> Option<u64> {
     v.get(usize::try_from(i).ok()?).or(v.first()).copied()
+}
+
+/// Refuses the zeros that would leave a layer with attention without a KV cache (llama.cpp
+/// would refuse such a file's attention tensors, whose shapes the counts decide):
+/// - a layer with KV heads but 0 query heads (`head_count`);
+/// - a layer with attention tensors (`blk.{i}.attn_k.weight`, `attn_qkv.weight`) but 0 KV
+///   heads (`head_count_kv`; `head_count` when that is absent and the heads default to it).
+///   A 0 without those tensors is a layer without attention — llama.cpp's recurrent layers
+///   (`recurrent_layer_arr[i] = n_head_kv(i) == 0`: Jamba, LFM2, Nemotron-H), and a Mamba's
+///   or RWKV's `head_count` 0 — and is taken;
+/// - a head size of 0: no `attention.key_length` and no `embedding_length` to derive it, or an
+///   `embedding_length` smaller than the head count (`key_length` itself is at least 1:
+///   [`Dim::HeadSize`]).
+fn check_attention(
+    h: &Header,
+    arch: &str,
+    layers: &[Layer],
+    heads: &[u64],
+    hidden: Option<u64>,
+) -> Result<(), ParseError> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let shown_key = |k: &str| {
+        let k = key(k);
+        let v = h.metadata.get(&k).cloned().unwrap_or(Value::Int(0));
+        (k, v)
+    };
+    // The attention tensors' names, gathered once (a header may list 2²⁰ tensors).
+    let attn: std::collections::BTreeSet<&str> =
+        if layers.iter().any(|l| matches!(l.kind, LayerKind::None)) {
+            h.tensors
+                .iter()
+                .map(|t| t.name.as_str())
+                .filter(|n| n.ends_with(".attn_k.weight") || n.ends_with(".attn_qkv.weight"))
+                .collect()
+        } else {
+            std::collections::BTreeSet::new()
+        };
+    for (i, l) in (0u64..).zip(layers) {
+        match l.kind {
+            LayerKind::Full | LayerKind::Sliding { .. } => {
+                if at(heads, i) == Some(0) {
+                    let (k, v) = shown_key("attention.head_count");
+                    return Err(invalid(
+                        &k,
+                        &v,
+                        &format!("at least 1 head: layer {i} has {} KV heads", l.kv_heads),
+                    ));
+                }
+                if l.head_dim_k == 0 || l.head_dim_v == 0 {
+                    let top = heads.iter().copied().max().unwrap_or(0);
+                    return Err(match hidden {
+                        Some(n) => invalid(
+                            &key("embedding_length"),
+                            &Value::Int(i128::from(n)),
+                            &format!(
+                                "at least {arch}.attention.head_count {top}, or an attention.key_length"
+                            ),
+                        ),
+                        None => ParseError::new(format!(
+                            "no {arch}.attention.key_length and no {arch}.embedding_length to derive it"
+                        )),
+                    });
+                }
+            }
+            LayerKind::None => {
+                let tensor = ["attn_k", "attn_qkv"]
+                    .iter()
+                    .map(|t| format!("blk.{i}.{t}.weight"))
+                    .find(|name| attn.contains(name.as_str()));
+                if let Some(tensor) = tensor {
+                    let stated = h.metadata.contains_key(&key("attention.head_count_kv"));
+                    let (k, v) = shown_key(if stated {
+                        "attention.head_count_kv"
+                    } else {
+                        "attention.head_count"
+                    });
+                    return Err(invalid(
+                        &k,
+                        &v,
+                        &format!("at least 1 head: layer {i} has attention tensors ({tensor})"),
+                    ));
+                }
+            }
+            LayerKind::Mla { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 /// The architecture from a GGUF header's metadata (pure). `None` when it has no
@@ -191,7 +283,7 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             from_tensors
         }
     };
-    let window_key = dim(h, &key("attention.sliding_window"), Dim::Context)?;
+    let window_key = dim(h, &key("attention.sliding_window"), Dim::Window)?;
     let rule = swa_rule(&arch, n_layers);
     let window = match (window_key, rule) {
         (Some(0), _) => None,
@@ -206,8 +298,8 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             "{arch}.attention.sliding_window is set, but llama.cpp applies no sliding-window pattern to {arch:?} (phi3 disables it; other architectures do not use it): every layer is treated as full attention"
         ));
     }
-    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::HeadSize)?;
-    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::HeadSize)?
+    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::LatentPart)?;
+    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::LatentPart)?
         .map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let layers = (0..n_layers)
         .map(|i| {
@@ -231,7 +323,8 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
                 _ => Layer::new(LayerKind::Full, kv, k_len, v_len),
             }
         })
-        .collect();
+        .collect::<Vec<Layer>>();
+    check_attention(h, &arch, &layers, &heads_arr, hidden)?;
     let mut a = Architecture::new(layers);
     a.name = Some(arch.clone());
     a.hidden_size = hidden;
@@ -245,7 +338,7 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
     a.vocab_size = match dim(h, &key("vocab_size"), Dim::Vocab)? {
         Some(v) => Some(v),
         None => match h.metadata.get("tokenizer.ggml.tokens") {
-            Some(v @ Value::Array { len, .. }) => match Dim::Vocab.beyond(*len) {
+            Some(v @ Value::Array { len, .. }) => match Dim::Vocab.outside(*len) {
                 Some(why) => return Err(invalid("tokenizer.ggml.tokens", v, &why)),
                 None => Some(*len),
             },
@@ -358,6 +451,8 @@ mod tests {
                 ("llama.block_count", Value::Int(2)),
                 ("llama.attention.head_count", Value::Int(4)),
                 ("llama.embedding_length", Value::Int(256)),
+                // 65,536 heads of a 256-wide embedding would derive a head size of 0.
+                ("llama.attention.key_length", Value::Int(64)),
             ]
         };
         let with = |key: &'static str, v: Value| {
@@ -413,5 +508,93 @@ mod tests {
             e,
             "invalid tokenizer.ggml.tokens (an array of 18446744073709551615: expected at most 16777216 tokens)"
         );
+    }
+
+    /// A zero that would leave an attention layer without a KV cache is refused by name (the
+    /// QA's `embd0`, `heads0`, `keylen0`, `kv0` files: KV 0 B and "fits"); a 0 that means a
+    /// layer without attention (no attention tensors: Jamba's, a Mamba's) is taken.
+    #[test]
+    fn zero_dimensions_of_an_attention_layer_are_refused() {
+        let base = || {
+            vec![
+                ("general.architecture", Value::String("llama".into())),
+                ("llama.block_count", Value::Int(2)),
+                ("llama.attention.head_count", Value::Int(4)),
+                ("llama.attention.head_count_kv", Value::Int(2)),
+                ("llama.embedding_length", Value::Int(256)),
+            ]
+        };
+        let with = |pairs: &[(&'static str, Value)], attn_k: bool| {
+            let mut all = base();
+            for (k, v) in pairs {
+                all.retain(|(x, _)| x != k);
+                all.push((k, v.clone()));
+            }
+            let mut h = header(&all);
+            if attn_k {
+                for i in 0..2 {
+                    h.tensors.push(crate::estimate::gguf::TensorInfo {
+                        name: format!("blk.{i}.attn_k.weight"),
+                        dims: vec![256, 128],
+                        ggml_type: crate::estimate::dtype::GgmlType::F16,
+                        bytes: 256 * 128 * 2,
+                    });
+                }
+            }
+            from_gguf(&h)
+        };
+        let err = |pairs: &[(&'static str, Value)]| with(pairs, true).unwrap_err().message;
+        for (key, unit) in [
+            ("llama.embedding_length", "element"),
+            ("llama.attention.key_length", "element"),
+            ("llama.attention.value_length", "element"),
+            ("llama.attention.key_length_swa", "element"),
+            ("llama.context_length", "token"),
+            ("llama.vocab_size", "token"),
+        ] {
+            assert_eq!(
+                err(&[(key, Value::Int(0))]),
+                format!("invalid {key} (0: expected at least 1 {unit})")
+            );
+        }
+        assert_eq!(
+            err(&[("llama.attention.head_count", Value::Int(0))]),
+            "invalid llama.attention.head_count (0: expected at least 1 head: layer 0 has 2 KV heads)"
+        );
+        assert_eq!(
+            err(&[("llama.attention.head_count_kv", Value::Int(0))]),
+            "invalid llama.attention.head_count_kv (0: expected at least 1 head: layer 0 has attention tensors (blk.0.attn_k.weight))"
+        );
+        let one_zero = Value::Array {
+            len: 2,
+            items: vec![Value::Int(2), Value::Int(0)],
+        };
+        let e = err(&[("llama.attention.head_count_kv", one_zero.clone())]);
+        assert!(e.contains("layer 1 has attention tensors"), "{e}");
+        // A head size derived as 0, or not at all.
+        let e = err(&[("llama.embedding_length", Value::Int(2))]);
+        assert_eq!(
+            e,
+            "invalid llama.embedding_length (2: expected at least llama.attention.head_count 4, or an attention.key_length)"
+        );
+        let mut no_embd = base();
+        no_embd.retain(|(k, _)| *k != "llama.embedding_length");
+        assert_eq!(
+            from_gguf(&header(&no_embd)).unwrap_err().message,
+            "no llama.attention.key_length and no llama.embedding_length to derive it"
+        );
+        // Layers without attention tensors: a per-layer 0 is a recurrent layer, and a Mamba's
+        // head_count 0 (no head_count_kv) an attention-free model.
+        let a = with(&[("llama.attention.head_count_kv", one_zero)], false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.layers[1].kind, LayerKind::None);
+        assert_eq!(a.layers[0].kind, LayerKind::Full);
+        let mut mamba = base();
+        mamba.retain(|(k, _)| *k != "llama.attention.head_count_kv");
+        mamba.retain(|(k, _)| *k != "llama.attention.head_count");
+        mamba.push(("llama.attention.head_count", Value::Int(0)));
+        let a = from_gguf(&header(&mamba)).unwrap().unwrap();
+        assert!(a.layers.iter().all(|l| l.kind == LayerKind::None));
     }
 }

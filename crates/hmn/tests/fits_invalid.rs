@@ -1,0 +1,76 @@
+//! Model headers whose figures mean nothing (QA of `hmn fits`): a dimension of 0 that would
+//! leave an attention layer without a KV cache, a per-layer array that is not one item per
+//! layer, a vocabulary stated nowhere but in the tensor shapes. Each is refused as the bounds
+//! of `fits_bounds` are — one line naming the file, the key and the value, exit 2 — or read
+//! from where the file does state it.
+
+use hmn_testbed::{GgufWriter, ggml};
+
+use crate::fits_bounds::{each_gguf_refused, model_with_config, refused};
+use crate::util::Bed;
+
+/// QA (defect 6): a 0 that leaves an attention layer without a KV cache was taken — KV 0 B and
+/// "fits", exit 0. It is refused as `num_hidden_layers: 0` is: one line naming the file, the
+/// key and the value, exit 2.
+#[test]
+fn zero_model_dimensions_are_refused_by_name() {
+    let bed = Bed::new();
+    for (key, want) in [
+        (
+            "head_dim",
+            "invalid head_dim (0: out of range, at least 1 element)",
+        ),
+        (
+            "hidden_size",
+            "invalid hidden_size (0: out of range, at least 1 element)",
+        ),
+        (
+            "num_attention_heads",
+            "invalid num_attention_heads (0: out of range, at least 1 head)",
+        ),
+    ] {
+        let dir = model_with_config(&bed, &format!("zero-{key}"), key, "0");
+        let err = refused(&bed, &dir, "config.json");
+        assert!(err.contains(want), "{err}");
+    }
+    let base = || {
+        GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.block_count", 2)
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.embedding_length", 256)
+            .tensor("token_embd.weight", &[256, 32], ggml::F16)
+            .tensor("blk.0.attn_k.weight", &[256, 128], ggml::F16)
+    };
+    each_gguf_refused(
+        &bed,
+        "zero",
+        [
+            (
+                base().u32("llama.attention.key_length", 0),
+                "invalid llama.attention.key_length (0: expected at least 1 element)",
+            ),
+            (
+                GgufWriter::new()
+                    .str("general.architecture", "llama")
+                    .u32("llama.block_count", 2)
+                    .u32("llama.attention.head_count", 4)
+                    .u32("llama.embedding_length", 0),
+                "invalid llama.embedding_length (0: expected at least 1 element)",
+            ),
+            (
+                GgufWriter::new()
+                    .str("general.architecture", "llama")
+                    .u32("llama.block_count", 2)
+                    .u32("llama.attention.head_count", 0)
+                    .u32("llama.attention.head_count_kv", 2)
+                    .u32("llama.attention.key_length", 64),
+                "invalid llama.attention.head_count (0: expected at least 1 head: layer 0 has 2 KV heads)",
+            ),
+            (
+                base().u32("llama.attention.head_count_kv", 0),
+                "invalid llama.attention.head_count_kv (0: expected at least 1 head: layer 0 has attention tensors (blk.0.attn_k.weight))",
+            ),
+        ],
+    );
+}
