@@ -74,3 +74,37 @@ fn zero_model_dimensions_are_refused_by_name() {
         ],
     );
 }
+
+/// QA (defect 7): `llama.block_count` 4 with `head_count_kv` `[4, 4]` or `[4]` was taken; the
+/// documented rule is "an array that is not per-layer: invalid {key}" (llama.cpp: "wrong array
+/// length").
+#[test]
+fn a_per_layer_array_of_another_length_is_refused() {
+    let bed = Bed::new();
+    let base = || {
+        GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.block_count", 4)
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.embedding_length", 256)
+            .tensor("token_embd.weight", &[256, 32], ggml::F16)
+    };
+    each_gguf_refused(
+        &bed,
+        "short",
+        [
+            (
+                base().u32s("llama.attention.head_count_kv", &[4, 4]),
+                "invalid llama.attention.head_count_kv (an array of 2: expected one item per layer, 4 layers)",
+            ),
+            (
+                base().u32s("llama.attention.head_count_kv", &[4]),
+                "invalid llama.attention.head_count_kv (an array of 1: expected one item per layer, 4 layers)",
+            ),
+            (
+                base().u32s("llama.feed_forward_length", &[512, 512, 512, 512, 512]),
+                "invalid llama.feed_forward_length (an array of 5: expected one item per layer, 4 layers)",
+            ),
+        ],
+    );
+}
