@@ -191,7 +191,7 @@ pub fn run(
         }
         if matches!(input, Input::Model(_)) || outcome.plan.fits.len() > 1 {
             for f in &outcome.plan.fits {
-                writeln!(out, "{}", text::device_line(f, params))?;
+                writeln!(out, "{}", text::device_line(f, params, &est))?;
             }
             for n in &outcome.notes {
                 writeln!(out, "note: {}", sanitize(n))?;

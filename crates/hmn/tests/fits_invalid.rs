@@ -108,3 +108,59 @@ fn a_per_layer_array_of_another_length_is_refused() {
         ],
     );
 }
+
+/// QA (defect 8): a GGUF with no vocabulary size and no `tokenizer.ggml.tokens` gave
+/// `--llama-api library` an output buffer of 0 B, `complete: true`. The vocabulary is in
+/// `token_embd`'s shape; without that tensor (or `output`'s) the output buffer is unknown and
+/// the answer incomplete (exit 1), never 0 B.
+#[test]
+fn the_vocabulary_comes_from_the_token_embedding_or_stays_unknown() {
+    let bed = Bed::new();
+    let model = |embd: bool| {
+        let w = GgufWriter::new()
+            .str("general.architecture", "llama")
+            .u32("llama.block_count", 2)
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.attention.head_count_kv", 2)
+            .u32("llama.embedding_length", 256)
+            .tensor("blk.0.attn_k.weight", &[256, 128], ggml::F16);
+        if embd {
+            w.tensor("token_embd.weight", &[256, 1000], ggml::F16)
+        } else {
+            w
+        }
+    };
+    let fits = |name: &str, embd: bool| {
+        let path = bed.path(name);
+        model(embd).write(&path).unwrap();
+        let o = bed
+            .cmd(&["fits", "--free", "80GiB", "--runtime", "llama.cpp"])
+            .args(["--llama-api", "library", "--json"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let out = v["estimate"]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "output_buffer")
+            .cloned()
+            .unwrap();
+        (o.status.code(), v, out)
+    };
+    let (code, v, out) = fits("embd.gguf", true);
+    assert_eq!(code, Some(0), "{v}");
+    // One slot's logits: 1000 tokens × 4 B; library grows it to n_batch 512 rows.
+    assert_eq!(out["low_bytes"], 4000);
+    assert_eq!(out["high_bytes"], 4000 * 512);
+    assert_eq!(v["complete"], true);
+    let (code, v, out) = fits("novocab.gguf", false);
+    assert_eq!(code, Some(1), "{v}");
+    assert!(
+        out["low_bytes"].is_null() && out["high_bytes"].is_null(),
+        "{out}"
+    );
+    assert_eq!(v["complete"], false);
+    assert_eq!(v["fit"], "incomplete");
+}

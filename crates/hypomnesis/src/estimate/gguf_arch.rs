@@ -144,6 +144,23 @@ fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>
     }
 }
 
+/// The vocabulary from the token embedding's shape (`token_embd.weight`, else
+/// `output.weight`: `{n_embd, n_vocab}`, the shape llama.cpp creates them with), for a file
+/// that states it neither as `{arch}.vocab_size` nor as `tokenizer.ggml.tokens`; `None` when
+/// neither tensor is there or its `ne[1]` is outside [`Dim::Vocab`] (not taken, as a KV head
+/// count from an implausible shape is not).
+fn vocab_from_tensors(h: &Header) -> Option<u64> {
+    ["token_embd.weight", "output.weight"]
+        .iter()
+        .find_map(|name| {
+            h.tensors
+                .iter()
+                .find(|t| t.name == *name)
+                .and_then(|t| t.dims.get(1).copied())
+                .filter(|v| Dim::Vocab.outside(*v).is_none())
+        })
+}
+
 /// Layer `i`'s item of a per-layer list ([`per_layer`]: one item per layer).
 fn at(v: &[u64], i: u64) -> Option<u64> {
     v.get(usize::try_from(i).ok()?).copied()
@@ -356,7 +373,7 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
                 Some(why) => return Err(invalid("tokenizer.ggml.tokens", v, &why)),
                 None => Some(*len),
             },
-            _ => None,
+            _ => vocab_from_tensors(h),
         },
     };
     a.tied_embeddings = Some(!h.tensors.iter().any(|t| t.name == "output.weight"));

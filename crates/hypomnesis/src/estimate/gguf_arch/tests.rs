@@ -288,3 +288,33 @@ fn a_per_layer_array_must_have_one_item_per_layer() {
     let kv: Vec<u64> = a.layers.iter().map(|l| l.kv_heads).collect();
     assert_eq!(kv, [4, 2, 4, 2]);
 }
+
+/// QA (defect 8): a GGUF with no vocab_size and no tokenizer.ggml.tokens had no vocabulary,
+/// so an output buffer of 0 B; it is `token_embd`'s (else `output`'s) `ne[1]`, the shape
+/// llama.cpp creates them with — and unknown when neither is there or the shape is
+/// implausible.
+#[test]
+fn the_vocabulary_from_the_token_embedding_shape() {
+    let with = |tensors: &[(&str, Vec<u64>)]| {
+        let mut h = header(&[
+            ("general.architecture", Value::String("llama".into())),
+            ("llama.block_count", Value::Int(2)),
+            ("llama.attention.head_count", Value::Int(4)),
+            ("llama.embedding_length", Value::Int(256)),
+        ]);
+        for (name, dims) in tensors {
+            h.tensors.push(crate::estimate::gguf::TensorInfo {
+                name: (*name).to_string(),
+                dims: dims.clone(),
+                ggml_type: crate::estimate::dtype::GgmlType::F16,
+                bytes: dims.iter().product::<u64>() * 2,
+            });
+        }
+        from_gguf(&h).unwrap().unwrap().vocab_size
+    };
+    assert_eq!(with(&[("token_embd.weight", vec![256, 1000])]), Some(1000));
+    assert_eq!(with(&[("output.weight", vec![256, 32_000])]), Some(32_000));
+    assert_eq!(with(&[]), None);
+    assert_eq!(with(&[("token_embd.weight", vec![256, 1 << 25])]), None);
+    assert_eq!(with(&[("token_embd.weight", vec![256, 0])]), None);
+}
