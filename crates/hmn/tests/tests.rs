@@ -23,6 +23,7 @@ mod fits_invalid;
 mod fits_llama;
 mod fits_llama_grid;
 mod fits_runtimes;
+mod fits_vllm;
 mod generate;
 mod health;
 mod jobs;

@@ -162,7 +162,7 @@ pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>, est: &Estima
         return format!("{}: no verdict ({})", device_label(f), sanitize(&why));
     };
     let mut line = format!("{}: {} — ", device_label(f), budget_words(f, v));
-    line.push_str(&match v.device_fit {
+    let memory = match v.device_fit {
         Fit::Fits => format!("fits, {} headroom", headroom(v)),
         Fit::Tight => "tight: the low end fits, the high end does not".to_string(),
         Fit::Incomplete => format!(
@@ -170,7 +170,16 @@ pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>, est: &Estima
             unknown_words(f.share.as_ref().unwrap_or(est))
         ),
         _ => format!("does not fit, short by {}", shortfall(v)),
-    });
+    };
+    // A runtime that refuses to start (its reason is the last note) does not fit, whatever
+    // the memory alone says.
+    if v.refusal.is_some() && v.device_fit != Fit::DoesNotFit {
+        line.push_str(&format!(
+            "does not fit: the runtime refuses to start (memory alone: {memory})"
+        ));
+    } else {
+        line.push_str(&memory);
+    }
     if let Some(s) = &f.share {
         line.push_str(&format!(
             " (its share: {}–{})",
@@ -271,7 +280,7 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
                     f.index.map_or("?".to_string(), |i| i.to_string()),
                     f.verdict
                         .as_ref()
-                        .map_or("no verdict", |v| fit_words(v.device_fit))
+                        .map_or("no verdict", |v| fit_words(v.fit))
                 ))
                 .collect::<Vec<_>>()
                 .join(", ")
