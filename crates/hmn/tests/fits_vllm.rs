@@ -78,3 +78,50 @@ fn a_trained_context_of_zero_is_invalid_for_vllm() {
         "{err}"
     );
 }
+
+/// QA (defect 4): `--tensor-parallel-size 4 --free 40GiB` said "fits" with `devices_used: []`,
+/// while `--device 1` and `--free 40GiB,40GiB` were refused. One `--free` figure is one GPU
+/// (docs/cli.md: "several, comma-separated, plan for that many GPUs"): refused the same way,
+/// one line, exit 2; four figures plan the four ranks.
+#[test]
+fn tensor_parallel_needs_one_free_figure_per_gpu() {
+    let bed = Bed::new();
+    let model = llama_8b(bed.dir.path());
+    let m = model.to_str().unwrap();
+    for (free, given) in [("40GiB", 1), ("40GiB,40GiB", 2)] {
+        let o = bed.run(&[
+            "fits",
+            m,
+            "--runtime",
+            "vllm",
+            "--tensor-parallel-size",
+            "4",
+            "--free",
+            free,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{free}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "hmn: --tensor-parallel-size 4 needs 4 GPUs; --free gives {given} (one figure per GPU"
+            )),
+            "{err}"
+        );
+    }
+    let o = bed.run(&[
+        "fits",
+        m,
+        "--runtime",
+        "vllm",
+        "--tensor-parallel-size",
+        "4",
+        "--free",
+        "40GiB,40GiB,40GiB,40GiB",
+        "--json",
+    ]);
+    let v = json(&o);
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    assert_eq!(v["plan"], "tensor_parallel");
+    assert_eq!(v["devices_used"], serde_json::json!([0, 1, 2, 3]));
+}
