@@ -191,7 +191,7 @@ pub fn run(
         }
         if matches!(input, Input::Model(_)) || outcome.plan.fits.len() > 1 {
             for f in &outcome.plan.fits {
-                writeln!(out, "{}", text::device_line(f, params))?;
+                writeln!(out, "{}", text::device_line(f, params, &est))?;
             }
             for n in &outcome.notes {
                 writeln!(out, "note: {}", sanitize(n))?;
@@ -329,6 +329,10 @@ fn judge_all(
     let plan = plan(target, model, est, host_available);
     match &plan.error {
         Some(e @ NoAnswer::HostUnknown) => bail!("{e}"),
+        // One --free figure per GPU.
+        Some(NoAnswer::TooFewDevices { needed, found }) if !a.free.is_empty() => bail!(
+            "--tensor-parallel-size {needed} needs {needed} GPUs; --free gives {found} (one figure per GPU: --free SIZE,SIZE,…)"
+        ),
         // Without a reason for having no devices (no GPU, a selector that names none).
         Some(NoAnswer::TooFewDevices { needed, found }) if g.error.is_none() => bail!(
             "--tensor-parallel-size {needed} needs {needed} GPUs; {found} found (vLLM uses the first {needed} visible devices)"

@@ -33,7 +33,11 @@ fn fits_json(bed: &Bed, path: &Path) -> Value {
 /// Runs `hmn fits ARG` and checks it is one `hmn:` line naming `names` with exit 2 and no
 /// control character (other than the final newline) anywhere in its output; returns the line.
 /// Writes each GGUF as `{stem}{i}.gguf`: [`refused`], the line holding its needle.
-fn each_gguf_refused<const N: usize>(bed: &Bed, stem: &str, cases: [(GgufWriter, &str); N]) {
+pub(crate) fn each_gguf_refused<const N: usize>(
+    bed: &Bed,
+    stem: &str,
+    cases: [(GgufWriter, &str); N],
+) {
     for (i, (w, needle)) in cases.into_iter().enumerate() {
         let name = format!("{stem}{i}.gguf");
         let path = bed.path(&name);
@@ -43,7 +47,7 @@ fn each_gguf_refused<const N: usize>(bed: &Bed, stem: &str, cases: [(GgufWriter,
     }
 }
 
-fn refused(bed: &Bed, arg: &Path, names: &str) -> String {
+pub(crate) fn refused(bed: &Bed, arg: &Path, names: &str) -> String {
     let o = bed
         .cmd(&["fits", "--free", "1TiB"])
         .arg(arg)
@@ -219,7 +223,12 @@ fn a_hugging_face_cache_reads_every_distinct_blob_once() {
 }
 
 /// A `config.json` with `key` set to `value` (JSON text) beside a one-tensor safetensors file.
-fn model_with_config(bed: &Bed, name: &str, key: &str, value: &str) -> std::path::PathBuf {
+pub(crate) fn model_with_config(
+    bed: &Bed,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> std::path::PathBuf {
     let dir = bed.path(name);
     std::fs::create_dir_all(&dir).unwrap();
     hmn_testbed::hostile_models::safetensors_with_header(&dir.join("model.safetensors"), "t", 0)

@@ -153,6 +153,38 @@ fn a_model_as_the_need_is_judged_as_fits_would() {
     assert!(stderr(&o).contains("the model ("), "{}", stderr(&o));
 }
 
+/// QA (defect 9): a model with no architecture (a GGUF without `general.architecture`: an
+/// incomplete estimate) gave "not enough free memory" for a GPU with ≈ 78 GiB free against a
+/// ≈ 1 GiB need. `hmn fits` answers "incomplete" there (exit 1, no refusal up front); `pick`
+/// says so as the reason, naming what is missing, and picks nothing (exit 1).
+#[test]
+fn an_incomplete_model_estimate_is_the_reason_a_device_is_not_picked() {
+    let bed = two(GIB, GIB);
+    let path = bed.path("noarch.gguf");
+    hmn_testbed::GgufWriter::new()
+        .tensor("token_embd.weight", &[256, 1000], hmn_testbed::ggml::F16)
+        .write(&path)
+        .unwrap();
+    let m = path.to_str().unwrap();
+    let fits = bed.run(&["fits", m, "--device", "1"]);
+    assert_eq!(fits.status.code(), Some(1), "{}", stderr(&fits));
+    assert!(stdout(&fits).contains("incomplete"), "{}", stdout(&fits));
+    let o = bed.run(&["pick", "--json", "--need", m]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    for c in v["considered"].as_array().unwrap() {
+        assert_eq!(
+            c["why_not"], "the estimate is incomplete (no kv_cache): what is known fits",
+            "{v}"
+        );
+    }
+    assert!(
+        stderr(&o).contains("the estimate is incomplete (no kv_cache)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let bed = two(GIB, GIB);

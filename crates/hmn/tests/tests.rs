@@ -19,9 +19,11 @@ mod fits;
 mod fits_bounds;
 #[cfg(feature = "hub")]
 mod fits_hub;
+mod fits_invalid;
 mod fits_llama;
 mod fits_llama_grid;
 mod fits_runtimes;
+mod fits_vllm;
 mod generate;
 mod health;
 mod jobs;

@@ -201,3 +201,46 @@ fn qwen2_window_layers() {
         .count();
     assert_eq!(sliding, 8);
 }
+
+/// QA (defect 6): a dimension of 0 in `config.json` made a KV cache of 0 bytes and "fits"; it
+/// is refused by name like `num_hidden_layers: 0`, and `num_attention_heads: 0` is named
+/// itself (it read "no head_dim and no hidden_size to derive it", with `hidden_size` there).
+/// A 0 that means "none" (a window, an FFN width, an MLA part) is still taken.
+#[test]
+fn a_zero_dimension_in_config_json_is_invalid_by_name() {
+    use hypomnesis::estimate::config::from_config_json;
+    let base = serde_json::json!({
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "hidden_size": 256, "vocab_size": 1000, "max_position_embeddings": 8192
+    });
+    let with = |key: &str| {
+        let mut c = base.clone();
+        c[key] = 0.into();
+        from_config_json(c.to_string().as_bytes())
+    };
+    for (key, unit) in [
+        ("head_dim", "element"),
+        ("hidden_size", "element"),
+        ("num_attention_heads", "head"),
+        ("num_key_value_heads", "head"),
+        ("vocab_size", "token"),
+        ("max_position_embeddings", "token"),
+    ] {
+        assert_eq!(
+            with(key).unwrap_err().message,
+            format!("invalid {key} (0: out of range, at least 1 {unit})")
+        );
+    }
+    for key in ["sliding_window", "intermediate_size"] {
+        assert!(with(key).is_ok(), "{key}: 0 is none");
+    }
+    // A hidden size smaller than the head count derives a head size of 0.
+    let mut c = base.clone();
+    c["hidden_size"] = 2.into();
+    assert_eq!(
+        from_config_json(c.to_string().as_bytes())
+            .unwrap_err()
+            .message,
+        "invalid hidden_size (2: smaller than num_attention_heads 4, no head_dim to use instead)"
+    );
+}

@@ -41,7 +41,8 @@ pub struct FitsArgs {
 
     /// Compare with SIZE free instead of reading a device: planning for a GPU that is not here
     /// (e.g. --free 24GiB for a 24 GB card); several, comma-separated, plan for that many GPUs
-    /// (--free 24GiB,24GiB: llama.cpp splits its layers over them).
+    /// (--free 24GiB,24GiB: llama.cpp splits its layers over them; vLLM
+    /// --tensor-parallel-size N needs N of them).
     #[arg(
         long,
         value_name = "SIZE[,SIZE…]",

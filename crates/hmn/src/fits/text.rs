@@ -152,7 +152,8 @@ pub(super) fn budget_words(f: &DeviceFit, v: &Verdict) -> String {
 }
 
 /// `GPU 0 [name]: 78.1 GiB free — fits, 60.2 GiB headroom; largest context 131072, batch 37`.
-pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
+/// `est` is the estimate judged (its unknown components, for an incomplete answer).
+pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>, est: &Estimate) -> String {
     let Some(v) = &f.verdict else {
         let why = f
             .error
@@ -161,12 +162,24 @@ pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
         return format!("{}: no verdict ({})", device_label(f), sanitize(&why));
     };
     let mut line = format!("{}: {} — ", device_label(f), budget_words(f, v));
-    line.push_str(&match v.device_fit {
+    let memory = match v.device_fit {
         Fit::Fits => format!("fits, {} headroom", headroom(v)),
         Fit::Tight => "tight: the low end fits, the high end does not".to_string(),
-        Fit::Incomplete => "incomplete: the known parts fit, the KV cache is unknown".to_string(),
+        Fit::Incomplete => format!(
+            "incomplete: the known parts fit, {} unknown",
+            unknown_words(f.share.as_ref().unwrap_or(est))
+        ),
         _ => format!("does not fit, short by {}", shortfall(v)),
-    });
+    };
+    // A runtime that refuses to start (its reason is the last note) does not fit, whatever
+    // the memory alone says.
+    if v.refusal.is_some() && v.device_fit != Fit::DoesNotFit {
+        line.push_str(&format!(
+            "does not fit: the runtime refuses to start (memory alone: {memory})"
+        ));
+    } else {
+        line.push_str(&memory);
+    }
     if let Some(s) = &f.share {
         line.push_str(&format!(
             " (its share: {}–{})",
@@ -200,6 +213,24 @@ pub(super) fn device_line(f: &DeviceFit, params: Option<FitParams>) -> String {
         line.push_str(&format!("; {}", sanitize(n)));
     }
     line
+}
+
+/// The unknown components of `est` in words: "the KV cache", "the output buffer".
+fn unknown_words(est: &Estimate) -> String {
+    let words: Vec<String> = est
+        .unknown_components
+        .iter()
+        .map(|c| match *c {
+            "kv_cache" => "the KV cache".to_string(),
+            "output_buffer" => "the output buffer".to_string(),
+            c => c.replace('_', " "),
+        })
+        .collect();
+    if words.is_empty() {
+        "a component".to_string()
+    } else {
+        words.join(" and ")
+    }
 }
 
 fn fit_words(f: Fit) -> &'static str {
@@ -249,7 +280,7 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
                     f.index.map_or("?".to_string(), |i| i.to_string()),
                     f.verdict
                         .as_ref()
-                        .map_or("no verdict", |v| fit_words(v.device_fit))
+                        .map_or("no verdict", |v| fit_words(v.fit))
                 ))
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -287,9 +318,15 @@ pub(super) fn verdict_line(o: &Outcome, est: &Estimate) -> String {
             headroom(v)
         ),
         (_, Fit::Incomplete) => format!(
-            "may not fit — {budget} >= {} known, but the estimate is incomplete (no {}: no architecture) ({dev})",
+            "may not fit — {budget} >= {} known, but the estimate is incomplete (no {}{}) ({dev})",
             bytes(est.high_bytes),
-            est.unknown_components.join(", ")
+            est.unknown_components.join(", "),
+            // The KV cache is unknown only without an architecture.
+            if est.unknown_components.contains(&"kv_cache") {
+                ": no architecture"
+            } else {
+                ""
+            }
         ),
         (_, Fit::Fits) => format!(
             "does not fit — {budget} >= {} requested on the device{host} ({dev})",
@@ -364,7 +401,7 @@ mod tests {
                 .map_err(NoVerdict::from),
         );
         assert_eq!(
-            device_line(&f, None),
+            device_line(&f, None, &Estimate::requested(1)),
             "GPU 2: no verdict (device 2 does not report its free memory: not reported)"
         );
     }

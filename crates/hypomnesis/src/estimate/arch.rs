@@ -12,8 +12,9 @@ use crate::types::spelling::spelled;
 pub(crate) const MAX_LAYERS: u64 = 4096;
 
 /// A model dimension the estimators multiply, with the largest value a `config.json` or a GGUF
-/// header may claim for it: a file claiming more is refused where it is read
-/// ("invalid {key} (…)", [`super::config::from_config_json`], [`super::gguf_arch::from_gguf`]).
+/// header may claim for it, and the smallest ([`Dim::min`]: 1 where 0 means nothing a model
+/// can have): a file claiming more, or less, is refused where it is read ("invalid {key}
+/// (…)", [`super::config::from_config_json`], [`super::gguf_arch::from_gguf`]).
 ///
 /// Each bound is a power of two with more than 50× headroom over the largest real model, so
 /// no real model comes near it while a hostile header's `u64::MAX` (or `u32::MAX`) is refused
@@ -41,12 +42,18 @@ pub(crate) enum Dim {
     /// 2¹⁶ = 65,536. The largest real ones are 512 (Gemma-4's global layers, DeepSeek's
     /// `kv_lora_rank`) and 576 (the whole MLA latent).
     HeadSize,
+    /// The MLA latent's parts (`kv_lora_rank`, `qk_rope_head_dim`, `rope.dimension_count`):
+    /// [`Dim::HeadSize`]'s bound, and 0 accepted (a part a model does not have).
+    LatentPart,
     /// Tokens of context (`max_position_embeddings` and the other length keys,
     /// `context_length`, the YaRN `original_max_position_embeddings` and the context it
-    /// derives) and of a sliding window: 2³² = 4,294,967,296, `--context`'s own maximum. The
-    /// longest real trained context is 10,485,760 (Llama-4 Scout); `u32::MAX`, a window some
-    /// files use for "unbounded", stays accepted.
+    /// derives): 2³² = 4,294,967,296, `--context`'s own maximum. The longest real trained
+    /// context is 10,485,760 (Llama-4 Scout).
     Context,
+    /// Tokens of a sliding window (`sliding_window`, `attention.sliding_window`):
+    /// [`Dim::Context`]'s bound; 0 accepted (no window), and `u32::MAX`, a window some files
+    /// use for "unbounded".
+    Window,
 }
 
 #[cfg(feature = "models")]
@@ -57,16 +64,27 @@ impl Dim {
             Dim::Vocab => 1 << 24,
             Dim::Hidden => 1 << 20,
             Dim::FeedForward => 1 << 22,
-            Dim::Heads | Dim::HeadSize => 1 << 16,
-            Dim::Context => 1 << 32,
+            Dim::Heads | Dim::HeadSize | Dim::LatentPart => 1 << 16,
+            Dim::Context | Dim::Window => 1 << 32,
+        }
+    }
+
+    /// The smallest value accepted: 1 where 0 means nothing a model can have (a vocabulary,
+    /// a hidden size, a head count or size, a trained context of 0 would make a KV cache or
+    /// an output of 0 bytes); 0 where it means "none" (a feed-forward width per layer — layers
+    /// without an FFN —, an MLA part, a window).
+    pub(crate) const fn min(self) -> u64 {
+        match self {
+            Dim::FeedForward | Dim::LatentPart | Dim::Window => 0,
+            Dim::Vocab | Dim::Hidden | Dim::Heads | Dim::HeadSize | Dim::Context => 1,
         }
     }
 
     /// What it counts, for the error ("at most 16777216 tokens").
     pub(crate) const fn unit(self) -> &'static str {
         match self {
-            Dim::Vocab | Dim::Context => "tokens",
-            Dim::Hidden | Dim::FeedForward | Dim::HeadSize => "elements",
+            Dim::Vocab | Dim::Context | Dim::Window => "tokens",
+            Dim::Hidden | Dim::FeedForward | Dim::HeadSize | Dim::LatentPart => "elements",
             Dim::Heads => "heads",
         }
     }
@@ -74,6 +92,20 @@ impl Dim {
     /// `Some(why)` when `v` is beyond the bound: "at most {max} {unit}".
     pub(crate) fn beyond(self, v: u64) -> Option<String> {
         (v > self.max()).then(|| format!("at most {} {}", self.max(), self.unit()))
+    }
+
+    /// `Some(why)` when `v` is outside `min()..=max()`: [`Dim::beyond`]'s words, or "at least
+    /// 1 {unit}" (singular: "at least 1 head").
+    pub(crate) fn outside(self, v: u64) -> Option<String> {
+        if v < self.min() {
+            let unit = self.unit();
+            return Some(format!(
+                "at least {} {}",
+                self.min(),
+                unit.strip_suffix('s').unwrap_or(unit)
+            ));
+        }
+        self.beyond(v)
     }
 }
 

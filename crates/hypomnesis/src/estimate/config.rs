@@ -42,24 +42,24 @@ fn dim_of(key: &str) -> Option<Dim> {
         | "num_kv_heads"
         | "multi_query_group_num"
         | "num_global_key_value_heads" => Dim::Heads,
-        "head_dim" | "v_head_dim" | "global_head_dim" | "kv_lora_rank" | "qk_rope_head_dim" => {
-            Dim::HeadSize
-        }
-        "sliding_window" | "original_max_position_embeddings" => Dim::Context,
+        "head_dim" | "v_head_dim" | "global_head_dim" => Dim::HeadSize,
+        "kv_lora_rank" | "qk_rope_head_dim" => Dim::LatentPart,
+        "sliding_window" => Dim::Window,
+        "original_max_position_embeddings" => Dim::Context,
         k if LENGTH_KEYS.contains(&k) => Dim::Context,
         _ => return None,
     })
 }
 
 /// An integer key: `None` when absent or `null`; an error when present but not a
-/// non-negative integer, or beyond its bound ([`dim_of`]): "invalid {key} ({value}: out of
-/// range, at most {max} {unit})".
+/// non-negative integer, or outside its bounds ([`dim_of`]): "invalid {key} ({value}: out of
+/// range, at most {max} {unit})", "invalid head_dim (0: out of range, at least 1 element)".
 fn get(v: &Json, key: &str) -> Result<Option<u64>, ParseError> {
     let n = match v.get(key) {
         None | Some(Json::Null) => return Ok(None),
         Some(x) => x.as_u64().ok_or_else(|| invalid(key, x))?,
     };
-    match dim_of(key).and_then(|d| d.beyond(n)) {
+    match dim_of(key).and_then(|d| d.outside(n)) {
         Some(why) => Err(ParseError::new(format!(
             "invalid {key} ({n}: out of range, {why})"
         ))),
@@ -358,8 +358,17 @@ pub fn from_config_json(text: &[u8]) -> Result<Architecture, ParseError> {
                 v
             })
         })
-        .or_else(|| hidden.filter(|_| heads > 0).map(|h| h / heads))
-        .ok_or_else(|| ParseError::new("no head_dim and no hidden_size to derive it"))?;
+        .map_or_else(
+            || match hidden {
+                None => Err(ParseError::new("no head_dim and no hidden_size to derive it")),
+                // Both are at least 1 (`Dim`); a hidden size below the head count derives 0.
+                Some(h) if h < heads => Err(ParseError::new(format!(
+                    "invalid hidden_size ({h}: smaller than num_attention_heads {heads}, no head_dim to use instead)"
+                ))),
+                Some(h) => Ok(h / heads),
+            },
+            Ok,
+        )?;
     let rope_dim = get(c, "qk_rope_head_dim")?;
     let mla = get(c, "kv_lora_rank")?.map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let v_head_dim = match get(c, "v_head_dim")? {

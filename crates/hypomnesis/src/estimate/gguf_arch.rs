@@ -65,9 +65,10 @@ fn int(h: &Header, key: &str) -> Result<Option<u64>, ParseError> {
     }
 }
 
-/// "invalid {key} ({value}: expected at most {max} {unit})" when `x` is beyond `dim`'s bound.
+/// "invalid {key} ({value}: expected at most {max} {unit})" when `x` is beyond `dim`'s bound,
+/// "… expected at least 1 {unit}" when below it.
 fn within(key: &str, x: u64, dim: Dim) -> Result<u64, ParseError> {
-    match dim.beyond(x) {
+    match dim.outside(x) {
         Some(why) => Err(invalid(key, &Value::Int(i128::from(x)), &why)),
         None => Ok(x),
     }
@@ -78,14 +79,20 @@ fn dim(h: &Header, key: &str, dim: Dim) -> Result<Option<u64>, ParseError> {
     int(h, key)?.map(|x| within(key, x, dim)).transpose()
 }
 
-/// A number or a per-layer array of numbers (`None` when absent), each within `dim`'s bound.
+/// A number or a per-layer array of numbers (`None` when absent), each at most `dim`'s bound.
+/// An array must have one item per layer, `n` (llama.cpp's `get_key_or_arr`: "key … has
+/// wrong array length; expected {n}, got {len}"). A 0 is taken here (a layer without attention, or without an FFN); whether it is
+/// meaningful is [`check_attention`]'s.
 fn per_layer(h: &Header, key: &str, n: u64, dim: Dim) -> Result<Option<Vec<u64>>, ParseError> {
     let expected = "a non-negative integer or a per-layer array of at most 4096 of them";
     let all = match h.metadata.get(key) {
         None => return Ok(None),
-        Some(v @ Value::Array { items, .. }) => {
+        Some(v @ Value::Array { items, len }) => {
             let all: Option<Vec<u64>> = items.iter().map(Value::as_u64).collect();
             match all {
+                Some(all) if !all.is_empty() && *len != n => {
+                    return Err(not_per_layer(key, v, n));
+                }
                 Some(all) if !all.is_empty() => all,
                 _ => return Err(invalid(key, v, expected)),
             }
@@ -96,17 +103,25 @@ fn per_layer(h: &Header, key: &str, n: u64, dim: Dim) -> Result<Option<Vec<u64>>
         },
     };
     for x in &all {
-        within(key, *x, dim)?;
+        if let Some(why) = dim.beyond(*x) {
+            return Err(invalid(key, &Value::Int(i128::from(*x)), &why));
+        }
     }
     Ok(Some(all))
 }
 
-/// A per-layer pattern of bools (or 0/1), or a period (`None` when absent).
+/// "invalid {key} (an array of {len}: expected one item per layer, {n} layers)".
+fn not_per_layer(key: &str, v: &Value, n: u64) -> ParseError {
+    invalid(key, v, &format!("one item per layer, {n} layers"))
+}
+
+/// A per-layer pattern of bools (or 0/1), or a period (`None` when absent); an array must have
+/// one item per layer, as [`per_layer`]'s.
 fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>, ParseError> {
     let expected = "a period or a per-layer array of bools";
     match h.metadata.get(key) {
         None => Ok(None),
-        Some(v @ Value::Array { items, .. }) => {
+        Some(v @ Value::Array { items, len }) => {
             let all: Option<Vec<bool>> = items
                 .iter()
                 .map(|x| match x {
@@ -115,6 +130,9 @@ fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>
                 })
                 .collect();
             match all {
+                Some(all) if !all.is_empty() && *len != n_layers => {
+                    Err(not_per_layer(key, v, n_layers))
+                }
                 Some(all) if !all.is_empty() => Ok(Some(all)),
                 _ => Err(invalid(key, v, expected)),
             }
@@ -126,8 +144,113 @@ fn swa_pattern(h: &Header, key: &str, n_layers: u64) -> Result<Option<Vec<bool>>
     }
 }
 
+/// The vocabulary from the token embedding's shape (`token_embd.weight`, else
+/// `output.weight`: `{n_embd, n_vocab}`, the shape llama.cpp creates them with), for a file
+/// that states it neither as `{arch}.vocab_size` nor as `tokenizer.ggml.tokens`; `None` when
+/// neither tensor is there or its `ne[1]` is outside [`Dim::Vocab`] (not taken, as a KV head
+/// count from an implausible shape is not).
+fn vocab_from_tensors(h: &Header) -> Option<u64> {
+    ["token_embd.weight", "output.weight"]
+        .iter()
+        .find_map(|name| {
+            h.tensors
+                .iter()
+                .find(|t| t.name == *name)
+                .and_then(|t| t.dims.get(1).copied())
+                .filter(|v| Dim::Vocab.outside(*v).is_none())
+        })
+}
+
+/// Layer `i`'s item of a per-layer list ([`per_layer`]: one item per layer).
 fn at(v: &[u64], i: u64) -> Option<u64> {
-    v.get(usize::try_from(i).ok()?).or(v.first()).copied()
+    v.get(usize::try_from(i).ok()?).copied()
+}
+
+/// Refuses the zeros that would leave a layer with attention without a KV cache (llama.cpp
+/// would refuse such a file's attention tensors, whose shapes the counts decide):
+/// - a layer with KV heads but 0 query heads (`head_count`);
+/// - a layer with attention tensors (`blk.{i}.attn_k.weight`, `attn_qkv.weight`) but 0 KV
+///   heads (`head_count_kv`; `head_count` when that is absent and the heads default to it).
+///   A 0 without those tensors is a layer without attention — llama.cpp's recurrent layers
+///   (`recurrent_layer_arr[i] = n_head_kv(i) == 0`: Jamba, LFM2, Nemotron-H), and a Mamba's
+///   or RWKV's `head_count` 0 — and is taken;
+/// - a head size of 0: no `attention.key_length` and no `embedding_length` to derive it, or an
+///   `embedding_length` smaller than the head count (`key_length` itself is at least 1:
+///   [`Dim::HeadSize`]).
+fn check_attention(
+    h: &Header,
+    arch: &str,
+    layers: &[Layer],
+    heads: &[u64],
+    hidden: Option<u64>,
+) -> Result<(), ParseError> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let shown_key = |k: &str| {
+        let k = key(k);
+        let v = h.metadata.get(&k).cloned().unwrap_or(Value::Int(0));
+        (k, v)
+    };
+    // The attention tensors' names, gathered once (a header may list 2²⁰ tensors).
+    let attn: std::collections::BTreeSet<&str> =
+        if layers.iter().any(|l| matches!(l.kind, LayerKind::None)) {
+            h.tensors
+                .iter()
+                .map(|t| t.name.as_str())
+                .filter(|n| n.ends_with(".attn_k.weight") || n.ends_with(".attn_qkv.weight"))
+                .collect()
+        } else {
+            std::collections::BTreeSet::new()
+        };
+    for (i, l) in (0u64..).zip(layers) {
+        match l.kind {
+            LayerKind::Full | LayerKind::Sliding { .. } => {
+                if at(heads, i) == Some(0) {
+                    let (k, v) = shown_key("attention.head_count");
+                    return Err(invalid(
+                        &k,
+                        &v,
+                        &format!("at least 1 head: layer {i} has {} KV heads", l.kv_heads),
+                    ));
+                }
+                if l.head_dim_k == 0 || l.head_dim_v == 0 {
+                    let top = heads.iter().copied().max().unwrap_or(0);
+                    return Err(match hidden {
+                        Some(n) => invalid(
+                            &key("embedding_length"),
+                            &Value::Int(i128::from(n)),
+                            &format!(
+                                "at least {arch}.attention.head_count {top}, or an attention.key_length"
+                            ),
+                        ),
+                        None => ParseError::new(format!(
+                            "no {arch}.attention.key_length and no {arch}.embedding_length to derive it"
+                        )),
+                    });
+                }
+            }
+            LayerKind::None => {
+                let tensor = ["attn_k", "attn_qkv"]
+                    .iter()
+                    .map(|t| format!("blk.{i}.{t}.weight"))
+                    .find(|name| attn.contains(name.as_str()));
+                if let Some(tensor) = tensor {
+                    let stated = h.metadata.contains_key(&key("attention.head_count_kv"));
+                    let (k, v) = shown_key(if stated {
+                        "attention.head_count_kv"
+                    } else {
+                        "attention.head_count"
+                    });
+                    return Err(invalid(
+                        &k,
+                        &v,
+                        &format!("at least 1 head: layer {i} has attention tensors ({tensor})"),
+                    ));
+                }
+            }
+            LayerKind::Mla { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 /// The architecture from a GGUF header's metadata (pure). `None` when it has no
@@ -191,7 +314,7 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             from_tensors
         }
     };
-    let window_key = dim(h, &key("attention.sliding_window"), Dim::Context)?;
+    let window_key = dim(h, &key("attention.sliding_window"), Dim::Window)?;
     let rule = swa_rule(&arch, n_layers);
     let window = match (window_key, rule) {
         (Some(0), _) => None,
@@ -206,8 +329,8 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
             "{arch}.attention.sliding_window is set, but llama.cpp applies no sliding-window pattern to {arch:?} (phi3 disables it; other architectures do not use it): every layer is treated as full attention"
         ));
     }
-    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::HeadSize)?;
-    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::HeadSize)?
+    let rope_dim = dim(h, &key("rope.dimension_count"), Dim::LatentPart)?;
+    let mla = dim(h, &key("attention.kv_lora_rank"), Dim::LatentPart)?
         .map(|r| r.saturating_add(rope_dim.unwrap_or(0)));
     let layers = (0..n_layers)
         .map(|i| {
@@ -231,7 +354,8 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
                 _ => Layer::new(LayerKind::Full, kv, k_len, v_len),
             }
         })
-        .collect();
+        .collect::<Vec<Layer>>();
+    check_attention(h, &arch, &layers, &heads_arr, hidden)?;
     let mut a = Architecture::new(layers);
     a.name = Some(arch.clone());
     a.hidden_size = hidden;
@@ -245,11 +369,11 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
     a.vocab_size = match dim(h, &key("vocab_size"), Dim::Vocab)? {
         Some(v) => Some(v),
         None => match h.metadata.get("tokenizer.ggml.tokens") {
-            Some(v @ Value::Array { len, .. }) => match Dim::Vocab.beyond(*len) {
+            Some(v @ Value::Array { len, .. }) => match Dim::Vocab.outside(*len) {
                 Some(why) => return Err(invalid("tokenizer.ggml.tokens", v, &why)),
                 None => Some(*len),
             },
-            _ => None,
+            _ => vocab_from_tensors(h),
         },
     };
     a.tied_embeddings = Some(!h.tensors.iter().any(|t| t.name == "output.weight"));
@@ -259,159 +383,4 @@ pub fn from_gguf(h: &Header) -> Result<Option<Architecture>, ParseError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn llama_cpp_swa_patterns() {
-        // set_swa_pattern(n): layer il slides iff il % n < n − 1.
-        let slides = |p, d| (0..8).filter(|il| is_swa(p, d, *il)).collect::<Vec<_>>();
-        assert_eq!(slides(2, false), vec![0, 2, 4, 6]);
-        assert_eq!(slides(4, false), vec![0, 1, 2, 4, 5, 6]);
-        assert_eq!(slides(4, true), vec![1, 2, 3, 5, 6, 7]);
-        assert!(swa_rule("phi3", 32).is_none());
-        assert!(swa_rule("qwen2", 28).is_none());
-        assert!(swa_rule("exaone4", 30).is_none() && swa_rule("exaone4", 64).is_some());
-    }
-
-    fn header(pairs: &[(&str, Value)]) -> Header {
-        let mut h = Header::default();
-        for (k, v) in pairs {
-            h.metadata.insert((*k).to_string(), v.clone());
-        }
-        h
-    }
-
-    #[test]
-    fn absent_is_no_architecture_and_invalid_is_an_error() {
-        let arch = ("general.architecture", Value::String("llama".into()));
-        let heads = ("llama.attention.head_count", Value::Int(4));
-        assert_eq!(from_gguf(&header(&[arch.clone(), heads.clone()])), Ok(None));
-        let err = |pairs: &[(&str, Value)]| from_gguf(&header(pairs)).unwrap_err().message;
-        let blocks = |v| ("llama.block_count", v);
-        for (v, shown) in [
-            (Value::String("2".into()), "\"2\""),
-            (Value::Int(-1), "-1"),
-            (Value::Float(2.0), "2.0"),
-            (Value::Bool(true), "true"),
-        ] {
-            let e = err(&[arch.clone(), heads.clone(), blocks(v)]);
-            assert_eq!(
-                e,
-                format!("invalid llama.block_count ({shown}: expected a non-negative integer)")
-            );
-        }
-        let e = err(&[arch.clone(), heads.clone(), blocks(Value::Int(0))]);
-        assert!(e.contains("(0: expected 1 to 4096 layers)"), "{e}");
-        // A per-layer array whose items were not kept (too long) or are not numbers.
-        let long = Value::Array {
-            len: 5000,
-            items: Vec::new(),
-        };
-        let e = err(&[
-            arch.clone(),
-            blocks(Value::Int(2)),
-            ("llama.attention.head_count", long),
-        ]);
-        assert!(
-            e.starts_with("invalid llama.attention.head_count (an array of 5000"),
-            "{e}"
-        );
-        let floats = Value::Array {
-            len: 2,
-            items: vec![Value::Float(1.5), Value::Int(2)],
-        };
-        let e = err(&[
-            arch.clone(),
-            heads.clone(),
-            blocks(Value::Int(2)),
-            ("llama.attention.head_count_kv", floats),
-        ]);
-        assert!(
-            e.starts_with("invalid llama.attention.head_count_kv"),
-            "{e}"
-        );
-        let e = err(&[("general.architecture", Value::Int(1))]);
-        assert_eq!(e, "invalid general.architecture (1: expected a string)");
-        let e = err(&[
-            arch,
-            heads,
-            blocks(Value::Int(2)),
-            (
-                "llama.attention.sliding_window_pattern",
-                Value::String("x".into()),
-            ),
-        ]);
-        assert!(
-            e.starts_with("invalid llama.attention.sliding_window_pattern"),
-            "{e}"
-        );
-    }
-
-    /// Every dimension the estimators multiply is refused beyond its bound, naming the key and
-    /// the value, as a number or in a per-layer array; at the bound it is accepted.
-    #[test]
-    fn implausible_dimensions_are_refused_by_name() {
-        let base = || {
-            vec![
-                ("general.architecture", Value::String("llama".into())),
-                ("llama.block_count", Value::Int(2)),
-                ("llama.attention.head_count", Value::Int(4)),
-                ("llama.embedding_length", Value::Int(256)),
-            ]
-        };
-        let with = |key: &'static str, v: Value| {
-            let mut pairs = base();
-            pairs.retain(|(k, _)| *k != key);
-            pairs.push((key, v));
-            from_gguf(&header(&pairs))
-        };
-        for (key, max, unit) in [
-            ("llama.vocab_size", 1u64 << 24, "tokens"),
-            ("llama.embedding_length", 1 << 20, "elements"),
-            ("llama.feed_forward_length", 1 << 22, "elements"),
-            ("llama.attention.head_count", 1 << 16, "heads"),
-            ("llama.attention.head_count_kv", 1 << 16, "heads"),
-            ("llama.attention.key_length", 1 << 16, "elements"),
-            ("llama.attention.value_length", 1 << 16, "elements"),
-            ("llama.attention.key_length_swa", 1 << 16, "elements"),
-            ("llama.attention.value_length_swa", 1 << 16, "elements"),
-            ("llama.attention.kv_lora_rank", 1 << 16, "elements"),
-            ("llama.rope.dimension_count", 1 << 16, "elements"),
-            ("llama.context_length", 1 << 32, "tokens"),
-            ("llama.attention.sliding_window", 1 << 32, "tokens"),
-        ] {
-            let ok = with(key, Value::Int(i128::from(max)));
-            assert!(matches!(ok, Ok(Some(_))), "{key} at its bound: {ok:?}");
-            for bad in [max + 1, u64::from(u32::MAX).max(max + 1), u64::MAX] {
-                let e = with(key, Value::Int(i128::from(bad))).unwrap_err().message;
-                assert_eq!(
-                    e,
-                    format!("invalid {key} ({bad}: expected at most {max} {unit})")
-                );
-            }
-        }
-        // One layer of a per-layer array.
-        let arr = Value::Array {
-            len: 2,
-            items: vec![Value::Int(8), Value::Int(i128::from(u64::MAX))],
-        };
-        let e = with("llama.attention.head_count_kv", arr)
-            .unwrap_err()
-            .message;
-        assert_eq!(
-            e,
-            "invalid llama.attention.head_count_kv (18446744073709551615: expected at most 65536 heads)"
-        );
-        // The vocabulary from the token list's length.
-        let tokens = Value::Array {
-            len: u64::MAX,
-            items: Vec::new(),
-        };
-        let e = with("tokenizer.ggml.tokens", tokens).unwrap_err().message;
-        assert_eq!(
-            e,
-            "invalid tokenizer.ggml.tokens (an array of 18446744073709551615: expected at most 16777216 tokens)"
-        );
-    }
-}
+mod tests;

@@ -222,7 +222,7 @@ pub fn judge_with_host(
             )
             .high_bytes
         };
-        let cap = arch.max_context.unwrap_or(1 << 20).max(p.context);
+        let cap = context_cap(arch, &p);
         verdict.max_context = Some(largest(cap, |c| high(c, p.batch) <= b));
         // With -np the slots are the sequences and -c their context: there is no batch knob.
         verdict.max_batch = p
@@ -239,8 +239,19 @@ pub fn judge_with_host(
     verdict
 }
 
-/// vLLM's startup refusals beyond the budget's own: a context beyond the derived length, and
-/// one request's KV not fitting what is left.
+/// The longest context the largest-context search tries: the trained context, or 2²⁰ tokens
+/// without one — never below `p.context` (a runtime that runs beyond the trained context with
+/// a warning), except for vLLM, which refuses a context beyond its derived `max_model_len`
+/// ([`vllm::context_refusal`]): its largest context is at most what it accepts.
+fn context_cap(arch: &super::arch::Architecture, p: &FitParams) -> u64 {
+    match (p.runtime, arch.max_context) {
+        (Runtime::Vllm, Some(derived)) => derived,
+        (_, trained) => trained.unwrap_or(1 << 20).max(p.context),
+    }
+}
+
+/// vLLM's startup refusals beyond the budget's own: a context beyond the derived length (no
+/// batch starts at it: the largest batch is 0), and one request's KV not fitting what is left.
 fn vllm_refusals(v: &mut Verdict, arch: &super::arch::Architecture, p: &FitParams, est: &Estimate) {
     if v.refusal.is_some() {
         return;
@@ -249,6 +260,9 @@ fn vllm_refusals(v: &mut Verdict, arch: &super::arch::Architecture, p: &FitParam
         v.refusal = Some(r.clone());
         v.notes.push(r);
         v.fit = Fit::DoesNotFit;
+        if v.max_batch.is_some() {
+            v.max_batch = Some(0);
+        }
         return;
     }
     if v.device_fit == Fit::Fits {
@@ -373,6 +387,18 @@ mod tests {
             v.refusal
                 .unwrap()
                 .contains("greater than the derived max_model_len 131072")
+        );
+        // QA (defect 3): the largest context was the refused one, 140000 > 131072.
+        assert_eq!(v.max_context, Some(131_072), "what vLLM accepts");
+        assert_eq!(v.max_batch, Some(0), "no batch starts at a refused context");
+        let p = FitParams::new(140_000, 1, KvDtype::BF16, Runtime::Vllm);
+        let v = judge(&m, p, &Budget::given(80 << 30));
+        assert_eq!((v.fit, v.max_context), (Fit::DoesNotFit, Some(131_072)));
+        // Other runtimes run beyond the trained context (with a warning): never capped below it.
+        let g = FitParams::new(262_144, 1, KvDtype::BF16, Runtime::Generic);
+        assert_eq!(
+            judge(&m, g, &Budget::given(1 << 50)).max_context,
+            Some(262_144)
         );
     }
 

@@ -180,6 +180,12 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
         p.kv_dtype.as_str()
     );
     let comp = compute(arch, p, fa.on);
+    if arch.vocab_size.is_none() {
+        warnings.push(
+            "the model states no vocabulary size (GGUF: no vocab_size, tokenizer.ggml.tokens or token_embd tensor; config.json: no vocab_size): the output buffer is unknown and the compute buffer's logits are not counted"
+                .to_string(),
+        );
+    }
     if arch.intermediate_size.is_none() {
         warnings.push(
             "no feed-forward width (intermediate_size / feed_forward_length): the compute buffer's FFN phase is not counted"
@@ -296,7 +302,7 @@ pub fn components(model: &ModelSpec, p: &FitParams) -> (Vec<Component>, Vec<Stri
             Some(band_high(host)),
             note,
         ));
-        c.push(output_line(k, p, true));
+        c.push(output_line(k, p, true, arch.vocab_size));
     }
     if !off.full()
         && p.gpu_layers.is_some()
@@ -351,8 +357,13 @@ fn compute_note(c: &Compute, block_copy: u64, out_copy: u64) -> String {
 }
 
 /// The output buffer: logits for each slot at creation; the C API and `common` tools grow it
-/// to `n_batch` rows when a batch asks for every token's logits.
-fn output_line(k: &Compute, p: &FitParams, host: bool) -> Component {
+/// to `n_batch` rows when a batch asks for every token's logits. Unknown without a vocabulary
+/// size (`n_vocab` rows of logits), never 0 bytes.
+fn output_line(k: &Compute, p: &FitParams, host: bool, vocab: Option<u64>) -> Component {
+    let f = if host { host_line } else { line };
+    if vocab.is_none() {
+        return f("output_buffer", None, None, NO_VOCAB.to_string());
+    }
     let note = if k.output_grown > k.output {
         format!(
             "logits, n_vocab × slots × 4 B at creation; n_vocab × n_batch × 4 B once a batch asks for every token's logits ({}: logits_all, perplexity)",
@@ -361,9 +372,11 @@ fn output_line(k: &Compute, p: &FitParams, host: bool) -> Component {
     } else {
         "logits, n_vocab × slots × 4 B".to_string()
     };
-    let f = if host { host_line } else { line };
     f("output_buffer", Some(k.output), Some(k.output_grown), note)
 }
+
+/// The output buffer's note when the vocabulary size is unknown.
+const NO_VOCAB: &str = "unknown: the model states no vocabulary size (n_vocab rows of logits)";
 
 fn overhead(p: &FitParams) -> Component {
     if p.cpu_only {
@@ -433,7 +446,12 @@ fn cpu_components(
                     k.tokens, k.outputs, k.peak
                 ),
             ));
-            c.push(output_line(k, p, false));
+            c.push(output_line(
+                k,
+                p,
+                false,
+                model.arch.as_ref().and_then(|a| a.vocab_size),
+            ));
         }
         None => c.push(line(
             "activations",

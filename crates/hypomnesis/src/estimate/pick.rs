@@ -255,7 +255,9 @@ pub fn rank(
 /// `fits` verdict.
 ///
 /// # Errors
-/// The model's plan has no verdict on `d` ([`JudgeError::NoAnswer`], [`JudgeError::NoVerdict`]).
+/// The model's plan has no verdict on `d` ([`JudgeError::NoAnswer`], [`JudgeError::NoVerdict`]),
+/// or its verdict is "incomplete" ([`JudgeError::Incomplete`]: what is known fits, so the
+/// reason is the unknown component, not free memory).
 pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result<bool, JudgeError> {
     match need {
         Need::Bytes(b) => Ok(allocatable_free(d, host_available).is_ok_and(|f| f >= *b)),
@@ -275,6 +277,13 @@ pub fn judge(need: &Need<'_>, d: &Device, host_available: Option<u64>) -> Result
                 host_available,
             );
             match (p.fit, p.error) {
+                (Some(Fit::Incomplete), _) => Err(JudgeError::Incomplete {
+                    unknown: estimate
+                        .unknown_components
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                }),
                 (Some(f), _) => Ok(f == Fit::Fits),
                 (None, Some(e)) => Err(JudgeError::NoAnswer(e)),
                 (None, None) => Err(JudgeError::NoVerdict),

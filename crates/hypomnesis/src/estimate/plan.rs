@@ -344,7 +344,9 @@ impl Plan {
 /// [`NoAnswer::HostUnknown`]).
 ///
 /// Per target:
-/// - [`Target::Given`], [`Target::Cpu`]: one answer, against the given budget or the host.
+/// - [`Target::Given`], [`Target::Cpu`]: one answer, against the given budget or the host. A
+///   given budget is one GPU: at vLLM tensor parallel N > 1 it is [`NoAnswer::TooFewDevices`]
+///   (found 1), as [`Target::GivenEach`] with fewer than N figures is.
 /// - [`Target::Devices`] with `every`, llama.cpp and several devices: the layers split by
 ///   `--tensor-split` or free memory ([`estimate_split_by`]), each device's share judged
 ///   against its own budget; by free memory, when a device's free memory is unknown, no share
@@ -362,6 +364,16 @@ pub fn plan(
     let verdict = |budget: &Budget, host: Option<&Budget>| judged(model, est, budget, host);
     let needs_host = est.host_high_bytes.is_some();
     let util = params.map(|p| p.utilization()).unwrap_or_default();
+    // One given budget is one GPU (`--free 24GiB` for a 24 GB card): vLLM tensor parallel N > 1
+    // is planned over it as over N given figures, and has too few GPUs.
+    let one;
+    let target = match target {
+        Target::Given(free) if params.is_some_and(|p| p.tensor_parallel > 1) => {
+            one = [free];
+            Target::GivenEach(&one)
+        }
+        t => t,
+    };
     let mut o = match target {
         Target::Given(free) => {
             let mut o = Plan::new(Placement::Given);

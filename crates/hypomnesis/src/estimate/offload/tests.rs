@@ -47,3 +47,28 @@ fn tensor_split_overrides_free_memory_unless_all_zero() {
     assert_eq!(split_units_for(&off, &ts("1"), &[10, 30]), vec![0, 0, 0, 0]);
     assert_eq!(split_units_for(&off, &p, &[10, 30]), vec![0, 1, 1, 1]);
 }
+
+/// QA (defect 8): a model that states no vocabulary size had an output buffer of 0 B and a
+/// complete estimate; it is unknown (the estimate incomplete), on a GPU and CPU only.
+#[test]
+fn an_unknown_vocabulary_leaves_the_output_buffer_unknown() {
+    use crate::estimate::fit::estimate;
+    use crate::estimate::params::FitParams;
+    use crate::estimate::runtime::{KvDtype, LlamaApi, Runtime};
+    use crate::estimate::test_models::llama_8b;
+    let mut m = llama_8b();
+    let p = FitParams::new(4096, 1, KvDtype::F16, Runtime::LlamaCpp).llama_api(LlamaApi::Library);
+    let known = estimate(&m, p);
+    assert!(known.is_complete());
+    if let Some(a) = m.arch.as_mut() {
+        a.vocab_size = None;
+    }
+    for p in [p, p.cpu_only(true)] {
+        let e = estimate(&m, p);
+        let out = e.components.iter().find(|c| c.name == "output_buffer");
+        assert_eq!(out.map(|c| (c.low_bytes, c.high_bytes)), Some((None, None)));
+        assert_eq!(e.unknown_components, ["output_buffer"]);
+        assert!(!e.is_complete());
+        assert!(e.warnings.iter().any(|w| w.contains("no vocabulary size")));
+    }
+}

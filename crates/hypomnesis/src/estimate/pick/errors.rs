@@ -22,6 +22,14 @@ pub enum JudgeError {
     /// The plan gave neither a verdict nor a reason.
     #[error("no verdict")]
     NoVerdict,
+    /// The model's estimate is incomplete — a component is unknown (the KV cache without an
+    /// architecture) — and what is known fits: `hmn fits`'s "incomplete", not a fit, and not
+    /// for want of free memory.
+    #[error("the estimate is incomplete (no {}): what is known fits", unknown.join(", "))]
+    Incomplete {
+        /// The unknown components (`kv_cache`, `output_buffer`).
+        unknown: Vec<String>,
+    },
 }
 
 /// Why a model could not be made a need ([`ModelNeed`](super::ModelNeed)).

@@ -221,3 +221,33 @@ fn a_refused_or_unjudged_device_says_why_as_a_value_and_in_words() {
         "CPU-only estimate: the host's available RAM (MemAvailable) cannot be read"
     );
 }
+
+/// QA (defect 9): `hmn pick --need` a model with no architecture (an incomplete estimate) said
+/// "not enough free memory" for a GPU with 78.6 GiB free against a 1.1 GiB need; it says the
+/// estimate is incomplete and what is missing, as `hmn fits` answers "incomplete" there.
+#[test]
+fn an_incomplete_estimate_is_the_reason_not_free_memory() {
+    use crate::estimate::fit::{FitParams, ModelSpec, estimate};
+    use crate::estimate::runtime::Runtime;
+    let spec = ModelSpec::new(GIB, None);
+    let params = FitParams::defaults(Runtime::Generic, None);
+    let est = estimate(&spec, params);
+    let need = Need::Model {
+        spec: &spec,
+        params: &params,
+        estimate: &est,
+    };
+    let e = judge(&need, &gpu(1, Some(78 * GIB), None), None).unwrap_err();
+    assert_eq!(
+        e,
+        JudgeError::Incomplete {
+            unknown: vec!["kv_cache".to_string()]
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "the estimate is incomplete (no kv_cache): what is known fits"
+    );
+    // Too little free memory even for what is known: that is the reason.
+    assert_eq!(judge(&need, &gpu(1, Some(GIB / 2), None), None), Ok(false));
+}

@@ -277,6 +277,31 @@ fn tensor_parallel_judges_each_rank_on_the_first_n_devices() {
     assert_eq!((p.fit, p.fits.len()), (None, 0));
 }
 
+/// QA (defect 4): one given budget at tensor parallel 4 said "fits" with no devices used;
+/// one `--free` figure is one GPU, so it is too few, as two figures are.
+#[test]
+fn one_given_budget_is_one_gpu_for_tensor_parallel() {
+    let spec = llama_8b();
+    let p_ = FitParams::defaults(Runtime::Vllm, spec.arch.as_ref()).tensor_parallel(4);
+    let est = crate::estimate::fit::estimate(&spec, p_);
+    let too_few = |found| NoAnswer::TooFewDevices { needed: 4, found };
+    let p = plan(Target::Given(40 * GIB), Some((&spec, p_)), &est, None);
+    assert_eq!((p.fit, p.error.clone()), (None, Some(too_few(1))));
+    assert!(p.devices_used().is_empty());
+    let two = [40 * GIB; 2];
+    let p = plan(Target::GivenEach(&two), Some((&spec, p_)), &est, None);
+    assert_eq!((p.fit, p.error), (None, Some(too_few(2))));
+    let four = [40 * GIB; 4];
+    let p = plan(Target::GivenEach(&four), Some((&spec, p_)), &est, None);
+    assert_eq!(p.fit, Some(Fit::Fits));
+    assert_eq!(p.devices_used(), vec![0, 1, 2, 3]);
+    // At tensor parallel 1 a given budget is judged as it is.
+    let p1 = FitParams::defaults(Runtime::Vllm, spec.arch.as_ref());
+    let est1 = crate::estimate::fit::estimate(&spec, p1);
+    let p = plan(Target::Given(80 * GIB), Some((&spec, p1)), &est1, None);
+    assert_eq!((p.placement, p.fit), (Placement::Given, Some(Fit::Fits)));
+}
+
 #[test]
 fn a_host_part_without_memavailable_is_noted_first() {
     let spec = llama_8b();
