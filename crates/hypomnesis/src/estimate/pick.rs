@@ -25,10 +25,9 @@ use crate::probe::Probe;
 use crate::probe::select::Selected;
 use crate::system::lease::{LeaseError, LockDir, Reservation};
 use crate::types::{ComputeMode, Device, Vendor};
-use claim::{boot_id, live, now_ms, own_uid};
+pub use claim::release;
+use claim::{LOCK_WAIT, boot_id, live, now_ms, own_uid};
 
-/// How long a claim waits for another pick's lock (held for milliseconds).
-const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// How often `--wait` retries (± 20 %, so parallel waiters do not retry together).
 pub const RETRY: Duration = Duration::from_secs(2);
 
@@ -482,17 +481,6 @@ fn uncoordinated(c: &Candidate, e: &LeaseError) -> String {
         "GPU {}: picked without coordination (another pick may choose it too): its lock: {e}",
         c.device.index
     )
-}
-
-/// Removes our reservations (the command allocated, or ended).
-pub fn release(locks: &LockDir, reservations: &[(String, u64)]) {
-    for (selector, token) in reservations {
-        if let Ok(mut l) = locks.lock(selector, LOCK_WAIT) {
-            let kept: Vec<Reservation> =
-                l.read().into_iter().filter(|r| r.token != *token).collect();
-            let _ = l.write(&kept);
-        }
-    }
 }
 
 /// [`pick`] again every [`RETRY`] (± 20 %) until it succeeds, `wait` has passed (`None`: try

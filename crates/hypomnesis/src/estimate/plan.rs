@@ -29,6 +29,7 @@ use crate::types::{Device, DeviceMemory, Source, Vendor};
 use serde::Serialize;
 
 pub mod devices;
+use devices::best_device_note;
 pub use devices::{Asked, Judged, judged_as, judged_devices, judged_on_cpu};
 
 /// What the estimate is judged against.
@@ -578,19 +579,6 @@ fn split_layers(
             f
         })
         .collect()
-}
-
-/// What a best-device plan does not model, per runtime.
-fn best_device_note(model: bool, runtime: Runtime) -> Option<String> {
-    match (model, runtime) {
-        (true, Runtime::Generic) => Some(
-            "generic: the model on one device, the one with the most headroom (transformers' device_map split is not modelled)".to_string(),
-        ),
-        (true, Runtime::Vllm) => Some(
-            "vLLM at tensor parallel 1 runs on the first visible GPU: the verdict is for the one with the most headroom (choose it with CUDA_VISIBLE_DEVICES)".to_string(),
-        ),
-        _ => None,
-    }
 }
 
 /// The chosen answer among `fits`: of those with a verdict, the best [`Fit`] (fits before

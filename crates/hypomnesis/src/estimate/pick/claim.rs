@@ -1,8 +1,24 @@
 //! What a claim needs around its reservations ([`crate::lease::Reservation`]): the time, this
-//! boot's id, the reservations still live, and who makes one.
+//! boot's id, the reservations still live, who makes one, the lock's wait, and their release.
 
-use crate::system::lease::Reservation;
+use std::time::Duration;
+
+use crate::system::lease::{LockDir, Reservation};
 use crate::system::roots::Roots;
+
+/// How long a claim waits for another pick's lock (held for milliseconds).
+pub(super) const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Removes our reservations (the command allocated, or ended).
+pub fn release(locks: &LockDir, reservations: &[(String, u64)]) {
+    for (selector, token) in reservations {
+        if let Ok(mut l) = locks.lock(selector, LOCK_WAIT) {
+            let kept: Vec<Reservation> =
+                l.read().into_iter().filter(|r| r.token != *token).collect();
+            let _ = l.write(&kept);
+        }
+    }
+}
 
 /// Milliseconds since the Unix epoch.
 pub(super) fn now_ms() -> u64 {

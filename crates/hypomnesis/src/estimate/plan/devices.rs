@@ -6,9 +6,11 @@
 //! |---|---|
 //! | a GPU in MIG mode stands as its MIG devices, each judged against its own GPU instance's memory (a CUDA process runs inside one); with no MIG device it is not judged, and a warning says so | [`judged_as`], [`judged_devices`] (`hmn fits --device all`, `hmn pick`) |
 //! | the CPU: when asked, or with no GPU at all for a model (not a size), unless a device was named | [`judged_on_cpu`] |
+//! | what a best-device plan does not model, per runtime (its note) | `best_device_note` |
 //!
 //! Nothing here reads a device: the caller passes what the probe found.
 
+use crate::estimate::runtime::Runtime;
 use crate::types::{Device, Warning};
 
 /// One device a plan over every device judges ([`judged_as`]).
@@ -88,6 +90,19 @@ pub fn judged_on_cpu(asked: Asked, no_gpu: bool, model: bool) -> bool {
         Asked::Cpu => true,
         Asked::Named => false,
         Asked::Default | Asked::Every => no_gpu && model,
+    }
+}
+
+/// What a best-device plan does not model, per runtime.
+pub(super) fn best_device_note(model: bool, runtime: Runtime) -> Option<String> {
+    match (model, runtime) {
+        (true, Runtime::Generic) => Some(
+            "generic: the model on one device, the one with the most headroom (transformers' device_map split is not modelled)".to_string(),
+        ),
+        (true, Runtime::Vllm) => Some(
+            "vLLM at tensor parallel 1 runs on the first visible GPU: the verdict is for the one with the most headroom (choose it with CUDA_VISIBLE_DEVICES)".to_string(),
+        ),
+        _ => None,
     }
 }
 
