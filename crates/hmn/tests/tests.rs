@@ -45,6 +45,7 @@ mod top;
 mod top_ends;
 mod top_wakeups;
 mod unified;
+mod unified_intel;
 mod usage_escapes;
 mod watch;
 
