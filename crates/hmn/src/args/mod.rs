@@ -18,7 +18,9 @@ pub use fits::{DeviceSel, FitsArgs};
 use fits::{parse_device_sel, parse_runtime};
 // The value parsers every subcommand's options share, and their error.
 mod values;
-pub use values::{ArgError, GpuArg, env_millis, parse_size};
+#[cfg(feature = "serve")]
+pub use values::env_millis;
+pub use values::{ArgError, GpuArg, parse_size};
 #[cfg(test)]
 use values::{parse_duration, parse_pattern, parse_selector};
 

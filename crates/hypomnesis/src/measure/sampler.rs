@@ -9,7 +9,7 @@
 //! - host RSS of each member (`/proc/<pid>/stat`, one small read per member per tick; new
 //!   processes on the machine cost one `stat` read when they first appear);
 //! - the members' device memory per device, and each device's device-wide use, telemetry and
-//!   memory no listed process accounts for ([`Unattributed`]), through the [`Probe`] (NVML
+//!   memory no listed process accounts for ([`Unattributed`](crate::types::Unattributed)), through the [`Probe`] (NVML
 //!   stays loaded; the DRM fd index is reused between ticks);
 //! - peak RSS (`VmHWM`) of the members about once a second, as a floor for the peak.
 //!

@@ -68,7 +68,7 @@ impl ProcessSample {
 pub struct DeviceSample {
     /// Device index.
     pub index: u32,
-    /// Device memory used by the target's processes: their [`VramSum`]'s known bytes (an MPS
+    /// Device memory used by the target's processes: their [`VramSum`](crate::types::VramSum)'s known bytes (an MPS
     /// server counted once); `None` when the device's process list could not be read, or when
     /// the target has rows on it and none has a figure — unknown, not 0.
     pub tree_vram_bytes: Option<u64>,
