@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use hypomnesis::select::Selected;
 use hypomnesis::{
-    Device, Error, Field, GpuProcess, PoolKind, Probe, ProcessList, Unattributed, VramSum, Warning,
+    BackendProblem, Device, Error, Field, GpuProcess, PoolKind, Probe, ProcessList, Unattributed,
+    VramSum, Warning,
 };
 use serde::Serialize;
 
@@ -26,6 +27,10 @@ struct PsJson<'a> {
     warnings: &'a [Warning],
     /// Per device: used memory no listed process accounts for (additive).
     unattributed: &'a [Unattributed],
+    /// Each backend that failed with no fallback in its place (additive; absent when none):
+    /// GPU processes may exist that this listing cannot show, and the exit status is 2.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_backends: &'a [BackendProblem],
 }
 
 pub fn run(
@@ -67,6 +72,11 @@ pub fn run(
         .map(|d| list.unattributed_on(d))
         .collect();
 
+    // The library's verdict (`ProcessList::completeness`): a backend that is here but broken
+    // (an NVML that cannot start or count) may hide GPU processes — exit 2, as upstream,
+    // whatever was listed from other backends; so does a listing where no device could be
+    // queried.
+    let complete = list.completeness((!wanted.is_empty()).then_some(wanted.as_slice()));
     if g.json {
         let owned: Vec<GpuProcess> = rows.iter().map(|r| (*r).clone()).collect();
         output::json_line(
@@ -78,29 +88,31 @@ pub fn run(
                 failed_devices: &list.failed_devices,
                 warnings: &list.warnings,
                 unattributed: &unattributed,
+                failed_backends: &complete.failed_backends,
             },
         )?;
     } else if args.csv {
         write_csv(out, &rows)?;
         output::warnings(&list.warnings)?;
     } else {
-        out.write_all(table(&rows, args.util, &list).as_bytes())?;
+        // Nothing could be read: no table to show (its header alone would read as "none").
+        if !complete.nothing_read {
+            out.write_all(table(&rows, args.util, &list).as_bytes())?;
+        }
         output::warnings(&list.warnings)?;
     }
     // The totals line goes out after stdout is complete, so `2>&1` keeps them in order.
     out.flush()?;
-    output::note(&totals_line(&rows, list.hidden_processes, &list.devices))?;
+    // No count when nothing could be read: "0 GPU processes found" would be a guess.
+    if !complete.nothing_read {
+        output::note(&totals_line(&rows, list.hidden_processes, &list.devices))?;
+    }
     if let Some(line) = crate::health::unattributed_line(&unattributed) {
         output::note(&format!("ps: {line}"))?;
     }
     if let Some(note) = who::namespace_note(&rows) {
         output::note(&format!("ps: {note}"))?;
     }
-    // The library's verdict (`ProcessList::completeness`): a backend that is here but broken
-    // (an NVML that cannot start or count) may hide GPU processes — exit 2, as upstream,
-    // whatever was listed from other backends; so does a listing where no device could be
-    // queried.
-    let complete = list.completeness((!wanted.is_empty()).then_some(wanted.as_slice()));
     for failed in &complete.failed_backends {
         output::note(&format!("ps failed to count devices: {failed}"))?;
     }

@@ -55,6 +55,16 @@ fn an_nvml_that_cannot_start_exits_2_naming_the_reason() {
             "{args:?}: {err}"
         );
         assert!(has_line(&err, ALL_FAILED), "{args:?}: {err}");
+        // No count and no table where nothing could be read; the JSON says why (QA: it read
+        // as "no GPU processes", only the exit status differed).
+        assert!(!err.contains("GPU processes found"), "{args:?}: {err}");
+        if args.contains(&"--json") {
+            let v = json(&o);
+            assert_eq!(v["failed_backends"][0]["backend"], "NVML", "{v}");
+            assert_eq!(v["failed_backends"][0]["cause"], "version-mismatch", "{v}");
+        } else {
+            assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+        }
     }
 }
 
