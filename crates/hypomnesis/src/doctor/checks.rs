@@ -126,17 +126,25 @@ pub(super) fn nvidia_smi(f: &Facts) -> Check {
             "nvidia-smi",
             format!("{} (the fallback when NVML fails)", p.display()),
         ),
-        Err(why) if nvml_ok || f.nvidia_pci_devices == 0 => Check::ok(
-            "nvidia-smi",
-            format!(
-                "nvidia-smi {why} (not needed: {})",
-                if nvml_ok {
-                    "NVML answers"
-                } else {
-                    "no NVIDIA GPU"
-                }
-            ),
-        ),
+        // Not needed where NVML answers, or where there is no NVIDIA GPU: no library and none
+        // on the PCI bus. An NVML that is here but broken says a GPU is (a VM or a container
+        // may show no PCI device): then the fallback is needed.
+        Err(why)
+            if nvml_ok
+                || (f.nvidia_pci_devices == 0 && matches!(f.nvml.state, NvmlState::Absent(_))) =>
+        {
+            Check::ok(
+                "nvidia-smi",
+                format!(
+                    "nvidia-smi {why} (not needed: {})",
+                    if nvml_ok {
+                        "NVML answers"
+                    } else {
+                        "no NVIDIA GPU"
+                    }
+                ),
+            )
+        }
         Err(why) => Check::warn(
             "nvidia-smi",
             format!("nvidia-smi {why}, and NVML cannot answer: nothing reads the NVIDIA GPUs"),
@@ -232,7 +240,8 @@ fn device_nodes(f: &Facts) -> Check {
     };
     let (nvidia, dri): (Vec<&DevNode>, Vec<&DevNode>) = f.dev_nodes.iter().partition(is_nvidia);
     if f.dev_nodes.is_empty() {
-        if f.nvidia_pci_devices > 0 || !f.drm.is_empty() {
+        // A GPU is here when the PCI bus, DRM or a working NVML says so.
+        if f.nvidia_pci_devices > 0 || !f.drm.is_empty() || !f.nvml.devices.is_empty() {
             return Check::warn(
                 "device-nodes",
                 format!(

@@ -188,6 +188,16 @@ fn nvidia_smi_verdicts() {
     assert_eq!(one(&f, "nvidia-smi").status, Status::Warn);
     f.nvidia_smi = Ok(PathBuf::from("/usr/bin/nvidia-smi"));
     assert_eq!(one(&f, "nvidia-smi").status, Status::Ok);
+    // NVML here but broken, no NVIDIA device on the PCI bus (a VM, a container): a GPU is
+    // likely, so the missing fallback matters (QA: "not needed: no NVIDIA GPU").
+    let mut f = facts();
+    f.nvml.state = NvmlState::Failed {
+        code: Some(999),
+        reason: "unknown error".into(),
+    };
+    let c = one(&f, "nvidia-smi");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.saw.contains("NVML cannot answer"), "{}", c.saw);
 }
 
 #[test]
@@ -254,6 +264,10 @@ fn device_node_access_and_groups() {
         Status::Ok,
         "no nodes, no GPU"
     );
+    // NVML lists a device, and no node is here: not "no GPU" (QA).
+    let mut g = facts();
+    g.nvml = loaded(vec![NvmlDeviceFacts::new(0, Ok(false), Ok(true))]);
+    assert_eq!(one(&g, "device-nodes").status, Status::Warn);
     f.drm = vec![DrmFacts::new("amdgpu", "0000:03:00.0", false)];
     let c = one(&f, "device-nodes");
     assert_eq!(c.status, Status::Warn, "a GPU without nodes: not passed in");
