@@ -217,6 +217,22 @@ fn a_command_that_exits_at_once_is_measured_not_hmns_helper() {
         let o = bed.run(&["run", "--no-cgroup", "--", "true"]);
         assert!(!stderr(&o).contains(" 0 B"), "{}", stderr(&o));
     }
+    // Nor its device memory: no sample found it running, so its VRAM is no 0 B either (QA).
+    let gpu = Bed::with_nvml(&hmn_testbed::FakeNvml::h100s(1)).real_proc();
+    for _ in 0..3 {
+        let o = gpu.run(&["run", "--json", "--no-cgroup", "--", "true"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let d = &v["devices"][0];
+        if v["peak_rss_sum_bytes"].is_null() {
+            assert!(d["peak_vram_bytes"].is_null(), "{v}");
+            assert!(d["sampled_peak_vram_bytes"].is_null(), "{v}");
+            assert_eq!(
+                d["vram_unknown_detail"], "no sample found the command running",
+                "{v}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -190,12 +190,18 @@ impl RunReport {
                 "  peak VRAM     GPU {}: {peak} by the command{dev}\n",
                 d.index,
             ));
-            if let Some(why) = &d.vram_unknown_detail {
-                t.push_str(&format!(
+            match d.vram_unknown_detail.as_deref() {
+                Some(hypomnesis::peaks::NEVER_SAMPLED) => t.push_str(&format!(
+                    "                GPU {}: {}\n",
+                    d.index,
+                    hypomnesis::peaks::NEVER_SAMPLED
+                )),
+                Some(why) => t.push_str(&format!(
                     "                GPU {}: not every figure could be read: {}\n",
                     d.index,
                     sanitize(why)
-                ));
+                )),
+                None => {}
             }
             if let Some(kind) = d.pool {
                 t.push_str(&format!(

@@ -372,6 +372,9 @@ pub fn peak_ram(
     }
 }
 
+/// Why a device's sampled peak is unknown when no sample found the tree running.
+pub const NEVER_SAMPLED: &str = "no sample found the command running";
+
 /// Per device the sampler saw the tree's device memory on (every device it sampled), in index
 /// order: the highest sampled sum, floored by the largest single-process peak in the driver's
 /// records ([`SamplerReport::max_process_peak_vram_bytes`], present only where
@@ -390,7 +393,14 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
             let unknown = report.vram_unknown.get(&index);
             // A lower bound of 0 says nothing: unknown.
             let informative = |b: &u64| *b > 0 || unknown.is_none();
-            let sampled = report.peak_vram_bytes.get(&index).copied();
+            // No sample found the tree alive: its sampled sum (0 of no process) is no
+            // measurement — unknown, as the RAM sum is; the driver's records may still know.
+            let measured = report.measured_samples > 0;
+            let sampled = report
+                .peak_vram_bytes
+                .get(&index)
+                .copied()
+                .filter(|_| measured);
             let largest = report.max_process_peak_vram_bytes.get(&index).copied();
             let (state, mut detail) = accounting_state(report, index);
             if state == AccountingState::Enabled && largest.is_none() {
@@ -402,12 +412,14 @@ pub fn device_peaks(report: &SamplerReport) -> Vec<DevicePeak> {
                 sampled_peak_vram_bytes: sampled.filter(informative),
                 // The driver's record of a process is its whole peak, but not the tree's sum.
                 peak_vram_is_lower_bound: unknown.is_some(),
-                vram_unknown_detail: unknown.map(|u| {
-                    format!(
+                vram_unknown_detail: match unknown {
+                    Some(u) => Some(format!(
                         "{} (in {} of {} samples)",
                         u.detail, u.samples, report.samples
-                    )
-                }),
+                    )),
+                    None if !measured => Some(NEVER_SAMPLED.to_string()),
+                    None => None,
+                },
                 largest_process_peak_vram_bytes: largest,
                 vram_accounting: state,
                 vram_accounting_detail: detail,

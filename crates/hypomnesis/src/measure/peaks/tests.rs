@@ -301,6 +301,29 @@ fn accounting_states() {
     );
 }
 
+/// A command no sample found running: its sampled VRAM (0 of no process) is unknown, as its
+/// RAM sum is, with the reason — not a firm 0 B (QA); the driver's record still counts.
+#[test]
+fn a_tree_never_sampled_running_has_no_sampled_vram_peak() {
+    let mut r = SamplerReport {
+        samples: 2,
+        measured_samples: 0,
+        ..SamplerReport::default()
+    };
+    r.peak_vram_bytes.insert(0, 0);
+    r.peak_vram_bytes.insert(1, 0);
+    r.max_process_peak_vram_bytes.insert(1, 5 * MIB);
+    let d = device_peaks(&r);
+    assert_eq!(
+        (d[0].peak_vram_bytes, d[0].sampled_peak_vram_bytes),
+        (None, None)
+    );
+    assert_eq!(d[0].vram_unknown_detail.as_deref(), Some(NEVER_SAMPLED));
+    assert!(!d[0].peak_vram_is_lower_bound);
+    assert_eq!(d[1].peak_vram_bytes, Some(5 * MIB), "the driver's record");
+    assert_eq!(d[1].sampled_peak_vram_bytes, None);
+}
+
 #[test]
 fn tree_peaks_apply_every_rule() {
     let mut r = rss_only();
