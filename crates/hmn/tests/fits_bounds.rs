@@ -353,14 +353,7 @@ fn implausible_model_dimensions_are_refused_by_name() {
             "{runtime}: {err}"
         );
     }
-    let base = || {
-        GgufWriter::new()
-            .str("general.architecture", "llama")
-            .u32("llama.block_count", 2)
-            .u32("llama.attention.head_count", 4)
-            .u32("llama.embedding_length", 256)
-            .tensor("token_embd.weight", &[256, 32], ggml::F16)
-    };
+    let base = tiny_llama;
     let max = u64::MAX.to_le_bytes();
     each_gguf_refused(
         &bed,
@@ -553,4 +546,15 @@ fn control_sequences_in_model_files_never_reach_the_terminal() {
     b.extend(0u64.to_le_bytes());
     std::fs::write(&path, b).unwrap();
     refused(&bed, &path, "tensor.gguf");
+}
+
+/// A two-layer llama GGUF header of the smallest real shape (4 heads, 256 wide, a 32-token
+/// embedding), for tests that add the one key or tensor they are about.
+pub(crate) fn tiny_llama() -> GgufWriter {
+    GgufWriter::new()
+        .str("general.architecture", "llama")
+        .u32("llama.block_count", 2)
+        .u32("llama.attention.head_count", 4)
+        .u32("llama.embedding_length", 256)
+        .tensor("token_embd.weight", &[256, 32], ggml::F16)
 }

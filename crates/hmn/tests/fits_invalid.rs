@@ -6,7 +6,7 @@
 
 use hmn_testbed::{GgufWriter, ggml};
 
-use crate::fits_bounds::{each_gguf_refused, model_with_config, refused};
+use crate::fits_bounds::{each_gguf_refused, model_with_config, refused, tiny_llama};
 use crate::util::Bed;
 
 /// QA (defect 6): a 0 that leaves an attention layer without a KV cache was taken — KV 0 B and
@@ -33,15 +33,7 @@ fn zero_model_dimensions_are_refused_by_name() {
         let err = refused(&bed, &dir, "config.json");
         assert!(err.contains(want), "{err}");
     }
-    let base = || {
-        GgufWriter::new()
-            .str("general.architecture", "llama")
-            .u32("llama.block_count", 2)
-            .u32("llama.attention.head_count", 4)
-            .u32("llama.embedding_length", 256)
-            .tensor("token_embd.weight", &[256, 32], ggml::F16)
-            .tensor("blk.0.attn_k.weight", &[256, 128], ggml::F16)
-    };
+    let base = || tiny_llama().tensor("blk.0.attn_k.weight", &[256, 128], ggml::F16);
     each_gguf_refused(
         &bed,
         "zero",

@@ -88,8 +88,8 @@ fn tensor_parallel_needs_one_free_figure_per_gpu() {
     let bed = Bed::new();
     let model = llama_8b(bed.dir.path());
     let m = model.to_str().unwrap();
-    for (free, given) in [("40GiB", 1), ("40GiB,40GiB", 2)] {
-        let o = bed.run(&[
+    let tp4 = |free: &str, json: bool| {
+        let mut args = vec![
             "fits",
             m,
             "--runtime",
@@ -98,7 +98,14 @@ fn tensor_parallel_needs_one_free_figure_per_gpu() {
             "4",
             "--free",
             free,
-        ]);
+        ];
+        if json {
+            args.push("--json");
+        }
+        bed.run(&args)
+    };
+    for (free, given) in [("40GiB", 1), ("40GiB,40GiB", 2)] {
+        let o = tp4(free, false);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{free}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -109,17 +116,7 @@ fn tensor_parallel_needs_one_free_figure_per_gpu() {
             "{err}"
         );
     }
-    let o = bed.run(&[
-        "fits",
-        m,
-        "--runtime",
-        "vllm",
-        "--tensor-parallel-size",
-        "4",
-        "--free",
-        "40GiB,40GiB,40GiB,40GiB",
-        "--json",
-    ]);
+    let o = tp4("40GiB,40GiB,40GiB,40GiB", true);
     let v = json(&o);
     assert_eq!(o.status.code(), Some(0), "{v}");
     assert_eq!(v["plan"], "tensor_parallel");
