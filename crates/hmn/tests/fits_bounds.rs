@@ -143,14 +143,7 @@ fn a_split_gguf_set_of_names_of_one_file_is_read_once() {
     let bed = Bed::new();
     let dir = bed.path("gguf-links");
     std::fs::create_dir_all(&dir).unwrap();
-    GgufWriter::new()
-        .str("general.architecture", "llama")
-        .u32("llama.block_count", 2)
-        .u32("llama.attention.head_count", 4)
-        .u32("llama.embedding_length", 256)
-        .tensor("token_embd.weight", &[256, 32], ggml::F16)
-        .write(&dir.join("blob.gguf"))
-        .unwrap();
+    tiny_llama().write(&dir.join("blob.gguf")).unwrap();
     for k in 1..=N {
         hmn_testbed::symlink("blob.gguf", dir.join(format!("m-{k:05}-of-{N:05}.gguf"))).unwrap();
     }

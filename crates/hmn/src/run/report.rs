@@ -190,11 +190,13 @@ impl RunReport {
                 "  peak VRAM     GPU {}: {peak} by the command{dev}\n",
                 d.index,
             ));
+            // A reason without a lower bound: no sample found the command running
+            // (`peaks::NEVER_SAMPLED`); with one, some figure could not be read.
             match d.vram_unknown_detail.as_deref() {
-                Some(hypomnesis::peaks::NEVER_SAMPLED) => t.push_str(&format!(
+                Some(why) if !d.peak_vram_is_lower_bound => t.push_str(&format!(
                     "                GPU {}: {}\n",
                     d.index,
-                    hypomnesis::peaks::NEVER_SAMPLED
+                    sanitize(why)
                 )),
                 Some(why) => t.push_str(&format!(
                     "                GPU {}: not every figure could be read: {}\n",

@@ -134,10 +134,18 @@ fn own_groups(roots: &Roots) -> Vec<PathBuf> {
 /// process from one that reuses its pid; `<prefix><pid>` where the start time cannot be read.
 pub fn transient_name(roots: &Roots, prefix: &str) -> String {
     let me = std::process::id();
-    match fsread::read_pid_bytes(roots, me, "stat", parse_stat_bytes) {
-        Ok(s) => format!("{prefix}{me}-{}", s.start_time),
-        Err(_) => format!("{prefix}{me}"),
+    match start_of(roots, me) {
+        Some(start) => format!("{prefix}{me}-{start}"),
+        None => format!("{prefix}{me}"),
     }
+}
+
+/// A process's start time (`stat`'s field 22), when its `stat` can be read. (Read here, not
+/// through `process::tree::read_stat`, which would close a circle of files through `pidns`.)
+fn start_of(roots: &Roots, pid: u32) -> Option<u64> {
+    fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes)
+        .ok()
+        .map(|s| s.start_time)
 }
 
 /// The owner in a group name `<prefix><pid>` or `<prefix><pid>-<start ticks>` (pure): its pid
@@ -161,12 +169,9 @@ fn owner_alive(roots: &Roots, pid: u32, start: Option<u64>) -> bool {
     if !roots.proc.join(pid.to_string()).exists() {
         return false;
     }
-    match (
-        start,
-        fsread::read_pid_bytes(roots, pid, "stat", parse_stat_bytes),
-    ) {
-        (Some(t), Ok(s)) => s.start_time == t,
-        _ => true,
+    match start {
+        Some(t) => start_of(roots, pid).is_none_or(|s| s == t),
+        None => true,
     }
 }
 
